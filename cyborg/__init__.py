@@ -1,0 +1,1 @@
+"""Cyborg: accelerator management for OpenStack."""

@@ -1,0 +1,55 @@
+"""Helpers every controller uses."""
+
+import datetime
+import json
+from typing import Any
+
+import pecan
+
+from cyborg.api import microversion
+from cyborg import policies
+
+JSON = 'application/json'
+
+
+def authorize(rule: str):
+    """Check ``rule`` for the caller and return the request context."""
+    context = pecan.request.context
+    policies.authorize(pecan.request.enforcer, rule, context)
+    return context
+
+
+def version_at_least(version: tuple[int, int]) -> bool:
+    return pecan.request.version >= version
+
+
+def version_string() -> str:
+    return microversion.as_string(pecan.request.version)
+
+
+def render(document: Any, status: int = 200) -> str:
+    pecan.response.status = status
+    return json.dumps(document)
+
+
+def no_content(status: int = 204) -> str:
+    pecan.response.status = status
+    del pecan.response.content_type
+    return ''
+
+
+def link(collection: str, uuid: str, rel: str = 'self') -> dict[str, str]:
+    return {'href': '%s/v2/%s/%s' % (pecan.request.base_url, collection,
+                                     uuid),
+            'rel': rel}
+
+
+def timestamp(value: datetime.datetime | str | None) -> str | None:
+    """ISO 8601 with an explicit UTC offset; stored times are UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.isoformat()

@@ -1,0 +1,113 @@
+"""/v2/device_profiles: list, show, create and delete device profiles."""
+
+import uuid as uuid_lib
+
+import pecan
+from pecan import rest
+from oslo_utils import uuidutils
+
+from cyborg.api.controllers import base
+from cyborg.api.schemas import device_profile as schema
+from cyborg.api import validation
+from cyborg.common import exception
+from cyborg.db import api as db_api
+from cyborg.objects import device_profile as dp_rules
+
+COLLECTION = 'device_profiles'
+NAME_LOOKUP_VERSION = (2, 2)
+
+
+def view(profile: dict) -> dict:
+    return {
+        'uuid': profile['uuid'],
+        'name': profile['name'],
+        'description': profile['description'],
+        'groups': profile['groups'],
+        'created_at': base.timestamp(profile['created_at']),
+        'updated_at': base.timestamp(profile['updated_at']),
+        'links': [base.link(COLLECTION, profile['uuid'])],
+    }
+
+
+def canonical_uuid(value: str) -> str:
+    return str(uuid_lib.UUID(value))
+
+
+def _identities(value: str) -> list[tuple[str, str]]:
+    """What a delete names: one uuid, or a comma-separated name list."""
+    if uuidutils.is_uuid_like(value):
+        return [('uuid', canonical_uuid(value))]
+    names = value.split(',')
+    if not all(names):
+        raise exception.Invalid(reason='empty device profile name in %r'
+                                % value)
+    return [('name', name) for name in dict.fromkeys(names)]
+
+
+def _creation_values(body) -> dict:
+    if isinstance(body, dict):
+        body = [body]
+    if isinstance(body, list) and len(body) != 1:
+        raise exception.Invalid(reason='Only one device profile allowed per '
+                                       'POST request for now.')
+    validation.validate(schema.CREATE, body)
+    values = dict(body[0])
+    if uuidutils.is_uuid_like(values['name']):
+        raise exception.Invalid(reason='Device profile name %s must not be '
+                                       'a UUID' % values['name'])
+    if 'uuid' in values:
+        if not uuidutils.is_uuid_like(values['uuid']):
+            raise exception.InvalidUUID(uuid=values['uuid'])
+        values['uuid'] = canonical_uuid(values['uuid'])
+    values['groups'] = dp_rules.normalize_groups(values['groups'])
+    return values
+
+
+class DeviceProfilesController(rest.RestController):
+
+    _ALLOWED_LIST_QUERY = frozenset(['name'])
+    _ALLOWED_DELETE_QUERY = frozenset(['value'])
+
+    @pecan.expose(content_type=base.JSON)
+    def get_all(self, **kwargs):
+        context = base.authorize('cyborg:device_profile:get_all')
+        query = validation.check_query(kwargs, self._ALLOWED_LIST_QUERY)
+        names = query['name'].split(',') if 'name' in query else None
+        if names == ['']:
+            names = []
+        profiles = db_api.device_profile_list(context, names)
+        return base.render({COLLECTION: [view(p) for p in profiles]})
+
+    @pecan.expose(content_type=base.JSON)
+    def get_one(self, ident, **kwargs):
+        context = base.authorize('cyborg:device_profile:get_one')
+        validation.check_query(kwargs, frozenset())
+        if uuidutils.is_uuid_like(ident):
+            profile = db_api.device_profile_get(
+                context, uuid=canonical_uuid(ident))
+        elif base.version_at_least(NAME_LOOKUP_VERSION):
+            profile = db_api.device_profile_get(context, name=ident)
+        else:
+            raise exception.MicroversionTooLow(version='2.2')
+        return base.render({'device_profile': view(profile)})
+
+    @pecan.expose(content_type=base.JSON)
+    def post(self, **kwargs):
+        context = base.authorize('cyborg:device_profile:create')
+        validation.check_query(kwargs, frozenset())
+        body = validation.parse_json_body(pecan.request)
+        values = _creation_values(body)
+        profile = pecan.request.conductor_api.device_profile_create(
+            context, values)
+        return base.render(view(profile), status=201)
+
+    @pecan.expose()
+    def delete(self, ident=None, **kwargs):
+        context = base.authorize('cyborg:device_profile:delete')
+        query = validation.check_query(kwargs, self._ALLOWED_DELETE_QUERY)
+        value = ident if ident is not None else query.get('value')
+        if not value:
+            raise exception.Invalid(reason='Missing argument: "value"')
+        pecan.request.conductor_api.device_profile_delete(
+            context, [list(i) for i in _identities(value)])
+        return base.no_content()

@@ -1,0 +1,92 @@
+"""API microversions: parsing the request header and the version range.
+
+Versions and what each adds:
+
+* 2.0 - baseline.
+* 2.1 - ARQ bind may set ``/project_id`` (admins only).
+* 2.2 - ``GET /v2/device_profiles/{name}`` accepts a name.
+* 2.3 - devices show ``status``.
+"""
+
+import functools
+import re
+
+SERVICE_TYPE = 'accelerator'
+HEADER = 'OpenStack-API-Version'
+ENVIRON_KEY = 'cyborg.api_version'
+
+MIN_VERSION = (2, 0)
+MAX_VERSION = (2, 3)
+
+_VERSION_RE = re.compile(r'^\s*(\d+)\.(\d+)\s*$')
+
+
+class InvalidHeader(ValueError):
+    """The header cannot be parsed."""
+
+
+class UnsupportedVersion(ValueError):
+    """The header names a version outside the supported range."""
+
+
+def as_string(version: tuple[int, int]) -> str:
+    return '%d.%d' % version
+
+
+@functools.lru_cache(maxsize=64)
+def parse_header(value: str | None) -> tuple[int, int]:
+    """The version a request asks for.
+
+    Accepts ``accelerator 2.N``, ``accelerator latest``, a comma-separated
+    list naming several services, and (deprecated) a bare ``2.N`` or
+    ``latest``. A header that names only other services, or none at all,
+    selects the minimum version.
+    """
+    if value is None or not value.strip():
+        return MIN_VERSION
+    requested = None
+    for item in value.split(','):
+        words = item.split()
+        if len(words) == 2 and words[0].lower() == SERVICE_TYPE:
+            requested = words[1]
+            break
+        if len(words) == 1 and len(value.split(',')) == 1:
+            requested = words[0]
+            break
+        if len(words) != 2:
+            raise InvalidHeader(value)
+    if requested is None:
+        return MIN_VERSION
+    if requested.lower() == 'latest':
+        return MAX_VERSION
+    match = _VERSION_RE.match(requested)
+    if not match:
+        raise InvalidHeader(value)
+    version = (int(match.group(1)), int(match.group(2)))
+    check_supported(version)
+    return version
+
+
+def check_supported(version: tuple[int, int]) -> None:
+    if version[0] != MAX_VERSION[0]:
+        raise UnsupportedVersion(
+            'Mutually exclusive versions requested. Version %s requested '
+            'but not supported by this service. The supported version '
+            'range is: [%s, %s].' % (as_string(version),
+                                     as_string(MIN_VERSION),
+                                     as_string(MAX_VERSION)))
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise UnsupportedVersion(
+            'Version %s was requested but the minor version is not '
+            'supported by this service. The supported version range is: '
+            '[%s, %s].' % (as_string(version), as_string(MIN_VERSION),
+                           as_string(MAX_VERSION)))
+
+
+def response_headers(version: tuple[int, int]) -> list[tuple[str, str]]:
+    return [
+        (HEADER, '%s %s' % (SERVICE_TYPE, as_string(version))),
+        ('OpenStack-API-Minimum-Version', as_string(MIN_VERSION)),
+        ('OpenStack-API-Maximum-Version', as_string(MAX_VERSION)),
+        ('Vary', HEADER),
+    ]

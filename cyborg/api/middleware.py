@@ -1,0 +1,167 @@
+"""WSGI middleware of the API pipeline."""
+
+import html
+import re
+
+from keystonemiddleware import auth_token
+from oslo_log import log as logging
+
+from cyborg.api import errors
+from cyborg.api import microversion
+
+LOG = logging.getLogger(__name__)
+
+# Keystone's implied roles: a token for a role carries the roles below it.
+IMPLIED_ROLES = {
+    'admin': ('manager', 'member', 'reader'),
+    'manager': ('member', 'reader'),
+    'member': ('reader',),
+}
+
+_PUBLIC_PATHS = re.compile(r'^/(v2)?(\.json)?/?$')
+_TAGS = re.compile(r'<[^>]+>')
+
+
+def is_public_path(path: str) -> bool:
+    """The version documents need no token."""
+    return path in ('', '/') or _PUBLIC_PATHS.match(path) is not None
+
+
+def expand_roles(roles: list[str]) -> list[str]:
+    expanded = list(roles)
+    for role in roles:
+        for implied in IMPLIED_ROLES.get(role, ()):
+            if implied not in expanded:
+                expanded.append(implied)
+    return expanded
+
+
+class VersionMiddleware:
+    """Routes unversioned paths to v2 and negotiates the microversion.
+
+    Every response under /v2, errors included, carries the version
+    headers; the root document carries none.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        if path in ('', '/', '/.json'):
+            return self.app(environ, start_response)
+        if path != '/v2' and not path.startswith(('/v2/', '/v2.')):
+            environ['PATH_INFO'] = '/v2' + path
+        try:
+            version = microversion.parse_header(
+                environ.get('HTTP_OPENSTACK_API_VERSION'))
+        except microversion.InvalidHeader:
+            return self._reject(start_response, 'Invalid value for '
+                                'OpenStack-API-Version header', ())
+        except microversion.UnsupportedVersion as e:
+            headers = microversion.response_headers(microversion.MIN_VERSION)
+            return self._reject(start_response, str(e), headers[1:])
+        environ[microversion.ENVIRON_KEY] = version
+        extra = microversion.response_headers(version)
+
+        def add_headers(status, headers, exc_info=None):
+            headers = [h for h in headers if h[0].lower() != 'vary']
+            return start_response(status, headers + extra, exc_info)
+
+        return self.app(environ, add_headers)
+
+    @staticmethod
+    def _reject(start_response, message, headers):
+        body = errors.fault_body(406, message)
+        start_response('406 Not Acceptable',
+                       [('Content-Type', errors.JSON),
+                        ('Content-Length', str(len(body)))] + list(headers))
+        return [body]
+
+
+class ErrorEnvelopeMiddleware:
+    """Gives any non-JSON error response the JSON fault body."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        captured = []
+
+        def capture(status, headers, exc_info=None):
+            captured[:] = [status, headers, exc_info]
+            return _no_write
+
+        app_iter = self.app(environ, capture)
+        status, headers, exc_info = captured
+        code = int(status[:3])
+        if code < 400 or _content_type(headers).startswith(errors.JSON):
+            start_response(status, headers, exc_info)
+            return app_iter
+        try:
+            text = b''.join(app_iter).decode('utf-8', 'replace')
+        finally:
+            if hasattr(app_iter, 'close'):
+                app_iter.close()
+        body = errors.fault_body(code, _plain_message(status, text))
+        headers = [(k, v) for k, v in headers
+                   if k.lower() not in ('content-type', 'content-length')]
+        headers += [('Content-Type', errors.JSON),
+                    ('Content-Length', str(len(body)))]
+        start_response(status, headers, exc_info)
+        return [body]
+
+
+def _no_write(_data):
+    raise NotImplementedError('write() is not supported')
+
+
+def _content_type(headers) -> str:
+    for name, value in headers:
+        if name.lower() == 'content-type':
+            return value
+    return ''
+
+
+def _plain_message(status: str, text: str) -> str:
+    text = html.unescape(_TAGS.sub(' ', text))
+    text = ' '.join(text.split())
+    if text.startswith(status):
+        text = text[len(status):].strip()
+    return text or status[4:]
+
+
+class NoAuthMiddleware:
+    """Development authentication: identity comes from request headers.
+
+    Missing identity headers get the configured defaults, and roles get
+    Keystone's implied roles, so a plain client acts as an admin of the
+    default project.
+    """
+
+    def __init__(self, app, default_project_id: str,
+                 default_roles: list[str]):
+        self.app = app
+        self._project_id = default_project_id
+        self._roles = ','.join(expand_roles(default_roles))
+
+    def __call__(self, environ, start_response):
+        environ.setdefault('HTTP_X_PROJECT_ID', self._project_id)
+        environ.setdefault('HTTP_X_USER_ID', 'noauth')
+        roles = environ.get('HTTP_X_ROLES')
+        if roles is None:
+            environ['HTTP_X_ROLES'] = self._roles
+        else:
+            environ['HTTP_X_ROLES'] = ','.join(expand_roles(
+                [r.strip() for r in roles.split(',') if r.strip()]))
+        environ['HTTP_X_IDENTITY_STATUS'] = 'Confirmed'
+        return self.app(environ, start_response)
+
+
+class AuthTokenMiddleware(auth_token.AuthProtocol):
+    """keystonemiddleware, except for the public version documents."""
+
+    def __call__(self, environ, start_response):
+        if is_public_path(environ.get('PATH_INFO', '')):
+            return self._app(environ, start_response)
+        return super().__call__(environ, start_response)

@@ -1,0 +1,108 @@
+"""Cyborg exceptions.
+
+Every exception a request can end in derives from CyborgException and
+carries the HTTP status it maps to, so the API turns it into a response in
+one place. The conductor raises the same classes; oslo.messaging re-raises
+them on the caller's side because this module is an allowed remote module.
+"""
+
+
+class CyborgException(Exception):
+    """Base class. ``msg_fmt`` is formatted with the keyword arguments."""
+
+    msg_fmt = 'An unknown exception occurred.'
+    code = 500
+
+    def __init__(self, message: str | None = None, **kwargs):
+        self.kwargs = kwargs
+        if not message:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError):
+                message = self.msg_fmt
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Invalid(CyborgException):
+    msg_fmt = 'Invalid input: %(reason)s'
+    code = 400
+
+
+class InvalidParameterValue(Invalid):
+    msg_fmt = '%(err)s'
+
+
+class InvalidUUID(Invalid):
+    msg_fmt = 'Expected a uuid but received %(uuid)s.'
+
+
+class InvalidJSON(Invalid):
+    msg_fmt = 'Request is not in valid JSON format: %(reason)s'
+
+
+class NotAuthorized(CyborgException):
+    msg_fmt = 'Not authorized.'
+    code = 403
+
+
+class PolicyNotAuthorized(NotAuthorized):
+    msg_fmt = 'Access was denied to the following resource: %(action)s'
+
+
+class Forbidden(NotAuthorized):
+    msg_fmt = '%(reason)s'
+
+
+class NotFound(CyborgException):
+    msg_fmt = 'Resource could not be found.'
+    code = 404
+
+
+class ResourceNotFound(NotFound):
+    msg_fmt = '%(resource)s not found with %(key)s=%(value)s'
+
+
+class DeviceProfileNotFound(ResourceNotFound):
+    def __init__(self, key: str, value: str):
+        super().__init__(resource='Device Profile', key=key, value=value)
+
+
+class NotAcceptable(CyborgException):
+    msg_fmt = 'Request not acceptable: %(reason)s'
+    code = 406
+
+
+class MicroversionTooLow(NotAcceptable):
+    msg_fmt = ('Request not acceptable. The minimal required API version '
+               'should be %(version)s')
+
+
+class Conflict(CyborgException):
+    msg_fmt = 'Conflict: %(reason)s'
+    code = 409
+
+
+class DuplicateDeviceProfileName(Conflict):
+    msg_fmt = 'A device_profile with name %(name)s already exists.'
+
+
+class DuplicateDeviceProfileUUID(Conflict):
+    msg_fmt = 'A device_profile with uuid %(uuid)s already exists.'
+
+
+class DeviceProfileInUse(Conflict):
+    msg_fmt = ('Device profile %(name)s is used by %(count)d accelerator '
+               'request(s) and cannot be deleted.')
+
+
+class ServiceUnavailable(CyborgException):
+    msg_fmt = 'Service is unavailable: %(reason)s'
+    code = 503
+
+
+class ConfigInvalid(CyborgException):
+    msg_fmt = 'Invalid configuration: %(reason)s'

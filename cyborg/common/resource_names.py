@@ -1,0 +1,43 @@
+"""Naming rules for Placement resource classes and traits.
+
+The one place that decides what a valid resource class or trait name is,
+used by device profile validation and by Placement reporting.
+"""
+
+import functools
+import re
+
+import os_resource_classes
+import os_traits
+
+CUSTOM_PREFIX = 'CUSTOM_'
+OWNER_TRAIT = 'OWNER_CYBORG'
+_CUSTOM_NAME = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
+
+
+def normalize(name: str) -> str:
+    """Upper-case a name and turn hyphens into underscores."""
+    return name.strip().upper().replace('-', '_')
+
+
+def custom_name(text: str) -> str:
+    """``CUSTOM_<TEXT>`` with characters Placement rejects made ``_``."""
+    text = re.sub(r'[^A-Z0-9_]', '_', normalize(text))
+    if text.startswith(CUSTOM_PREFIX):
+        return text
+    return CUSTOM_PREFIX + text
+
+
+@functools.lru_cache(maxsize=1)
+def _standard_traits() -> frozenset[str]:
+    return frozenset(os_traits.get_traits())
+
+
+def is_valid_resource_class(name: str) -> bool:
+    return (name in os_resource_classes.STANDARDS
+            or _CUSTOM_NAME.match(name) is not None)
+
+
+def is_valid_trait(name: str) -> bool:
+    return (name in _standard_traits()
+            or _CUSTOM_NAME.match(name) is not None)

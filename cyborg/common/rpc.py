@@ -1,0 +1,178 @@
+"""RPC transports, clients and servers.
+
+Two transports share one interface:
+
+* oslo.messaging (``rabbit://...``) between processes;
+* :class:`LocalTransport` (``inproc://``) for the all-in-one, which calls
+  the endpoint directly in the caller's thread (casts run on a thread
+  pool). Arguments and the context are copied through their wire form, so
+  an endpoint sees exactly what it would see over RabbitMQ.
+"""
+
+import copy
+import threading
+from typing import Any
+
+import futurist
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging as messaging
+from oslo_messaging.rpc import dispatcher
+from oslo_serialization import jsonutils
+
+from cyborg.common import constants
+from cyborg.common import exception
+from cyborg import context as cyborg_context
+
+LOG = logging.getLogger(__name__)
+
+ALLOWED_EXMODS = [exception.__name__]
+
+
+class RequestContextSerializer(messaging.Serializer):
+    """Sends the request context as a dict; entities are plain JSON."""
+
+    def serialize_entity(self, context, entity):
+        return entity
+
+    def deserialize_entity(self, context, entity):
+        return entity
+
+    def serialize_context(self, context):
+        return context.to_dict()
+
+    def deserialize_context(self, context):
+        return cyborg_context.RequestContext.from_dict(context)
+
+
+class LocalTransport:
+    """In-process transport: endpoints registered by (topic, server)."""
+
+    def __init__(self, max_workers: int = 16):
+        self._endpoints: dict[tuple[str, str | None], object] = {}
+        self._lock = threading.Lock()
+        self._executor = futurist.ThreadPoolExecutor(max_workers=max_workers)
+
+    def register(self, topic: str, server: str, endpoint: object) -> None:
+        with self._lock:
+            self._endpoints[(topic, server)] = endpoint
+            self._endpoints.setdefault((topic, None), endpoint)
+
+    def unregister(self, topic: str, server: str) -> None:
+        with self._lock:
+            endpoint = self._endpoints.pop((topic, server), None)
+            if self._endpoints.get((topic, None)) is endpoint:
+                del self._endpoints[(topic, None)]
+
+    def lookup(self, topic: str, server: str | None) -> object:
+        endpoint = self._endpoints.get((topic, server))
+        if endpoint is None:
+            raise messaging.MessagingTimeout(
+                'No in-process RPC server for topic %s server %s'
+                % (topic, server))
+        return endpoint
+
+    def submit(self, fn, *args, **kwargs):
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def cleanup(self) -> None:
+        self._executor.shutdown(wait=True)
+
+
+class _LocalClient:
+    def __init__(self, transport: LocalTransport, topic: str,
+                 server: str | None = None):
+        self._transport = transport
+        self._topic = topic
+        self._server = server
+
+    def prepare(self, server: str | None = None, **_ignored) -> '_LocalClient':
+        return _LocalClient(self._transport, self._topic, server)
+
+    def _invoke(self, context, method: str, kwargs: dict[str, Any]):
+        if method.startswith('_'):
+            raise messaging.NoSuchMethod(method)
+        endpoint = self._transport.lookup(self._topic, self._server)
+        ctx = cyborg_context.RequestContext.from_dict(context.to_dict())
+        handler = getattr(endpoint, method, None)
+        if handler is None:
+            raise messaging.NoSuchMethod(method)
+        # Copy arguments and the result as the wire would, so neither side
+        # can mutate the other's objects.
+        result = handler(ctx, **_wire_copy(kwargs))
+        return _wire_copy(result)
+
+    def call(self, context, method: str, **kwargs):
+        return self._invoke(context, method, kwargs)
+
+    def cast(self, context, method: str, **kwargs) -> None:
+        future = self._transport.submit(self._invoke, context, method, kwargs)
+        future.add_done_callback(_log_cast_failure(method))
+
+
+def _log_cast_failure(method: str):
+    def callback(future):
+        error = future.exception()
+        if error is not None:
+            LOG.error('In-process RPC cast %s failed: %s', method, error,
+                      exc_info=error)
+    return callback
+
+
+def _wire_copy(value):
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    try:
+        return jsonutils.loads(jsonutils.dumps(value))
+    except (TypeError, ValueError):
+        return copy.deepcopy(value)
+
+
+class _LocalServer:
+    def __init__(self, transport: LocalTransport, topic: str, server: str,
+                 endpoint: object):
+        self._transport = transport
+        self._topic = topic
+        self._server = server
+        self._endpoint = endpoint
+
+    def start(self) -> None:
+        self._transport.register(self._topic, self._server, self._endpoint)
+
+    def stop(self) -> None:
+        self._transport.unregister(self._topic, self._server)
+
+    def wait(self) -> None:
+        pass
+
+
+def get_transport(conf: cfg.ConfigOpts):
+    """The transport ``[DEFAULT] transport_url`` names."""
+    messaging.set_transport_defaults(control_exchange='cyborg')
+    url = conf.transport_url
+    if url and url.startswith(constants.INPROC_TRANSPORT_URL):
+        return LocalTransport()
+    return messaging.get_rpc_transport(conf,
+                                       allowed_remote_exmods=ALLOWED_EXMODS)
+
+
+def get_client(transport, topic: str, version: str = constants.RPC_API_VERSION):
+    if isinstance(transport, LocalTransport):
+        return _LocalClient(transport, topic)
+    target = messaging.Target(topic=topic, version=version)
+    return messaging.get_rpc_client(transport, target,
+                                    serializer=RequestContextSerializer())
+
+
+def get_server(transport, topic: str, server: str, endpoint: object):
+    if isinstance(transport, LocalTransport):
+        return _LocalServer(transport, topic, server, endpoint)
+    target = messaging.Target(topic=topic, server=server)
+    return messaging.get_rpc_server(
+        transport, target, [endpoint], executor='threading',
+        serializer=RequestContextSerializer(),
+        access_policy=dispatcher.DefaultRPCAccessPolicy)
+
+
+def cleanup(transport) -> None:
+    transport.cleanup()

@@ -1,0 +1,30 @@
+"""Client side of the conductor RPC API."""
+
+from typing import Any
+
+from cyborg.common import constants
+from cyborg.common import rpc
+
+
+class ConductorAPI:
+    """Calls the conductor. Version 1.0.
+
+    Writes that the caller must see the result of are calls; work that
+    may finish later is cast.
+    """
+
+    def __init__(self, transport):
+        self._client = rpc.get_client(transport, constants.CONDUCTOR_TOPIC)
+
+    def device_profile_create(self, context, values: dict[str, Any]
+                              ) -> dict[str, Any]:
+        return self._client.call(context, 'device_profile_create',
+                                 values=values)
+
+    def device_profile_delete(self, context, idents: list[list[str]]) -> None:
+        return self._client.call(context, 'device_profile_delete',
+                                 idents=idents)
+
+    def service_heartbeat(self, context, host: str, binary: str) -> None:
+        self._client.cast(context, 'service_heartbeat', host=host,
+                          binary=binary)

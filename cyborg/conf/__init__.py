@@ -1,0 +1,14 @@
+"""Configuration: the one global CONF object and option registration."""
+
+from oslo_config import cfg
+
+from cyborg.conf import agent
+from cyborg.conf import api
+from cyborg.conf import conductor
+from cyborg.conf import database
+from cyborg.conf import default
+
+CONF = cfg.CONF
+
+for _module in (default, api, conductor, agent, database):
+    _module.register_opts(CONF)

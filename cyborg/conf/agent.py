@@ -1,0 +1,25 @@
+"""Options of the [agent] group."""
+
+from oslo_config import cfg
+
+group = cfg.OptGroup('agent', title='Agent options')
+
+opts = [
+    cfg.ListOpt('enabled_drivers',
+                default=['fake_driver'],
+                help='Accelerator drivers the agent loads, by their names '
+                     'in the "cyborg.accelerator.driver" entry point '
+                     'namespace.'),
+    cfg.IntOpt('discovery_interval',
+               default=60, min=1,
+               help='Seconds between two device discoveries of the agent.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group)
+    conf.register_opts(opts, group=group)
+
+
+def list_opts():
+    return {group: opts}

@@ -1,0 +1,50 @@
+"""Options of the [api] group."""
+
+from oslo_config import cfg
+
+group = cfg.OptGroup('api', title='REST API options')
+
+opts = [
+    cfg.HostAddressOpt('host_ip',
+                       default='127.0.0.1',
+                       help='Address the standalone cyborg-api server '
+                            'listens on.'),
+    cfg.PortOpt('port',
+                default=6666,
+                help='Port the standalone cyborg-api server listens on.'),
+    cfg.IntOpt('api_workers',
+               default=1, min=1,
+               help='Number of threads serving requests in the standalone '
+                    'cyborg-api server. For production, run '
+                    'cyborg.wsgi.api:application under uWSGI, gunicorn or '
+                    'mod_wsgi and size the worker pool there.'),
+    cfg.StrOpt('public_endpoint',
+               help='Public URL of the API, used to build links in '
+                    'responses, e.g. "https://cloud.example.com/accelerator". '
+                    'When unset the request host URL is used.'),
+    cfg.StrOpt('auth_strategy',
+               default='keystone',
+               choices=[('keystone', 'Validate tokens with '
+                                     'keystonemiddleware.'),
+                        ('noauth', 'No authentication: identity, roles '
+                                   'and scope come from request headers. '
+                                   'For development and tests only.')],
+               help='How API requests are authenticated.'),
+    cfg.StrOpt('noauth_default_project_id',
+               default='00000000000000000000000000000001',
+               help='With auth_strategy=noauth, the project of a request '
+                    'that carries no X-Project-Id header.'),
+    cfg.ListOpt('noauth_default_roles',
+                default=['admin', 'manager', 'member', 'reader'],
+                help='With auth_strategy=noauth, the roles of a request '
+                     'that carries no X-Roles header.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group)
+    conf.register_opts(opts, group=group)
+
+
+def list_opts():
+    return {group: opts}

@@ -1,0 +1,24 @@
+"""Options of the [conductor] group."""
+
+from oslo_config import cfg
+
+group = cfg.OptGroup('conductor', title='Conductor options')
+
+opts = [
+    cfg.IntOpt('workers',
+               default=16, min=1,
+               help='Threads handling RPC requests in one conductor.'),
+    cfg.IntOpt('bind_timeout',
+               default=300, min=10,
+               help='Seconds after which an unfinished ARQ bind job is '
+                    'failed by any conductor.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group)
+    conf.register_opts(opts, group=group)
+
+
+def list_opts():
+    return {group: opts}

@@ -1,0 +1,48 @@
+"""Options of the [DEFAULT] group."""
+
+import os
+import socket
+
+from oslo_config import cfg
+
+_PKG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+opts = [
+    cfg.StrOpt('host',
+               default=socket.gethostname(),
+               sample_default='localhost',
+               help='Name of this node. It is the RPC server name of the '
+                    'agent and conductor, and the host name under which '
+                    'the agent reports its devices. It must be unique '
+                    'among the services of one deployment.'),
+    cfg.StrOpt('state_path',
+               default='/var/lib/cyborg',
+               help='Top-level directory for the service state: the '
+                    'default SQLite database and files the agent keeps.'),
+    cfg.IntOpt('periodic_interval',
+               default=60, min=1,
+               help='Seconds between runs of periodic work (agent '
+                    'discovery, conductor sweeps) unless a more specific '
+                    'option says otherwise.'),
+    cfg.IntOpt('heartbeat_interval',
+               default=10, min=1,
+               help='Seconds between two heartbeats a service writes to '
+                    'the services table.'),
+    cfg.IntOpt('service_down_time',
+               default=60, min=1,
+               help='Seconds since the last heartbeat after which a '
+                    'service is considered down.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(opts)
+
+
+def list_opts():
+    return {'DEFAULT': opts}
+
+
+def package_dir() -> str:
+    """Directory of the installed cyborg package."""
+    return _PKG_DIR

@@ -1,0 +1,36 @@
+"""Request context carried through the API, RPC and DB layers."""
+
+from typing import Any
+
+from oslo_context import context as oslo_context
+from oslo_db.sqlalchemy import enginefacade
+
+
+@enginefacade.transaction_context_provider
+class RequestContext(oslo_context.RequestContext):
+    """Security context and request information.
+
+    ``is_admin`` is derived from the roles (``admin``); ``service_roles`` are
+    the roles of a validated service token, never of the user token.
+    """
+
+    def __init__(self, is_admin: bool | None = None, **kwargs: Any):
+        super().__init__(is_admin=bool(is_admin), **kwargs)
+        if is_admin is None:
+            self.is_admin = 'admin' in (self.roles or [])
+
+    def to_dict(self) -> dict:
+        values = super().to_dict()
+        values['is_admin'] = self.is_admin
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict, **kwargs: Any) -> 'RequestContext':
+        kwargs.setdefault('is_admin', values.get('is_admin'))
+        return super().from_dict(values, **kwargs)
+
+
+def get_admin_context() -> RequestContext:
+    """Context for the services' own work (periodic tasks, start-up)."""
+    return RequestContext(is_admin=True, roles=['admin'],
+                          overwrite=False)

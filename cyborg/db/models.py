@@ -1,0 +1,200 @@
+"""SQLAlchemy models of every cyborg table.
+
+State-like columns (device type and status, ARQ state, handle type) are
+plain strings validated in code, not database enums: enum types cannot be
+widened portably across SQLite, PostgreSQL and MySQL.
+"""
+
+from oslo_db.sqlalchemy import models
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
+
+
+class Base(models.TimestampMixin, models.ModelBase, orm.DeclarativeBase):
+    """Base of every model: id primary key plus created/updated timestamps."""
+
+
+class Service(Base):
+    """A running cyborg service and its heartbeat."""
+
+    __tablename__ = 'services'
+    __table_args__ = (
+        sa.UniqueConstraint('host', 'binary', name='uniq_services0host0binary'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    host = sa.Column(sa.String(255), nullable=False)
+    binary = sa.Column(sa.String(255), nullable=False)
+    last_seen_up = sa.Column(sa.DateTime, nullable=True)
+    report_hash = sa.Column(sa.String(64), nullable=True)
+
+
+class Device(Base):
+    """A physical accelerator card on one host."""
+
+    __tablename__ = 'devices'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_devices0uuid'),
+        sa.UniqueConstraint('hostname', 'address',
+                            name='uniq_devices0hostname0address'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    type = sa.Column(sa.String(30), nullable=False)
+    vendor = sa.Column(sa.String(255), nullable=False)
+    model = sa.Column(sa.String(255), nullable=False)
+    std_board_info = sa.Column(sa.Text, nullable=True)
+    vendor_board_info = sa.Column(sa.Text, nullable=True)
+    hostname = sa.Column(sa.String(255), nullable=False)
+    address = sa.Column(sa.String(255), nullable=False)
+    status = sa.Column(sa.String(32), nullable=False,
+                       default='enabled', server_default='enabled')
+
+
+class Deployable(Base):
+    """A schedulable unit of a device; one Placement resource provider."""
+
+    __tablename__ = 'deployables'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_deployables0uuid'),
+        sa.UniqueConstraint('device_id', 'name',
+                            name='uniq_deployables0device_id0name'),
+        sa.Index('deployables_rp_uuid_idx', 'rp_uuid'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    parent_id = sa.Column(sa.Integer, sa.ForeignKey('deployables.id'),
+                          nullable=True)
+    root_id = sa.Column(sa.Integer, sa.ForeignKey('deployables.id'),
+                        nullable=True)
+    name = sa.Column(sa.String(255), nullable=False)
+    num_accelerators = sa.Column(sa.Integer, nullable=False)
+    device_id = sa.Column(sa.Integer, sa.ForeignKey('devices.id'),
+                          nullable=False)
+    rp_uuid = sa.Column(sa.String(36), nullable=True)
+    driver_name = sa.Column(sa.String(100), nullable=True)
+    bitstream_id = sa.Column(sa.String(36), nullable=True)
+
+
+class Attribute(Base):
+    """A key/value pair describing a deployable (rc, traits, ...)."""
+
+    __tablename__ = 'attributes'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_attributes0uuid'),
+        sa.UniqueConstraint('deployable_id', 'key',
+                            name='uniq_attributes0deployable_id0key'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    deployable_id = sa.Column(sa.Integer, sa.ForeignKey('deployables.id'),
+                              nullable=False)
+    key = sa.Column(sa.String(255), nullable=False)
+    value = sa.Column(sa.Text, nullable=False)
+
+
+class ControlpathID(Base):
+    """How the host controls a device (e.g. its PCI physical function)."""
+
+    __tablename__ = 'controlpath_ids'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_controlpath_ids0uuid'),
+        sa.UniqueConstraint('device_id', 'cpid_info',
+                            name='uniq_controlpath_ids0device_id0cpid_info'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    device_id = sa.Column(sa.Integer, sa.ForeignKey('devices.id'),
+                          nullable=False)
+    cpid_type = sa.Column(sa.String(32), nullable=False)
+    cpid_info = sa.Column(sa.String(255), nullable=False)
+
+
+class AttachHandle(Base):
+    """What Nova attaches to an instance: a PCI function or an mdev."""
+
+    __tablename__ = 'attach_handles'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_attach_handles0uuid'),
+        sa.UniqueConstraint('deployable_id', 'attach_info',
+                            name='uniq_attach_handles0deployable_id0info'),
+        sa.Index('attach_handles_cpid_id_idx', 'cpid_id'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    deployable_id = sa.Column(sa.Integer, sa.ForeignKey('deployables.id'),
+                              nullable=False)
+    cpid_id = sa.Column(sa.Integer, sa.ForeignKey('controlpath_ids.id'),
+                        nullable=False)
+    in_use = sa.Column(sa.Boolean, nullable=False, default=False,
+                       server_default=sa.false())
+    attach_type = sa.Column(sa.String(32), nullable=False)
+    attach_info = sa.Column(sa.String(255), nullable=False)
+
+
+class DeviceProfile(Base):
+    """A named set of accelerator request groups."""
+
+    __tablename__ = 'device_profiles'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_device_profiles0uuid'),
+        sa.UniqueConstraint('name', name='uniq_device_profiles0name'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    name = sa.Column(sa.String(255), nullable=False)
+    profile_json = sa.Column(sa.Text, nullable=False)
+    description = sa.Column(sa.Text, nullable=True)
+
+
+class ExtendedAcceleratorRequest(Base):
+    """An accelerator request (ARQ) and its binding."""
+
+    __tablename__ = 'extended_accelerator_requests'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_extArqs0uuid'),
+        sa.UniqueConstraint('attach_handle_id',
+                            name='uniq_extArqs0attach_handle_id'),
+        sa.Index('extArqs_project_id_idx', 'project_id'),
+        sa.Index('extArqs_instance_uuid_idx', 'instance_uuid'),
+        sa.Index('extArqs_device_profile_id_idx', 'device_profile_id'),
+        sa.Index('extArqs_device_rp_uuid_idx', 'device_rp_uuid'),
+        sa.Index('extArqs_state_idx', 'state'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    project_id = sa.Column(sa.String(255), nullable=True)
+    state = sa.Column(sa.String(32), nullable=False)
+    device_profile_id = sa.Column(sa.Integer,
+                                  sa.ForeignKey('device_profiles.id'),
+                                  nullable=False)
+    device_profile_group_id = sa.Column(sa.Integer, nullable=False,
+                                        default=0, server_default='0')
+    hostname = sa.Column(sa.String(255), nullable=True)
+    device_rp_uuid = sa.Column(sa.String(36), nullable=True)
+    instance_uuid = sa.Column(sa.String(36), nullable=True)
+    attach_handle_id = sa.Column(sa.Integer,
+                                 sa.ForeignKey('attach_handles.id'),
+                                 nullable=True)
+    deployable_id = sa.Column(sa.Integer, sa.ForeignKey('deployables.id'),
+                              nullable=True)
+    bind_owner = sa.Column(sa.String(255), nullable=True)
+    bind_started_at = sa.Column(sa.DateTime, nullable=True)
+    bind_error = sa.Column(sa.Text, nullable=True)

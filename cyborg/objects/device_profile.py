@@ -1,0 +1,119 @@
+"""Device profiles: the rules for their groups and their API form."""
+
+from typing import Any
+
+from oslo_utils import uuidutils
+
+from cyborg.common import exception
+from cyborg.common import resource_names
+
+RESOURCES = 'resources'
+TRAIT = 'trait'
+ACCEL = 'accel'
+TRAIT_VALUES = ('required', 'forbidden')
+ATTACH_TARGETS = ('VM', 'host', 'none')
+
+# accel: keys and how their values are checked.
+_UUID = 'uuid'
+_NAME = 'name'
+ACCEL_KEYS = {
+    'bitstream_id': _UUID,
+    'bitstream_name': _NAME,
+    'function_id': _UUID,
+    'function_name': _NAME,
+    'attach_target': ATTACH_TARGETS,
+}
+
+
+def _invalid(message: str, *args) -> exception.InvalidParameterValue:
+    return exception.InvalidParameterValue(err=message % args)
+
+
+def _resource_amount(key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _invalid('Resources number %r of %s must be a positive '
+                       'integer', value, key)
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise _invalid('Resources number %r of %s must be a positive '
+                       'integer', value, key)
+    return str(int(text))
+
+
+def _accel_value(key: str, value: Any) -> str:
+    kind = ACCEL_KEYS.get(key)
+    if kind is None:
+        raise _invalid('Unsupported accel key accel:%s; valid keys are %s',
+                       key, ', '.join(sorted(ACCEL_KEYS)))
+    if not isinstance(value, str):
+        raise _invalid('Value of accel:%s must be a string', key)
+    if kind == _UUID and not uuidutils.is_uuid_like(value):
+        raise _invalid('Value of accel:%s must be a UUID, not %r', key, value)
+    if isinstance(kind, tuple) and value not in kind:
+        raise _invalid('Value of accel:%s must be one of %s, not %r', key,
+                       ', '.join(kind), value)
+    if kind == _NAME and not value:
+        raise _invalid('Value of accel:%s must not be empty', key)
+    return value
+
+
+def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
+    """Validate one request group and return it in canonical form.
+
+    Resource class and trait names are upper-cased with hyphens turned
+    into underscores; resource amounts become strings.
+    """
+    result: dict[str, str] = {}
+    for key, value in group.items():
+        prefix, sep, name = key.partition(':')
+        prefix = prefix.strip()
+        if not sep or prefix not in (RESOURCES, TRAIT, ACCEL):
+            raise _invalid('Device profile group keys must be of the form '
+                           'resources:<RC>, trait:<TRAIT> or accel:<key>, '
+                           'not %r (group %d)', key, index)
+        if prefix == RESOURCES:
+            name = resource_names.normalize(name)
+            if not resource_names.is_valid_resource_class(name):
+                raise _invalid('Unsupported resource class %s (group %d)',
+                               name, index)
+            value = _resource_amount(key, value)
+        elif prefix == TRAIT:
+            name = resource_names.normalize(name)
+            if not resource_names.is_valid_trait(name):
+                raise _invalid('Unsupported trait name %s (group %d); use a '
+                               'standard trait or CUSTOM_<NAME>', name, index)
+            if value not in TRAIT_VALUES:
+                raise _invalid('Unsupported trait value %r of %s, the value '
+                               'must be one among %s', value, key,
+                               list(TRAIT_VALUES))
+        else:
+            name = name.strip()
+            value = _accel_value(name, value)
+        canonical = '%s:%s' % (prefix, name)
+        if canonical in result:
+            raise _invalid('Key %s appears twice in group %d', canonical,
+                           index)
+        result[canonical] = value
+    _check_group_consistency(index, result)
+    return result
+
+
+def _check_group_consistency(index: int, group: dict[str, str]) -> None:
+    if not any(key.startswith(RESOURCES + ':') for key in group):
+        raise _invalid('Group %d requests no resources; each group needs '
+                       'at least one resources:<RC> key', index)
+    has_bitstream = any(key.startswith(ACCEL + ':bitstream_') for key in group)
+    has_function = any(key.startswith(ACCEL + ':function_') for key in group)
+    if has_bitstream and has_function:
+        raise _invalid('Group %d names both a bitstream and a function; '
+                       'give only one of them', index)
+
+
+def normalize_groups(groups: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [normalize_group(i, group) for i, group in enumerate(groups)]
+
+
+def accelerator_count(group: dict[str, str]) -> int:
+    """How many accelerators (ARQs) one group requests."""
+    return sum(int(value) for key, value in group.items()
+               if key.startswith(RESOURCES + ':'))

@@ -1,0 +1,52 @@
+"""Base rules: the personas every endpoint rule is built from."""
+
+from oslo_policy import policy
+
+PROJECT_SCOPE = ['project']
+
+ADMIN = 'rule:admin_api'
+PROJECT_READER_OR_ADMIN = 'rule:project_reader_or_admin'
+PROJECT_MEMBER_OR_ADMIN = 'rule:project_member_or_admin'
+PROJECT_MANAGER_OR_ADMIN = 'rule:project_manager_or_admin'
+PROJECT_MEMBER_OR_SERVICE = 'rule:project_member_or_service'
+
+rules = [
+    policy.RuleDefault('admin_api', 'role:admin',
+                       description='An administrator.'),
+    policy.RuleDefault('project_admin_api',
+                       'role:admin and project_id:%(project_id)s',
+                       description='An administrator of the project.'),
+    policy.RuleDefault('project_member_api',
+                       'role:member and project_id:%(project_id)s',
+                       description='A member of the project.'),
+    policy.RuleDefault('project_reader_api',
+                       'role:reader and project_id:%(project_id)s',
+                       description='A reader of the project.'),
+    policy.RuleDefault('project_manager_api',
+                       'role:manager and project_id:%(project_id)s',
+                       description='A manager of the project.'),
+    policy.RuleDefault('service_api', 'role:service',
+                       description='Another OpenStack service (Nova).'),
+    policy.RuleDefault('project_member_or_admin',
+                       'rule:project_member_api or rule:admin_api',
+                       description='A project member or an administrator.'),
+    policy.RuleDefault('project_reader_or_admin',
+                       'rule:project_reader_api or rule:admin_api',
+                       description='A project reader or an administrator.'),
+    policy.RuleDefault('project_manager_or_admin',
+                       'rule:project_manager_api or rule:admin_api',
+                       description='A project manager or an administrator.'),
+    policy.RuleDefault('project_member_or_service',
+                       'rule:project_member_api or rule:service_api',
+                       description='A project member or a service.'),
+]
+
+
+def rule(name: str, check: str, description: str,
+         operations: list[tuple[str, str]]) -> policy.DocumentedRuleDefault:
+    """An endpoint rule; every one is project scoped."""
+    return policy.DocumentedRuleDefault(
+        name=name, check_str=check, description=description,
+        operations=[{'method': method, 'path': path}
+                    for method, path in operations],
+        scope_types=PROJECT_SCOPE)
