@@ -15,7 +15,8 @@ class AgentManager:
 
     target = messaging.Target(version=constants.RPC_API_VERSION)
 
-    def __init__(self, host: str, conductor_api: conductor_rpcapi.ConductorAPI):
+    def __init__(self, host: str,
+                 conductor_api: conductor_rpcapi.ConductorAPI):
         self.host = host
         self._conductor = conductor_api
 

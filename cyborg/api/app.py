@@ -15,6 +15,8 @@ from cyborg.common import rpc
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import policies
 
+HEALTHCHECK_PATH = '/healthcheck'
+
 
 def setup_app(conf: cfg.ConfigOpts, transport=None):
     """Build the API application.
@@ -35,8 +37,8 @@ def setup_app(conf: cfg.ConfigOpts, transport=None):
     app = _auth(conf, app)
     app = middleware.ErrorEnvelopeMiddleware(app)
     app = sizelimit.RequestBodySizeLimiter(app, conf)
-    app = healthcheck.Healthcheck(app, {'path': '/healthcheck',
-                                        'backends': ''})
+    app = middleware.PathDispatcher(
+        app, {HEALTHCHECK_PATH: healthcheck.Healthcheck(None, conf)})
     app = request_id.RequestId(app)
     app = cors.CORS(app, conf)
     app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)

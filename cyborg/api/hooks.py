@@ -1,7 +1,7 @@
 """Pecan hooks: the request context and error responses."""
 
 from oslo_log import log as logging
-import pecan
+from webob import exc as webob_exc
 from pecan import hooks
 
 from cyborg.api import errors
@@ -37,7 +37,7 @@ class ErrorHook(hooks.PecanHook):
 
     def on_error(self, state, error):
         if not isinstance(error, exception.CyborgException):
-            if isinstance(error, pecan.exc.HTTPException):
+            if isinstance(error, webob_exc.HTTPException):
                 return None
             LOG.exception('Unexpected error handling %s %s',
                           state.request.method, state.request.path)

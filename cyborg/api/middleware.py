@@ -165,3 +165,15 @@ class AuthTokenMiddleware(auth_token.AuthProtocol):
         if is_public_path(environ.get('PATH_INFO', '')):
             return self._app(environ, start_response)
         return super().__call__(environ, start_response)
+
+
+class PathDispatcher:
+    """Sends requests for exact ``paths`` to their own applications."""
+
+    def __init__(self, app, paths: dict):
+        self.app = app
+        self._paths = paths
+
+    def __call__(self, environ, start_response):
+        app = self._paths.get(environ.get('PATH_INFO'), self.app)
+        return app(environ, start_response)

@@ -31,7 +31,7 @@ def parse_json_body(request) -> Any:
         raise exception.InvalidJSON(reason=str(e))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(schema_json: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(json.loads(schema_json))
 

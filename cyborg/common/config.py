@@ -3,6 +3,7 @@
 from oslo_config import cfg
 from oslo_log import log
 
+from cyborg.common import rpc
 from cyborg import conf as cyborg_conf
 from cyborg.conf import opts as conf_opts
 from cyborg import version
@@ -16,6 +17,7 @@ _DEFAULT_LOG_LEVELS = log.get_default_log_levels() + [
 def parse_args(argv: list[str], default_config_files=None) -> None:
     """Parse the command line and config files into CONF."""
     conf_opts.set_lib_defaults()
+    rpc.register_opts(CONF)
     CONF(argv[1:], project='cyborg', prog=argv[0].rsplit('/', 1)[-1],
          version=version.version_string(),
          default_config_files=default_config_files)

@@ -28,7 +28,7 @@ class CyborgException(Exception):
 
 
 class Invalid(CyborgException):
-    msg_fmt = 'Invalid input: %(reason)s'
+    msg_fmt = '%(reason)s'
     code = 400
 
 

@@ -9,11 +9,11 @@ Two transports share one interface:
   an endpoint sees exactly what it would see over RabbitMQ.
 """
 
+from concurrent import futures
 import copy
 import threading
 from typing import Any
 
-import futurist
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -51,7 +51,8 @@ class LocalTransport:
     def __init__(self, max_workers: int = 16):
         self._endpoints: dict[tuple[str, str | None], object] = {}
         self._lock = threading.Lock()
-        self._executor = futurist.ThreadPoolExecutor(max_workers=max_workers)
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix='inproc-rpc')
 
     def register(self, topic: str, server: str, endpoint: object) -> None:
         with self._lock:
@@ -77,6 +78,13 @@ class LocalTransport:
 
     def cleanup(self) -> None:
         self._executor.shutdown(wait=True)
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register oslo.messaging's transport options (transport_url...)."""
+    from oslo_messaging import transport as messaging_transport
+    conf.register_opts(messaging_transport._transport_opts)
+    messaging.set_transport_defaults(control_exchange='cyborg')
 
 
 class _LocalClient:
@@ -148,7 +156,7 @@ class _LocalServer:
 
 def get_transport(conf: cfg.ConfigOpts):
     """The transport ``[DEFAULT] transport_url`` names."""
-    messaging.set_transport_defaults(control_exchange='cyborg')
+    register_opts(conf)
     url = conf.transport_url
     if url and url.startswith(constants.INPROC_TRANSPORT_URL):
         return LocalTransport()
@@ -156,7 +164,8 @@ def get_transport(conf: cfg.ConfigOpts):
                                        allowed_remote_exmods=ALLOWED_EXMODS)
 
 
-def get_client(transport, topic: str, version: str = constants.RPC_API_VERSION):
+def get_client(transport, topic: str,
+               version: str = constants.RPC_API_VERSION):
     if isinstance(transport, LocalTransport):
         return _LocalClient(transport, topic)
     target = messaging.Target(topic=topic, version=version)

@@ -21,7 +21,8 @@ class Service(Base):
 
     __tablename__ = 'services'
     __table_args__ = (
-        sa.UniqueConstraint('host', 'binary', name='uniq_services0host0binary'),
+        sa.UniqueConstraint('host', 'binary',
+                            name='uniq_services0host0binary'),
         TABLE_ARGS,
     )
 

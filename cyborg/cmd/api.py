@@ -1,0 +1,25 @@
+"""cyborg-api: the REST API in a standalone threaded server."""
+
+import sys
+
+from oslo_log import log as logging
+
+from cyborg.api import app as api_app
+from cyborg.common import config
+from cyborg.common import service
+from cyborg.common import wsgi_server
+from cyborg.conf import CONF
+
+LOG = logging.getLogger(__name__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config.prepare_service(argv or sys.argv)
+    server = wsgi_server.WSGIServer(api_app.setup_app(CONF),
+                                    CONF.api.host_ip, CONF.api.port)
+    server.start()
+    LOG.info('cyborg-api listening on http://%s:%s', CONF.api.host_ip,
+             server.port)
+    service.wait_for_signal()
+    server.stop()
+    return 0

@@ -1,0 +1,22 @@
+"""cyborg-conductor: the RPC service that owns the database."""
+
+import sys
+
+from cyborg.common import config
+from cyborg.common import rpc
+from cyborg.common import service
+from cyborg.conductor import service as conductor_service
+from cyborg.conf import CONF
+from cyborg.db import api as db_api
+
+
+def main(argv: list[str] | None = None) -> int:
+    config.prepare_service(argv or sys.argv)
+    db_api.configure(CONF)
+    transport = rpc.get_transport(CONF)
+    conductor = conductor_service.create(CONF, transport)
+    conductor.start()
+    service.wait_for_signal()
+    conductor.stop()
+    rpc.cleanup(transport)
+    return 0

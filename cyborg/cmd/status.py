@@ -1,0 +1,83 @@
+"""cyborg-status: upgrade readiness checks."""
+
+import sys
+
+from oslo_upgradecheck import common_checks
+from oslo_upgradecheck import upgradecheck
+from oslo_utils import timeutils
+
+from cyborg.common import config
+from cyborg.conf import CONF
+from cyborg import context as cyborg_context
+from cyborg.db import api as db_api
+from cyborg.db import migration
+
+
+class Checks(upgradecheck.UpgradeCommands):
+    """Checks an operator runs before and after an upgrade."""
+
+    def _check_database(self):
+        try:
+            current = migration.version()
+        except Exception as e:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE,
+                                       'Cannot read the database: %s' % e)
+        head = migration.head()
+        if current != head:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                'Database is at revision %s, code expects %s: run '
+                '"cyborg-dbsync upgrade".' % (current, head))
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_services(self):
+        try:
+            services = db_api.service_list(cyborg_context.get_admin_context())
+        except Exception as e:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE,
+                                       'Cannot list services: %s' % e)
+        if not services:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                'No cyborg service has reported yet.')
+        now = timeutils.utcnow()
+        down = [
+            '%s on %s' % (s['binary'], s['host']) for s in services
+            if s['last_seen_up'] is None
+            or (now - s['last_seen_up']).total_seconds()
+            > CONF.service_down_time]
+        if down:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                'Services not reporting within %ds: %s'
+                % (CONF.service_down_time, ', '.join(down)))
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    _upgrade_checks = (
+        ('Database schema', _check_database),
+        ('Services reporting', _check_services),
+        ('Policy File JSON to YAML Migration',
+         (common_checks.check_policy_json, {'conf': CONF})),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = argv or sys.argv
+    config.register_logging_opts()
+    from cyborg.conf import opts
+    opts.set_lib_defaults()
+    db_api_configured = False
+
+    def _configure():
+        nonlocal db_api_configured
+        if not db_api_configured:
+            db_api.configure(CONF)
+            db_api_configured = True
+
+    class _Checks(Checks):
+        def check(self):
+            _configure()
+            return super().check()
+
+    return upgradecheck.main(CONF, project='cyborg',
+                             upgrade_command=_Checks(), argv=argv[1:])

@@ -1,0 +1,23 @@
+"""WSGI entry point for uWSGI, gunicorn or mod_wsgi.
+
+``cyborg.wsgi.api:application`` reads /etc/cyborg/cyborg.conf (or the
+files named in CYBORG_CONFIG_FILES, comma separated).
+"""
+
+import os
+
+from cyborg.api import app as api_app
+from cyborg.common import config
+from cyborg.conf import CONF
+from cyborg.db import api as db_api
+
+
+def init_application():
+    files = os.environ.get('CYBORG_CONFIG_FILES')
+    default_files = files.split(',') if files else None
+    config.prepare_service(['cyborg-api'], default_config_files=default_files)
+    db_api.configure(CONF)
+    return api_app.setup_app(CONF)
+
+
+application = init_application()
