@@ -11,6 +11,7 @@ import pecan
 from cyborg.api.controllers import root
 from cyborg.api import hooks
 from cyborg.api import middleware
+from cyborg.api import profile_cache as profile_cache_lib
 from cyborg.common import rpc
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import policies
@@ -27,21 +28,34 @@ def setup_app(conf: cfg.ConfigOpts, transport=None):
     if transport is None:
         transport = rpc.get_transport(conf)
     conductor_api = conductor_rpcapi.ConductorAPI(transport)
-    enforcer = policies.get_enforcer(conf)
+    authorizer = policies.Authorizer(policies.get_enforcer(conf))
+    profile_cache = profile_cache_lib.ProfileCache(
+        conf.api.device_profile_cache_ttl)
     app = pecan.Pecan(root.RootController(),
-                      hooks=[hooks.ContextHook(conf, conductor_api, enforcer),
+                      hooks=[hooks.ContextHook(conf, conductor_api,
+                                               authorizer, profile_cache),
                              hooks.ErrorHook()],
                       force_canonical=False,
                       guess_content_type_from_ext=True)
     app = middleware.VersionMiddleware(app)
     app = _auth(conf, app)
     app = middleware.ErrorEnvelopeMiddleware(app)
-    app = sizelimit.RequestBodySizeLimiter(app, conf)
+    app = middleware.BodyMethods(app, sizelimit.RequestBodySizeLimiter(
+        app, conf))
     app = middleware.PathDispatcher(
         app, {HEALTHCHECK_PATH: healthcheck.Healthcheck(None, conf)})
     app = request_id.RequestId(app)
-    app = cors.CORS(app, conf)
-    app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
+    return _optional_middleware(conf, app)
+
+
+def _optional_middleware(conf: cfg.ConfigOpts, app):
+    """CORS and proxy header parsing, only where configured to act."""
+    cors_app = cors.CORS(app, conf)
+    if conf.cors.allowed_origin:
+        app = cors_app
+    proxy_app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        app = proxy_app
     return app
 
 

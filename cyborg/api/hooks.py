@@ -15,17 +15,19 @@ LOG = logging.getLogger(__name__)
 class ContextHook(hooks.PecanHook):
     """Attaches what a controller needs to ``pecan.request``."""
 
-    def __init__(self, conf, conductor_api, enforcer):
+    def __init__(self, conf, conductor_api, authorizer, profile_cache):
         self._conf = conf
         self._conductor_api = conductor_api
-        self._enforcer = enforcer
+        self._authorizer = authorizer
+        self._profile_cache = profile_cache
 
     def before(self, state):
         request = state.request
         request.context = cyborg_context.RequestContext.from_environ(
             request.environ)
         request.conductor_api = self._conductor_api
-        request.enforcer = self._enforcer
+        request.authorizer = self._authorizer
+        request.profile_cache = self._profile_cache
         request.version = request.environ.get(microversion.ENVIRON_KEY,
                                               microversion.MIN_VERSION)
         base = self._conf.api.public_endpoint or request.application_url

@@ -177,3 +177,21 @@ class PathDispatcher:
     def __call__(self, environ, start_response):
         app = self._paths.get(environ.get('PATH_INFO'), self.app)
         return app(environ, start_response)
+
+
+class BodyMethods:
+    """Sends requests of methods that carry a body through ``with_body``.
+
+    Used to apply the body size limit only where there is a body to limit.
+    """
+
+    METHODS = frozenset(['POST', 'PUT', 'PATCH'])
+
+    def __init__(self, app, with_body):
+        self.app = app
+        self._with_body = with_body
+
+    def __call__(self, environ, start_response):
+        if environ.get('REQUEST_METHOD') in self.METHODS:
+            return self._with_body(environ, start_response)
+        return self.app(environ, start_response)

@@ -30,6 +30,13 @@ opts = [
                                    'and scope come from request headers. '
                                    'For development and tests only.')],
                help='How API requests are authenticated.'),
+    cfg.FloatOpt('device_profile_cache_ttl',
+                 default=2.0, min=0,
+                 help='Seconds a device profile read by name stays cached '
+                      'in an API process. Profiles are immutable; a '
+                      'profile deleted through another API process can be '
+                      'returned for up to this long. 0 disables the '
+                      'cache.'),
     cfg.StrOpt('noauth_default_project_id',
                default='00000000000000000000000000000001',
                help='With auth_strategy=noauth, the project of a request '

@@ -39,6 +39,14 @@ def get_engine() -> sa.engine.Engine:
     return main_context_manager.writer.get_engine()
 
 
+def _connection(context):
+    """The connection of the current transaction, session or not."""
+    session = getattr(context, 'session', None)
+    if session is not None:
+        return session.connection()
+    return context.connection
+
+
 def _dp_row_to_dict(row) -> dict[str, Any]:
     values = dict(row._mapping)
     values['groups'] = json.loads(values.pop('profile_json'))['groups']
@@ -47,7 +55,7 @@ def _dp_row_to_dict(row) -> dict[str, Any]:
 
 # Device profiles
 
-@main_context_manager.reader
+@main_context_manager.reader.connection
 def device_profile_list(context, names: Sequence[str] | None = None
                         ) -> list[dict[str, Any]]:
     """All device profiles, or those with one of ``names``, by id."""
@@ -56,10 +64,10 @@ def device_profile_list(context, names: Sequence[str] | None = None
         if not names:
             return []
         query = query.where(_DP.c.name.in_(list(names)))
-    return [_dp_row_to_dict(row) for row in context.session.execute(query)]
+    return [_dp_row_to_dict(row) for row in context.connection.execute(query)]
 
 
-@main_context_manager.reader
+@main_context_manager.reader.connection
 def device_profile_get(context, *, uuid: str | None = None,
                        name: str | None = None) -> dict[str, Any]:
     """One device profile by uuid or by name."""
@@ -69,7 +77,7 @@ def device_profile_get(context, *, uuid: str | None = None,
     else:
         query = sa.select(_DP).where(_DP.c.name == name)
         key, value = 'name', name
-    row = context.session.execute(query).first()
+    row = _connection(context).execute(query).first()
     if row is None:
         raise exception.DeviceProfileNotFound(key=key, value=value)
     return _dp_row_to_dict(row)

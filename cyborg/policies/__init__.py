@@ -5,6 +5,7 @@ project scoped, so a system-scoped token is refused with 403.
 """
 
 import itertools
+import time
 
 from oslo_config import cfg
 from oslo_policy import policy
@@ -38,18 +39,61 @@ def get_enforcer(conf: cfg.ConfigOpts | None = None) -> policy.Enforcer:
     return enforcer
 
 
-def authorize(enforcer: policy.Enforcer, rule: str, context,
-              target: dict | None = None) -> None:
-    """Raise PolicyNotAuthorized unless ``context`` may do ``rule``.
+class Authorizer:
+    """Policy checks with a cache of decisions.
 
-    The default target is the caller's own project, as upstream.
+    A decision depends only on the rule, the caller's credentials and the
+    target, so it is cached under those. The cache is dropped whenever
+    oslo.policy reloads its rules (it re-reads a changed policy file at
+    most every ``reload_interval`` seconds).
     """
-    if target is None:
-        target = {'project_id': context.project_id,
-                  'user_id': context.user_id}
-    try:
-        allowed = enforcer.authorize(rule, target, context)
-    except policy.InvalidScope:
-        allowed = False
-    if not allowed:
-        raise exception.PolicyNotAuthorized(action=rule)
+
+    def __init__(self, enforcer: policy.Enforcer,
+                 reload_interval: float = 1.0, max_entries: int = 4096):
+        self.enforcer = enforcer
+        self._reload_interval = reload_interval
+        self._max_entries = max_entries
+        self._decisions: dict[tuple, bool] = {}
+        self._rules_seen = None
+        self._next_reload = 0.0
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now < self._next_reload:
+            return
+        self._next_reload = now + self._reload_interval
+        self.enforcer.load_rules()
+        if self.enforcer.rules is not self._rules_seen:
+            self._rules_seen = self.enforcer.rules
+            self._decisions = {}
+
+    def authorize(self, rule: str, context,
+                  target: dict | None = None) -> None:
+        """Raise PolicyNotAuthorized unless ``context`` may do ``rule``.
+
+        The default target is the caller's own project, as upstream.
+        """
+        if target is None:
+            target = {'project_id': context.project_id,
+                      'user_id': context.user_id}
+        self._refresh()
+        key = (rule, _credentials_key(context),
+               tuple(sorted(target.items())))
+        allowed = self._decisions.get(key)
+        if allowed is None:
+            try:
+                allowed = bool(self.enforcer.authorize(rule, target, context))
+            except policy.InvalidScope:
+                allowed = False
+            if len(self._decisions) >= self._max_entries:
+                self._decisions = {}
+            self._decisions[key] = allowed
+        if not allowed:
+            raise exception.PolicyNotAuthorized(action=rule)
+
+
+def _credentials_key(context) -> tuple:
+    return (tuple(context.roles or ()), tuple(context.service_roles or ()),
+            context.project_id, context.user_id, context.system_scope,
+            context.domain_id, context.project_domain_id,
+            context.user_domain_id, context.is_admin)

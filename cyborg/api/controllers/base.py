@@ -7,7 +7,6 @@ from typing import Any
 import pecan
 
 from cyborg.api import microversion
-from cyborg import policies
 
 JSON = 'application/json'
 
@@ -15,7 +14,7 @@ JSON = 'application/json'
 def authorize(rule: str):
     """Check ``rule`` for the caller and return the request context."""
     context = pecan.request.context
-    policies.authorize(pecan.request.enforcer, rule, context)
+    pecan.request.authorizer.authorize(rule, context)
     return context
 
 

@@ -1,10 +1,11 @@
-"""Version discovery documents."""
+"""The root controller: version documents and v2 dispatch."""
 
 import pecan
-from pecan import rest
+from webob import exc as webob_exc
 
 from cyborg.api.controllers import base
-from cyborg.api.controllers import v2
+from cyborg.api.controllers import routing
+from cyborg.api.controllers.v2 import device_profiles
 from cyborg.api import microversion
 
 DESCRIPTION = ('Cyborg is the OpenStack project for lifecycle management '
@@ -12,24 +13,51 @@ DESCRIPTION = ('Cyborg is the OpenStack project for lifecycle management '
                'security accelerators (e.g., crypto), NICs and SSDs.')
 
 
-def version_summary() -> dict:
+def _version_fields() -> dict:
     return {
-        'id': 'v2',
-        'status': 'CURRENT',
         'max_version': microversion.as_string(microversion.MAX_VERSION),
         'min_version': microversion.as_string(microversion.MIN_VERSION),
-        'links': [{'href': pecan.request.base_url + '/v2', 'rel': 'self'}],
+        'status': 'CURRENT',
     }
 
 
-class RootController(rest.RestController):
+class RootController:
+    """Routes every request; see :mod:`cyborg.api.controllers.routing`."""
 
-    v2 = v2.V2Controller()
+    def __init__(self):
+        self.collections: dict[str, routing.Resource] = {
+            device_profiles.COLLECTION:
+                device_profiles.DeviceProfilesController(),
+        }
+
+    @pecan.expose()
+    def _route(self, args, request):
+        path = [segment for segment in args if segment]
+        method = request.method
+        if not path or path == ['v2']:
+            if method != 'GET':
+                raise routing._method_not_allowed(['GET'])
+            return (self.root_document if not path
+                    else self.v2_document), []
+        if path[0] != 'v2' or path[1] not in self.collections:
+            raise webob_exc.HTTPNotFound()
+        trailing = [''] if args and args[-1] == '' else []
+        return routing.dispatch(self.collections[path[1]], method,
+                                path[2:] + trailing)
 
     @pecan.expose(content_type=base.JSON)
-    def get(self):
-        summary = version_summary()
+    def root_document(self):
+        summary = dict(id='v2', **_version_fields())
+        summary['links'] = [{'href': pecan.request.base_url + '/v2',
+                             'rel': 'self'}]
         return base.render({'name': 'OpenStack Cyborg API',
                             'description': DESCRIPTION,
                             'versions': [summary],
                             'default_version': summary})
+
+    @pecan.expose(content_type=base.JSON)
+    def v2_document(self):
+        document = dict(id='v2.0', **_version_fields())
+        document['links'] = [{'href': pecan.request.base_url + '/v2/',
+                              'rel': 'self'}]
+        return base.render(document)

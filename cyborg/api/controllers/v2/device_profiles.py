@@ -2,11 +2,11 @@
 
 import uuid as uuid_lib
 
-import pecan
-from pecan import rest
 from oslo_utils import uuidutils
+import pecan
 
 from cyborg.api.controllers import base
+from cyborg.api.controllers import routing
 from cyborg.api.schemas import device_profile as schema
 from cyborg.api import validation
 from cyborg.common import exception
@@ -63,7 +63,19 @@ def _creation_values(body) -> dict:
     return values
 
 
-class DeviceProfilesController(rest.RestController):
+def _list_one_name(context, name: str) -> list[dict]:
+    """Nova's lookup of one profile by name, through the cache."""
+    cache = pecan.request.profile_cache
+    profile = cache.get(name)
+    if profile is not None:
+        return [profile]
+    profiles = db_api.device_profile_list(context, [name])
+    if len(profiles) == 1:
+        cache.put(profiles[0])
+    return profiles
+
+
+class DeviceProfilesController(routing.Resource):
 
     _ALLOWED_LIST_QUERY = frozenset(['name'])
     _ALLOWED_DELETE_QUERY = frozenset(['value'])
@@ -75,7 +87,10 @@ class DeviceProfilesController(rest.RestController):
         names = query['name'].split(',') if 'name' in query else None
         if names == ['']:
             names = []
-        profiles = db_api.device_profile_list(context, names)
+        if names is not None and len(names) == 1:
+            profiles = _list_one_name(context, names[0])
+        else:
+            profiles = db_api.device_profile_list(context, names)
         return base.render({COLLECTION: [view(p) for p in profiles]})
 
     @pecan.expose(content_type=base.JSON)
@@ -99,6 +114,7 @@ class DeviceProfilesController(rest.RestController):
         values = _creation_values(body)
         profile = pecan.request.conductor_api.device_profile_create(
             context, values)
+        pecan.request.profile_cache.clear()
         return base.render(view(profile), status=201)
 
     @pecan.expose()
@@ -108,6 +124,9 @@ class DeviceProfilesController(rest.RestController):
         value = ident if ident is not None else query.get('value')
         if not value:
             raise exception.Invalid(reason='Missing argument: "value"')
-        pecan.request.conductor_api.device_profile_delete(
-            context, [list(i) for i in _identities(value)])
+        try:
+            pecan.request.conductor_api.device_profile_delete(
+                context, [list(i) for i in _identities(value)])
+        finally:
+            pecan.request.profile_cache.clear()
         return base.no_content()

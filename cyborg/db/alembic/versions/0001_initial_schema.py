@@ -143,7 +143,7 @@ def upgrade() -> None:
         sa.Column('deployable_id', sa.Integer(), nullable=False),
         sa.Column('cpid_id', sa.Integer(), nullable=False),
         sa.Column(
-            'in_use', sa.Boolean(), server_default=sa.text('0'), nullable=False
+            'in_use', sa.Boolean(), server_default=sa.false(), nullable=False
         ),
         sa.Column('attach_type', sa.String(length=32), nullable=False),
         sa.Column('attach_info', sa.String(length=255), nullable=False),

@@ -1,0 +1,68 @@
+"""Explicit URL dispatch for the v2 resources.
+
+Pecan's RestController re-inspects every controller's signature on each
+request; cyborg's resources have a fixed shape, so the root controller
+routes through pecan's ``_route`` hook with this table instead:
+
+=======================  ==========================  ==================
+path                     method                      handler
+=======================  ==========================  ==================
+/v2/<collection>         GET, POST, PATCH, DELETE    get_all, post,
+                                                     patch, delete
+/v2/<collection>/<id>    GET, PATCH, DELETE          get_one(id),
+                                                     patch(id),
+                                                     delete(id)
+/v2/<collection>/<id>/a  the method in ``actions``   actions[a]
+=======================  ==========================  ==================
+
+A handler a resource does not define answers 405 with an ``Allow`` header.
+"""
+
+from webob import exc as webob_exc
+
+_COLLECTION_METHODS = (('GET', 'get_all'), ('POST', 'post'),
+                       ('PATCH', 'patch'), ('DELETE', 'delete'))
+_MEMBER_METHODS = (('GET', 'get_one'), ('PATCH', 'patch'),
+                   ('DELETE', 'delete'))
+
+
+class Resource:
+    """Base of a v2 collection controller.
+
+    ``actions`` maps an action name under a member (``/{id}/disable``) to
+    ``(HTTP method, handler name)``.
+    """
+
+    actions: dict[str, tuple[str, str]] = {}
+
+
+def _allowed(resource: Resource, table) -> list[str]:
+    return [method for method, name in table if hasattr(resource, name)]
+
+
+def _method_not_allowed(allowed: list[str]):
+    error = webob_exc.HTTPMethodNotAllowed(
+        detail='The method is not allowed for this resource.')
+    error.headers['Allow'] = ', '.join(sorted(allowed))
+    return error
+
+
+def dispatch(resource: Resource, method: str, rest: list[str]):
+    """The bound handler for ``method`` on ``rest`` and its arguments."""
+    if rest and rest[-1] == '':
+        rest = rest[:-1]
+    if not rest:
+        table = _COLLECTION_METHODS
+    elif len(rest) == 1:
+        table = _MEMBER_METHODS
+    elif len(rest) == 2 and rest[1] in resource.actions:
+        action_method, name = resource.actions[rest[1]]
+        if method != action_method:
+            raise _method_not_allowed([action_method])
+        return getattr(resource, name), rest[:1]
+    else:
+        raise webob_exc.HTTPNotFound()
+    for candidate, name in table:
+        if candidate == method and hasattr(resource, name):
+            return getattr(resource, name), rest
+    raise _method_not_allowed(_allowed(resource, table))

@@ -1,0 +1,47 @@
+"""A short-lived cache of device profiles looked up by name.
+
+Nova reads a profile by name for every instance it boots. Profiles are
+immutable (they can only be created and deleted), so a cached copy is
+never wrong, only possibly deleted: an entry lives ``ttl`` seconds, only
+found profiles are cached (a newly created profile is visible at once),
+and a create or delete through this API process drops the whole cache. In
+a deployment with several API processes, a profile deleted through another
+process may still be returned for up to ``ttl`` seconds, the same outcome
+as a read racing the delete. ``ttl = 0`` disables the cache.
+"""
+
+import threading
+import time
+from typing import Any
+
+
+class ProfileCache:
+
+    def __init__(self, ttl: float, max_entries: int = 1024):
+        self._ttl = ttl
+        self._max_entries = max_entries
+        self._entries: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self._ttl > 0
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        entry = self._entries.get(name)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, profile: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            if len(self._entries) >= self._max_entries:
+                self._entries = {}
+            self._entries[profile['name']] = (time.monotonic() + self._ttl,
+                                              profile)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries = {}
