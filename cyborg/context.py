@@ -19,14 +19,20 @@ class RequestContext(oslo_context.RequestContext):
         if is_admin is None:
             self.is_admin = 'admin' in (self.roles or [])
 
+    # Fields oslo.context leaves out of to_dict() that must survive RPC.
+    _EXTRA_FIELDS = ('is_admin', 'service_roles', 'service_user_id',
+                     'service_project_id')
+
     def to_dict(self) -> dict:
         values = super().to_dict()
-        values['is_admin'] = self.is_admin
+        for field in self._EXTRA_FIELDS:
+            values[field] = getattr(self, field)
         return values
 
     @classmethod
     def from_dict(cls, values: dict, **kwargs: Any) -> 'RequestContext':
-        kwargs.setdefault('is_admin', values.get('is_admin'))
+        for field in cls._EXTRA_FIELDS:
+            kwargs.setdefault(field, values.get(field))
         return super().from_dict(values, **kwargs)
 
 

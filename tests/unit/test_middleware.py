@@ -1,0 +1,116 @@
+import json
+
+import pytest
+import webob
+
+from cyborg.api import errors
+from cyborg.api import middleware
+
+
+def _echo_environ(environ, start_response):
+    body = json.dumps({k: v for k, v in environ.items()
+                       if k.startswith(('HTTP_', 'PATH', 'cyborg'))}).encode()
+    start_response('200 OK', [('Content-Type', 'application/json')])
+    return [body]
+
+
+def _html_error(environ, start_response):
+    start_response('404 Not Found', [('Content-Type', 'text/html')])
+    return [b'<html><body><h1>404 Not Found</h1>The resource could not '
+            b'be found.</body></html>']
+
+
+def _get(app, path, **headers):
+    return webob.Request.blank(path, headers=headers).get_response(app)
+
+
+@pytest.mark.parametrize('path, public', [
+    ('/', True), ('', True), ('/v2', True), ('/v2/', True),
+    ('/v2.json', True), ('/.json', True), ('/v2/device_profiles', False),
+    ('/device_profiles', False), ('/v20', False)])
+def test_public_paths(path, public):
+    assert middleware.is_public_path(path) is public
+
+
+def test_expand_roles():
+    assert middleware.expand_roles(['admin']) == [
+        'admin', 'manager', 'member', 'reader']
+    assert middleware.expand_roles(['member', 'service']) == [
+        'member', 'service', 'reader']
+
+
+def test_version_middleware_routes_unversioned_paths():
+    app = middleware.VersionMiddleware(_echo_environ)
+    response = _get(app, '/device_profiles')
+    assert response.json['PATH_INFO'] == '/v2/device_profiles'
+    assert response.json['cyborg.api_version'] == [2, 0]
+    assert response.headers['OpenStack-API-Version'] == 'accelerator 2.0'
+    assert response.headers['Vary'] == 'OpenStack-API-Version'
+
+
+def test_version_middleware_leaves_root_alone():
+    app = middleware.VersionMiddleware(_echo_environ)
+    response = _get(app, '/', **{'OpenStack-API-Version': 'garbage'})
+    assert response.status_int == 200
+    assert 'OpenStack-API-Version' not in response.headers
+
+
+def test_version_middleware_rejects_bad_header():
+    app = middleware.VersionMiddleware(_echo_environ)
+    response = _get(app, '/v2', **{'OpenStack-API-Version': 'accelerator x'})
+    assert response.status_int == 406
+    fault = json.loads(response.json['error_message'])
+    assert fault['faultstring'] == ('Invalid value for OpenStack-API-Version '
+                                    'header')
+    assert 'OpenStack-API-Minimum-Version' not in response.headers
+
+
+def test_version_middleware_rejects_unsupported_version():
+    app = middleware.VersionMiddleware(_echo_environ)
+    response = _get(app, '/v2', **{'OpenStack-API-Version': 'accelerator 2.9'})
+    assert response.status_int == 406
+    assert response.headers['OpenStack-API-Maximum-Version'] == '2.3'
+    assert response.headers['Content-Type'] == 'application/json'
+
+
+def test_error_envelope_wraps_html_errors():
+    app = middleware.ErrorEnvelopeMiddleware(_html_error)
+    response = _get(app, '/x')
+    assert response.status_int == 404
+    assert response.content_type == 'application/json'
+    fault = json.loads(response.json['error_message'])
+    assert fault == {'faultcode': 'Client', 'debuginfo': None,
+                     'faultstring': 'The resource could not be found.'}
+
+
+def test_error_envelope_passes_json_and_success_through():
+    app = middleware.ErrorEnvelopeMiddleware(_echo_environ)
+    assert _get(app, '/x').status_int == 200
+
+
+def test_fault_body_server_error():
+    body = json.loads(errors.fault_body(503, 'down'))
+    assert json.loads(body['error_message'])['faultcode'] == 'Server'
+
+
+def test_noauth_defaults_and_headers():
+    app = middleware.NoAuthMiddleware(_echo_environ, 'proj', ['admin'])
+    seen = _get(app, '/').json
+    assert seen['HTTP_X_PROJECT_ID'] == 'proj'
+    assert seen['HTTP_X_ROLES'] == 'admin,manager,member,reader'
+    seen = _get(app, '/', **{'X-Roles': 'member', 'X-Project-Id': 'p9'}).json
+    assert seen['HTTP_X_PROJECT_ID'] == 'p9'
+    assert seen['HTTP_X_ROLES'] == 'member,reader'
+
+
+def test_body_methods_only_limits_requests_with_bodies():
+    seen = []
+
+    def limited(environ, start_response):
+        seen.append(environ['REQUEST_METHOD'])
+        return _echo_environ(environ, start_response)
+
+    app = middleware.BodyMethods(_echo_environ, limited)
+    for method in ('GET', 'DELETE', 'POST', 'PATCH'):
+        webob.Request.blank('/', method=method).get_response(app)
+    assert seen == ['POST', 'PATCH']

@@ -1,0 +1,108 @@
+import threading
+
+import oslo_messaging as messaging
+import pytest
+
+from cyborg.common import exception
+from cyborg.common import rpc
+from cyborg import context as cyborg_context
+
+
+class Endpoint:
+    def __init__(self):
+        self.seen = []
+        self.cast_done = threading.Event()
+
+    def echo(self, context, value):
+        value['touched'] = True
+        self.seen.append((context.project_id, value))
+        return value
+
+    def fail(self, context):
+        raise exception.DeviceProfileNotFound(key='name', value='x')
+
+    def note(self, context, value):
+        self.seen.append(value)
+        self.cast_done.set()
+
+    def _private(self, context):
+        return 'secret'
+
+
+@pytest.fixture
+def transport():
+    transport = rpc.LocalTransport(max_workers=2)
+    yield transport
+    transport.cleanup()
+
+
+@pytest.fixture
+def endpoint(transport):
+    endpoint = Endpoint()
+    server = rpc.get_server(transport, 'topic', 'host1', endpoint)
+    server.start()
+    yield endpoint
+    server.stop()
+
+
+def _ctx():
+    return cyborg_context.RequestContext(project_id='p1', roles=['member'])
+
+
+def test_call_copies_arguments_and_result(transport, endpoint):
+    client = rpc.get_client(transport, 'topic')
+    sent = {'a': [1, 2]}
+    result = client.call(_ctx(), 'echo', value=sent)
+    assert result == {'a': [1, 2], 'touched': True}
+    assert sent == {'a': [1, 2]}
+    assert endpoint.seen[0][0] == 'p1'
+
+
+def test_call_raises_endpoint_exceptions(transport, endpoint):
+    client = rpc.get_client(transport, 'topic')
+    with pytest.raises(exception.DeviceProfileNotFound):
+        client.call(_ctx(), 'fail')
+
+
+def test_private_and_missing_methods_are_refused(transport, endpoint):
+    client = rpc.get_client(transport, 'topic')
+    for method in ('_private', 'missing'):
+        with pytest.raises(messaging.NoSuchMethod):
+            client.call(_ctx(), method)
+
+
+def test_cast_runs_in_the_background(transport, endpoint):
+    rpc.get_client(transport, 'topic').cast(_ctx(), 'note', value=3)
+    assert endpoint.cast_done.wait(5)
+    assert endpoint.seen == [3]
+
+
+def test_prepare_targets_a_server(transport, endpoint):
+    client = rpc.get_client(transport, 'topic').prepare(server='host1')
+    assert client.call(_ctx(), 'echo', value={})['touched']
+    with pytest.raises(messaging.MessagingTimeout):
+        client.prepare(server='host2').call(_ctx(), 'echo', value={})
+
+
+def test_stopped_server_is_unreachable(transport):
+    server = rpc.get_server(transport, 'topic', 'h', Endpoint())
+    server.start()
+    server.stop()
+    with pytest.raises(messaging.MessagingTimeout):
+        rpc.get_client(transport, 'topic').call(_ctx(), 'echo', value={})
+
+
+def test_transport_choice(conf):
+    conf.set_override('transport_url', 'inproc://')
+    transport = rpc.get_transport(conf)
+    assert isinstance(transport, rpc.LocalTransport)
+    transport.cleanup()
+
+
+def test_context_survives_serialization():
+    serializer = rpc.RequestContextSerializer()
+    context = cyborg_context.RequestContext(
+        project_id='p', user_id='u', roles=['admin'], service_roles=['service'])
+    copy = serializer.deserialize_context(serializer.serialize_context(context))
+    assert (copy.project_id, copy.roles, copy.service_roles, copy.is_admin) == (
+        'p', ['admin'], ['service'], True)
