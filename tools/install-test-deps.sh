@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the system services the functional tests start privately:
+# PostgreSQL, MariaDB and RabbitMQ. Needs root (or sudo) and apt.
+set -euo pipefail
+
+packages=(postgresql rabbitmq-server)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null \
+        | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create (or update) the virtualenv in .venv with cyborg installed.
+# Usage: tools/setup-venv.sh [--test]   (--test adds the test requirements)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q --upgrade pip setuptools wheel
+
+reqs=(-e .)
+if [ "${1:-}" = "--test" ]; then
+    reqs+=(-r test-requirements.txt)
+fi
+"$VENV/bin/pip" install -q -c tools/constraints.txt "${reqs[@]}"
