@@ -26,8 +26,11 @@ def conf():
 @pytest.fixture
 def database(conf, tmp_path):
     """A migrated SQLite database the DB API is configured for."""
-    conf.set_override('connection', 'sqlite:///%s' % (tmp_path / 'db.sqlite'),
-                      group='database')
+    conf.set_override(
+        'connection',
+        'sqlite:///%s' % (tmp_path / 'db.sqlite'),
+        group='database',
+    )
     db_api.configure(conf)
     migration.upgrade()
     yield db_api.get_engine()
@@ -41,16 +44,21 @@ def admin_context():
 
 def make_context(roles=('member', 'reader'), project_id='p1', **kwargs):
     return cyborg_context.RequestContext(
-        roles=list(roles), project_id=project_id, user_id='u1', **kwargs)
+        roles=list(roles), project_id=project_id, user_id='u1', **kwargs
+    )
 
 
 @pytest.fixture
 def fresh_conf():
     """A ConfigOpts separate from the global one."""
     conf = cfg.ConfigOpts()
-    for module in (cyborg_conf.default, cyborg_conf.api,
-                   cyborg_conf.conductor, cyborg_conf.agent,
-                   cyborg_conf.database):
+    for module in (
+        cyborg_conf.default,
+        cyborg_conf.api,
+        cyborg_conf.conductor,
+        cyborg_conf.agent,
+        cyborg_conf.database,
+    ):
         module.register_opts(conf)
     conf([], project='cyborg', default_config_files=[])
     return conf

@@ -12,24 +12,32 @@ GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_A': 'required'}]
 
 def _create(context, name, **values):
     return db_api.device_profile_create(
-        context, dict(name=name, groups=GROUPS, **values))
+        context, dict(name=name, groups=GROUPS, **values)
+    )
 
 
 def test_create_and_read(database, admin_context):
     created = _create(admin_context, 'dp1', description='d')
     assert created['groups'] == GROUPS
     assert db_api.device_profile_get(admin_context, name='dp1') == created
-    assert db_api.device_profile_get(
-        admin_context, uuid=created['uuid']) == created
+    assert (
+        db_api.device_profile_get(admin_context, uuid=created['uuid'])
+        == created
+    )
 
 
 def test_list_keeps_id_order_and_filters(database, admin_context):
     for name in ('b', 'a', 'c'):
         _create(admin_context, name)
     assert [p['name'] for p in db_api.device_profile_list(admin_context)] == [
-        'b', 'a', 'c']
-    assert [p['name'] for p in db_api.device_profile_list(
-        admin_context, ['c', 'b', 'zz'])] == ['b', 'c']
+        'b',
+        'a',
+        'c',
+    ]
+    assert [
+        p['name']
+        for p in db_api.device_profile_list(admin_context, ['c', 'b', 'zz'])
+    ] == ['b', 'c']
     assert db_api.device_profile_list(admin_context, []) == []
 
 
@@ -52,8 +60,9 @@ def test_delete_is_atomic(database, admin_context):
     _create(admin_context, 'a')
     _create(admin_context, 'b')
     with pytest.raises(exception.DeviceProfileNotFound):
-        db_api.device_profile_delete(admin_context,
-                                     [('name', 'a'), ('name', 'missing')])
+        db_api.device_profile_delete(
+            admin_context, [('name', 'a'), ('name', 'missing')]
+        )
     assert len(db_api.device_profile_list(admin_context)) == 2
     db_api.device_profile_delete(admin_context, [('name', 'a'), ('name', 'b')])
     assert db_api.device_profile_list(admin_context) == []
@@ -62,13 +71,18 @@ def test_delete_is_atomic(database, admin_context):
 def test_delete_refuses_profile_in_use(database, admin_context):
     profile = _create(admin_context, 'used')
     with database.begin() as connection:
-        profile_id = connection.execute(sa.select(models.DeviceProfile.id)
-                                        ).scalar()
-        connection.execute(sa.insert(models.ExtendedAcceleratorRequest).values(
-            uuid='a' * 36, state='Initial', device_profile_id=profile_id))
+        profile_id = connection.execute(
+            sa.select(models.DeviceProfile.id)
+        ).scalar()
+        connection.execute(
+            sa.insert(models.ExtendedAcceleratorRequest).values(
+                uuid='a' * 36, state='Initial', device_profile_id=profile_id
+            )
+        )
     with pytest.raises(exception.DeviceProfileInUse) as error:
-        db_api.device_profile_delete(admin_context,
-                                     [('uuid', profile['uuid'])])
+        db_api.device_profile_delete(
+            admin_context, [('uuid', profile['uuid'])]
+        )
     assert error.value.code == 409
     assert len(db_api.device_profile_list(admin_context)) == 1
 
@@ -81,4 +95,6 @@ def test_service_heartbeat_upserts(database, admin_context):
     db_api.service_heartbeat(admin_context, 'h2', 'cyborg-agent', first)
     services = db_api.service_list(admin_context)
     assert [(s['host'], s['last_seen_up']) for s in services] == [
-        ('h1', later), ('h2', first)]
+        ('h1', later),
+        ('h2', first),
+    ]

@@ -7,14 +7,17 @@ BITSTREAM = '0b4e8b6c-6a62-4b5b-9d3c-2a6b1b7e3f11'
 
 
 def test_normalizes_names_and_amounts():
-    group = rules.normalize_group(0, {
-        'resources:custom-fpga': 2,
-        'resources: FPGA ': '1',
-        'trait:custom-fast': 'required',
-        'trait:HW_CPU_X86_AVX2': 'forbidden',
-        'accel:bitstream_id': BITSTREAM,
-        'accel:attach_target': 'host',
-    })
+    group = rules.normalize_group(
+        0,
+        {
+            'resources:custom-fpga': 2,
+            'resources: FPGA ': '1',
+            'trait:custom-fast': 'required',
+            'trait:HW_CPU_X86_AVX2': 'forbidden',
+            'accel:bitstream_id': BITSTREAM,
+            'accel:attach_target': 'host',
+        },
+    )
     assert group == {
         'resources:CUSTOM_FPGA': '2',
         'resources:FPGA': '1',
@@ -25,36 +28,61 @@ def test_normalizes_names_and_amounts():
     }
 
 
-@pytest.mark.parametrize('group, fragment', [
-    ({'resource:FPGA': '1'}, 'keys must be of the form'),
-    ({'FPGA': '1'}, 'keys must be of the form'),
-    ({'resources:BOGUS': '1'}, 'Unsupported resource class BOGUS'),
-    ({'resources:FPGA': '0'}, 'must be a positive integer'),
-    ({'resources:FPGA': '-1'}, 'must be a positive integer'),
-    ({'resources:FPGA': '1.5'}, 'must be a positive integer'),
-    ({'resources:FPGA': True}, 'must be a positive integer'),
-    ({'resources:FPGA': 1.0}, 'must be a positive integer'),
-    ({'resources:FPGA': '1', 'trait:BOGUS': 'required'},
-     'Unsupported trait name BOGUS'),
-    ({'resources:FPGA': '1', 'trait:CUSTOM_A': 'preferred'},
-     'Unsupported trait value'),
-    ({'resources:FPGA': '1', 'accel:colour': 'red'},
-     'Unsupported accel key accel:colour'),
-    ({'resources:FPGA': '1', 'accel:bitstream_id': 'abc'},
-     'must be a UUID'),
-    ({'resources:FPGA': '1', 'accel:function_id': 'abc'},
-     'must be a UUID'),
-    ({'resources:FPGA': '1', 'accel:attach_target': 'VMs'},
-     'must be one of VM, host, none'),
-    ({'resources:FPGA': '1', 'accel:bitstream_name': ''},
-     'must not be empty'),
-    ({'resources:FPGA': '1', 'accel:bitstream_name': 3},
-     'must be a string'),
-    ({'trait:CUSTOM_A': 'required'}, 'requests no resources'),
-    ({'resources:FPGA': '1', 'resources:fpga': '1'}, 'appears twice'),
-    ({'resources:FPGA': '1', 'accel:bitstream_id': BITSTREAM,
-      'accel:function_name': 'gzip'}, 'both a bitstream and a function'),
-])
+@pytest.mark.parametrize(
+    'group, fragment',
+    [
+        ({'resource:FPGA': '1'}, 'keys must be of the form'),
+        ({'FPGA': '1'}, 'keys must be of the form'),
+        ({'resources:BOGUS': '1'}, 'Unsupported resource class BOGUS'),
+        ({'resources:FPGA': '0'}, 'must be a positive integer'),
+        ({'resources:FPGA': '-1'}, 'must be a positive integer'),
+        ({'resources:FPGA': '1.5'}, 'must be a positive integer'),
+        ({'resources:FPGA': True}, 'must be a positive integer'),
+        ({'resources:FPGA': 1.0}, 'must be a positive integer'),
+        (
+            {'resources:FPGA': '1', 'trait:BOGUS': 'required'},
+            'Unsupported trait name BOGUS',
+        ),
+        (
+            {'resources:FPGA': '1', 'trait:CUSTOM_A': 'preferred'},
+            'Unsupported trait value',
+        ),
+        (
+            {'resources:FPGA': '1', 'accel:colour': 'red'},
+            'Unsupported accel key accel:colour',
+        ),
+        (
+            {'resources:FPGA': '1', 'accel:bitstream_id': 'abc'},
+            'must be a UUID',
+        ),
+        (
+            {'resources:FPGA': '1', 'accel:function_id': 'abc'},
+            'must be a UUID',
+        ),
+        (
+            {'resources:FPGA': '1', 'accel:attach_target': 'VMs'},
+            'must be one of VM, host, none',
+        ),
+        (
+            {'resources:FPGA': '1', 'accel:bitstream_name': ''},
+            'must not be empty',
+        ),
+        (
+            {'resources:FPGA': '1', 'accel:bitstream_name': 3},
+            'must be a string',
+        ),
+        ({'trait:CUSTOM_A': 'required'}, 'requests no resources'),
+        ({'resources:FPGA': '1', 'resources:fpga': '1'}, 'appears twice'),
+        (
+            {
+                'resources:FPGA': '1',
+                'accel:bitstream_id': BITSTREAM,
+                'accel:function_name': 'gzip',
+            },
+            'both a bitstream and a function',
+        ),
+    ],
+)
 def test_rejects_bad_groups(group, fragment):
     with pytest.raises(exception.InvalidParameterValue) as error:
         rules.normalize_group(3, group)
@@ -64,12 +92,17 @@ def test_rejects_bad_groups(group, fragment):
 
 def test_error_names_the_group():
     with pytest.raises(exception.Invalid) as error:
-        rules.normalize_groups([{'resources:FPGA': '1'},
-                                {'trait:CUSTOM_A': 'required'}])
+        rules.normalize_groups(
+            [{'resources:FPGA': '1'}, {'trait:CUSTOM_A': 'required'}]
+        )
     assert 'Group 1' in str(error.value)
 
 
 def test_accelerator_count_sums_resources_only():
-    group = {'resources:FPGA': '2', 'resources:CUSTOM_MEM': '1',
-             'trait:CUSTOM_X': 'required', 'accel:attach_target': 'VM'}
+    group = {
+        'resources:FPGA': '2',
+        'resources:CUSTOM_MEM': '1',
+        'trait:CUSTOM_X': 'required',
+        'accel:attach_target': 'VM',
+    }
     assert rules.accelerator_count(group) == 3

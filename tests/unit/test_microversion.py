@@ -3,39 +3,56 @@ import pytest
 from cyborg.api import microversion as mv
 
 
-@pytest.mark.parametrize('header, expected', [
-    (None, (2, 0)),
-    ('', (2, 0)),
-    ('accelerator 2.2', (2, 2)),
-    ('ACCELERATOR 2.1', (2, 1)),
-    ('accelerator latest', (2, 3)),
-    ('accelerator 2.03', (2, 3)),
-    ('compute 2.1, accelerator 2.2', (2, 2)),
-    ('accelerator 2.1,compute 2.60', (2, 1)),
-    ('2.2', (2, 2)),
-    ('latest', (2, 3)),
-    ('compute 2.1', (2, 0)),
-])
+@pytest.mark.parametrize(
+    'header, expected',
+    [
+        (None, (2, 0)),
+        ('', (2, 0)),
+        ('accelerator 2.2', (2, 2)),
+        ('ACCELERATOR 2.1', (2, 1)),
+        ('accelerator latest', (2, 3)),
+        ('accelerator 2.03', (2, 3)),
+        ('compute 2.1, accelerator 2.2', (2, 2)),
+        ('accelerator 2.1,compute 2.60', (2, 1)),
+        ('2.2', (2, 2)),
+        ('latest', (2, 3)),
+        ('compute 2.1', (2, 0)),
+    ],
+)
 def test_parse_header_accepts(header, expected):
     assert mv.parse_header(header) == expected
 
 
-@pytest.mark.parametrize('header', [
-    '10', 'accelerator abc', 'accelerator', 'accelerator 2', 'a b c',
-    'accelerator 2.x',
-])
+@pytest.mark.parametrize(
+    'header',
+    [
+        '10',
+        'accelerator abc',
+        'accelerator',
+        'accelerator 2',
+        'a b c',
+        'accelerator 2.x',
+    ],
+)
 def test_parse_header_rejects_unparsable(header):
     with pytest.raises(mv.InvalidHeader):
         mv.parse_header(header)
 
 
-@pytest.mark.parametrize('header, fragment', [
-    ('accelerator 3.0', 'Mutually exclusive versions requested. '
-                        'Version 3.0 requested'),
-    ('accelerator 1.9', 'Version 1.9 requested but not supported'),
-    ('accelerator 2.4', 'Version 2.4 was requested but the minor version '
-                        'is not supported'),
-])
+@pytest.mark.parametrize(
+    'header, fragment',
+    [
+        (
+            'accelerator 3.0',
+            'Mutually exclusive versions requested. Version 3.0 requested',
+        ),
+        ('accelerator 1.9', 'Version 1.9 requested but not supported'),
+        (
+            'accelerator 2.4',
+            'Version 2.4 was requested but the minor version is not supported',
+        ),
+    ],
+)
 def test_parse_header_rejects_unsupported(header, fragment):
     with pytest.raises(mv.UnsupportedVersion) as error:
         mv.parse_header(header)

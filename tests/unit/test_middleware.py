@@ -8,35 +8,59 @@ from cyborg.api import middleware
 
 
 def _echo_environ(environ, start_response):
-    body = json.dumps({k: v for k, v in environ.items()
-                       if k.startswith(('HTTP_', 'PATH', 'cyborg'))}).encode()
+    body = json.dumps(
+        {
+            k: v
+            for k, v in environ.items()
+            if k.startswith(('HTTP_', 'PATH', 'cyborg'))
+        }
+    ).encode()
     start_response('200 OK', [('Content-Type', 'application/json')])
     return [body]
 
 
 def _html_error(environ, start_response):
     start_response('404 Not Found', [('Content-Type', 'text/html')])
-    return [b'<html><body><h1>404 Not Found</h1>The resource could not '
-            b'be found.</body></html>']
+    return [
+        b'<html><body><h1>404 Not Found</h1>The resource could not '
+        b'be found.</body></html>'
+    ]
 
 
 def _get(app, path, **headers):
     return webob.Request.blank(path, headers=headers).get_response(app)
 
 
-@pytest.mark.parametrize('path, public', [
-    ('/', True), ('', True), ('/v2', True), ('/v2/', True),
-    ('/v2.json', True), ('/.json', True), ('/v2/device_profiles', False),
-    ('/device_profiles', False), ('/v20', False)])
+@pytest.mark.parametrize(
+    'path, public',
+    [
+        ('/', True),
+        ('', True),
+        ('/v2', True),
+        ('/v2/', True),
+        ('/v2.json', True),
+        ('/.json', True),
+        ('/v2/device_profiles', False),
+        ('/device_profiles', False),
+        ('/v20', False),
+    ],
+)
 def test_public_paths(path, public):
     assert middleware.is_public_path(path) is public
 
 
 def test_expand_roles():
     assert middleware.expand_roles(['admin']) == [
-        'admin', 'manager', 'member', 'reader']
+        'admin',
+        'manager',
+        'member',
+        'reader',
+    ]
     assert middleware.expand_roles(['member', 'service']) == [
-        'member', 'service', 'reader']
+        'member',
+        'service',
+        'reader',
+    ]
 
 
 def test_version_middleware_routes_unversioned_paths():
@@ -60,8 +84,9 @@ def test_version_middleware_rejects_bad_header():
     response = _get(app, '/v2', **{'OpenStack-API-Version': 'accelerator x'})
     assert response.status_int == 406
     fault = json.loads(response.json['error_message'])
-    assert fault['faultstring'] == ('Invalid value for OpenStack-API-Version '
-                                    'header')
+    assert fault['faultstring'] == (
+        'Invalid value for OpenStack-API-Version header'
+    )
     assert 'OpenStack-API-Minimum-Version' not in response.headers
 
 
@@ -79,8 +104,11 @@ def test_error_envelope_wraps_html_errors():
     assert response.status_int == 404
     assert response.content_type == 'application/json'
     fault = json.loads(response.json['error_message'])
-    assert fault == {'faultcode': 'Client', 'debuginfo': None,
-                     'faultstring': 'The resource could not be found.'}
+    assert fault == {
+        'faultcode': 'Client',
+        'debuginfo': None,
+        'faultstring': 'The resource could not be found.',
+    }
 
 
 def test_error_envelope_passes_json_and_success_through():

@@ -73,13 +73,13 @@ def test_new_defaults(authorizer, rule, persona):
             authorizer.authorize(rule, context)
         assert error.value.code == 403
         assert str(error.value) == (
-            'Access was denied to the following resource: %s' % rule)
+            'Access was denied to the following resource: %s' % rule
+        )
 
 
 @pytest.mark.parametrize('rule', sorted(EXPECTED))
 def test_system_scope_is_refused(authorizer, rule):
-    context = _context(PERSONAS['admin'], project_id=None,
-                       system_scope='all')
+    context = _context(PERSONAS['admin'], project_id=None, system_scope='all')
     with pytest.raises(exception.PolicyNotAuthorized):
         authorizer.authorize(rule, context)
 
@@ -87,8 +87,11 @@ def test_system_scope_is_refused(authorizer, rule):
 def test_other_project_target_is_refused(authorizer):
     context = _context(PERSONAS['member'])
     with pytest.raises(exception.PolicyNotAuthorized):
-        authorizer.authorize('cyborg:arq:get_one', context,
-                             {'project_id': 'p2', 'user_id': 'u2'})
+        authorizer.authorize(
+            'cyborg:arq:get_one',
+            context,
+            {'project_id': 'p2', 'user_id': 'u2'},
+        )
 
 
 def test_decisions_are_cached_per_credentials(authorizer):
@@ -112,8 +115,9 @@ def test_policy_file_change_drops_cached_decisions(conf, tmp_path):
     policy_file = tmp_path / 'policy.yaml'
     policy_file.write_text('{}')
     conf.set_override('policy_file', str(policy_file), group='oslo_policy')
-    authorizer = policies.Authorizer(policies.get_enforcer(conf),
-                                     reload_interval=0)
+    authorizer = policies.Authorizer(
+        policies.get_enforcer(conf), reload_interval=0
+    )
     authorizer.authorize(READ_DP, _context(['reader']))
     policy_file.write_text('"%s": "role:admin"\n' % READ_DP)
     future = time.time() + 10

@@ -3,29 +3,52 @@ import pytest
 from cyborg.common import resource_names as names
 
 
-@pytest.mark.parametrize('text, expected', [
-    ('fpga', 'FPGA'), (' custom-a-b ', 'CUSTOM_A_B'), ('VGPU', 'VGPU')])
+@pytest.mark.parametrize(
+    'text, expected',
+    [('fpga', 'FPGA'), (' custom-a-b ', 'CUSTOM_A_B'), ('VGPU', 'VGPU')],
+)
 def test_normalize(text, expected):
     assert names.normalize(text) == expected
 
 
-@pytest.mark.parametrize('text, expected', [
-    ('intel fpga.v2', 'CUSTOM_INTEL_FPGA_V2'),
-    ('CUSTOM_X', 'CUSTOM_X'), ('custom-x', 'CUSTOM_X')])
+@pytest.mark.parametrize(
+    'text, expected',
+    [
+        ('intel fpga.v2', 'CUSTOM_INTEL_FPGA_V2'),
+        ('CUSTOM_X', 'CUSTOM_X'),
+        ('custom-x', 'CUSTOM_X'),
+    ],
+)
 def test_custom_name(text, expected):
     assert names.custom_name(text) == expected
 
 
-@pytest.mark.parametrize('name, valid', [
-    ('FPGA', True), ('PGPU', True), ('VGPU', True), ('CUSTOM_QAT', True),
-    ('CUSTOM_', False), ('QAT', False), ('custom_x', False),
-    ('CUSTOM_A-B', False)])
+@pytest.mark.parametrize(
+    'name, valid',
+    [
+        ('FPGA', True),
+        ('PGPU', True),
+        ('VGPU', True),
+        ('CUSTOM_QAT', True),
+        ('CUSTOM_', False),
+        ('QAT', False),
+        ('custom_x', False),
+        ('CUSTOM_A-B', False),
+    ],
+)
 def test_resource_class(name, valid):
     assert names.is_valid_resource_class(name) is valid
 
 
-@pytest.mark.parametrize('name, valid', [
-    ('HW_CPU_X86_AVX2', True), ('CUSTOM_FPGA_INTEL', True),
-    ('OWNER_CYBORG', True), ('HW_NOPE', False), ('CUSTOM_a', False)])
+@pytest.mark.parametrize(
+    'name, valid',
+    [
+        ('HW_CPU_X86_AVX2', True),
+        ('CUSTOM_FPGA_INTEL', True),
+        ('OWNER_CYBORG', True),
+        ('HW_NOPE', False),
+        ('CUSTOM_a', False),
+    ],
+)
 def test_trait(name, valid):
     assert names.is_valid_trait(name) is valid

@@ -20,31 +20,39 @@ class Things(routing.Resource):
         pass
 
 
-@pytest.mark.parametrize('method, rest, handler, args', [
-    ('GET', [], 'get_all', []),
-    ('GET', [''], 'get_all', []),
-    ('POST', [], 'post', []),
-    ('GET', ['abc'], 'get_one', ['abc']),
-    ('POST', ['abc', 'disable'], 'disable', ['abc']),
-])
+@pytest.mark.parametrize(
+    'method, rest, handler, args',
+    [
+        ('GET', [], 'get_all', []),
+        ('GET', [''], 'get_all', []),
+        ('POST', [], 'post', []),
+        ('GET', ['abc'], 'get_one', ['abc']),
+        ('POST', ['abc', 'disable'], 'disable', ['abc']),
+    ],
+)
 def test_dispatch(method, rest, handler, args):
     found, found_args = routing.dispatch(Things(), method, rest)
     assert found.__name__ == handler
     assert found_args == args
 
 
-@pytest.mark.parametrize('method, rest, allow', [
-    ('PUT', [], 'GET, POST'),
-    ('DELETE', ['abc'], 'GET'),
-    ('GET', ['abc', 'disable'], 'POST'),
-])
+@pytest.mark.parametrize(
+    'method, rest, allow',
+    [
+        ('PUT', [], 'GET, POST'),
+        ('DELETE', ['abc'], 'GET'),
+        ('GET', ['abc', 'disable'], 'POST'),
+    ],
+)
 def test_method_not_allowed(method, rest, allow):
     with pytest.raises(exc.HTTPMethodNotAllowed) as error:
         routing.dispatch(Things(), method, rest)
     assert error.value.headers['Allow'] == allow
 
 
-@pytest.mark.parametrize('rest', [['a', 'b'], ['a', 'enable'], ['a', 'b', 'c']])
+@pytest.mark.parametrize(
+    'rest', [['a', 'b'], ['a', 'enable'], ['a', 'b', 'c']]
+)
 def test_not_found(rest):
     with pytest.raises(exc.HTTPNotFound):
         routing.dispatch(Things(), 'GET', rest)

@@ -102,7 +102,14 @@ def test_transport_choice(conf):
 def test_context_survives_serialization():
     serializer = rpc.RequestContextSerializer()
     context = cyborg_context.RequestContext(
-        project_id='p', user_id='u', roles=['admin'], service_roles=['service'])
-    copy = serializer.deserialize_context(serializer.serialize_context(context))
-    assert (copy.project_id, copy.roles, copy.service_roles, copy.is_admin) == (
-        'p', ['admin'], ['service'], True)
+        project_id='p', user_id='u', roles=['admin'], service_roles=['service']
+    )
+    copy = serializer.deserialize_context(
+        serializer.serialize_context(context)
+    )
+    assert (
+        copy.project_id,
+        copy.roles,
+        copy.service_roles,
+        copy.is_admin,
+    ) == ('p', ['admin'], ['service'], True)

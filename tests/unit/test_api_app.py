@@ -1,0 +1,204 @@
+"""The assembled API application, in process, with a fake conductor."""
+
+import json
+from unittest import mock
+
+from keystonemiddleware import opts as ksm_opts
+import pytest
+import webob
+
+from cyborg.api import app as api_app
+from cyborg.common import exception
+
+
+KEYSTONE = 'http://127.0.0.1:5000/v3'
+
+
+@pytest.fixture
+def conductor():
+    return mock.Mock()
+
+
+def _app(conf, conductor, auth_strategy='noauth'):
+    conf.set_override('auth_strategy', auth_strategy, group='api')
+    if auth_strategy == 'keystone':
+        for group, opts in ksm_opts.list_auth_token_opts():
+            conf.register_opts(opts, group=group)
+        conf.set_override(
+            'www_authenticate_uri', KEYSTONE, group='keystone_authtoken'
+        )
+    with mock.patch(
+        'cyborg.conductor.rpcapi.ConductorAPI', return_value=conductor
+    ):
+        return api_app.setup_app(conf, transport=object())
+
+
+def _request(app, method, path, body=None, **headers):
+    request = webob.Request.blank(path, method=method, headers=headers)
+    if body is not None:
+        request.body = (
+            body if isinstance(body, bytes) else json.dumps(body).encode()
+        )
+        request.content_type = headers.get('Content-Type', 'application/json')
+    return request.get_response(app)
+
+
+def _fault(response):
+    return json.loads(response.json['error_message'])
+
+
+def test_keystone_mode_requires_a_token(conf, conductor):
+    app = _app(conf, conductor, auth_strategy='keystone')
+    response = _request(app, 'GET', '/v2/device_profiles')
+    assert response.status_int == 401
+    assert response.headers['WWW-Authenticate'] == (
+        'Keystone uri="%s"' % KEYSTONE
+    )
+    assert _request(app, 'GET', '/').status_int == 200
+    assert _request(app, 'GET', '/v2').status_int == 200
+    assert _request(app, 'GET', '/v2/').status_int == 200
+
+
+def test_keystone_mode_ignores_identity_headers(conf, conductor):
+    app = _app(conf, conductor, auth_strategy='keystone')
+    response = _request(
+        app,
+        'GET',
+        '/v2/device_profiles',
+        **{'X-Roles': 'admin', 'X-Project-Id': 'p'},
+    )
+    assert response.status_int == 401
+
+
+def test_unexpected_error_is_500_without_details(conf, conductor, database):
+    conductor.device_profile_create.side_effect = RuntimeError(
+        'SELECT secret FROM table'
+    )
+    app = _app(conf, conductor)
+    response = _request(
+        app,
+        'POST',
+        '/v2/device_profiles',
+        [{'name': 'a', 'groups': [{'resources:FPGA': 1}]}],
+    )
+    assert response.status_int == 500
+    fault = _fault(response)
+    assert fault['faultcode'] == 'Server'
+    assert 'secret' not in fault['faultstring']
+
+
+def test_conductor_errors_keep_their_status(conf, conductor, database):
+    conductor.device_profile_create.side_effect = (
+        exception.DuplicateDeviceProfileName(name='a')
+    )
+    app = _app(conf, conductor)
+    response = _request(
+        app,
+        'POST',
+        '/v2/device_profiles',
+        [{'name': 'a', 'groups': [{'resources:FPGA': 1}]}],
+    )
+    assert response.status_int == 409
+    assert _fault(response)['faultstring'] == (
+        'A device_profile with name a already exists.'
+    )
+
+
+def test_bad_input_never_reaches_the_conductor(conf, conductor, database):
+    app = _app(conf, conductor)
+    for body in (
+        b'{not json',
+        [],
+        [{'name': 'a'}],
+        {'name': 'a'},
+        [{'name': 'a', 'groups': [{}]}],
+    ):
+        response = _request(app, 'POST', '/v2/device_profiles', body)
+        assert response.status_int == 400, body
+    response = _request(
+        app,
+        'POST',
+        '/v2/device_profiles',
+        b'x',
+        **{'Content-Type': 'text/plain'},
+    )
+    assert response.status_int == 415
+    assert not conductor.device_profile_create.called
+
+
+def test_policy_is_checked_before_the_body(conf, conductor, database):
+    app = _app(conf, conductor)
+    response = _request(
+        app,
+        'POST',
+        '/v2/device_profiles',
+        b'{not json',
+        **{'X-Roles': 'reader'},
+    )
+    assert response.status_int == 403
+
+
+def test_create_passes_normalised_values(conf, conductor, database):
+    conductor.device_profile_create.return_value = {
+        'uuid': 'u',
+        'name': 'a',
+        'description': None,
+        'groups': [{'resources:CUSTOM_X': '2'}],
+        'created_at': '2026-01-01T00:00:00',
+        'updated_at': None,
+    }
+    app = _app(conf, conductor)
+    response = _request(
+        app,
+        'POST',
+        '/v2/device_profiles',
+        [
+            {
+                'name': 'a',
+                'groups': [{'resources:custom-x': 2}],
+                'uuid': 'ABCDEF00-0000-4000-8000-000000000001',
+            }
+        ],
+    )
+    assert response.status_int == 201
+    values = conductor.device_profile_create.call_args[0][1]
+    assert values['groups'] == [{'resources:CUSTOM_X': '2'}]
+    assert values['uuid'] == 'abcdef00-0000-4000-8000-000000000001'
+    assert response.json['created_at'] == '2026-01-01T00:00:00+00:00'
+    assert response.json['links'] == [
+        {'href': 'http://localhost/v2/device_profiles/u', 'rel': 'self'}
+    ]
+
+
+def test_public_endpoint_builds_links(conf, conductor, database):
+    conf.set_override(
+        'public_endpoint', 'https://cloud/accelerator/', group='api'
+    )
+    app = _app(conf, conductor)
+    document = _request(app, 'GET', '/').json
+    assert document['versions'][0]['links'][0]['href'] == (
+        'https://cloud/accelerator/v2'
+    )
+    assert _request(app, 'GET', '/v2').json['links'][0]['href'] == (
+        'https://cloud/accelerator/v2/'
+    )
+    conf.clear_override('public_endpoint', group='api')
+
+
+def test_delete_names(conf, conductor, database):
+    app = _app(conf, conductor)
+    assert _request(app, 'DELETE', '/v2/device_profiles/a,b').status_int == 204
+    conductor.device_profile_delete.assert_called_with(
+        mock.ANY, [['name', 'a'], ['name', 'b']]
+    )
+    uuid = 'ABCDEF00-0000-4000-8000-000000000001'
+    assert (
+        _request(app, 'DELETE', '/v2/device_profiles?value=' + uuid).status_int
+        == 204
+    )
+    conductor.device_profile_delete.assert_called_with(
+        mock.ANY, [['uuid', uuid.lower()]]
+    )
+    assert (
+        _request(app, 'DELETE', '/v2/device_profiles/a,,b').status_int == 400
+    )
