@@ -34,8 +34,10 @@ class Checks(upgradecheck.UpgradeCommands):
         try:
             services = db_api.service_list(cyborg_context.get_admin_context())
         except Exception as e:
-            return upgradecheck.Result(upgradecheck.Code.FAILURE,
-                                       'Cannot list services: %s' % e)
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                'Cannot list services (%s); is the database migrated?'
+                % type(e).__name__)
         if not services:
             return upgradecheck.Result(
                 upgradecheck.Code.WARNING,

@@ -14,7 +14,7 @@ LOG = logging.getLogger(__name__)
 
 
 class _QuietHandler(simple_server.WSGIRequestHandler):
-    protocol_version = 'HTTP/1.1'
+    """One request per connection (HTTP/1.0), logged at debug level."""
 
     def log_message(self, format, *args):
         LOG.debug('%s - %s', self.address_string(), format % args)

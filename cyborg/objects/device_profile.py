@@ -57,6 +57,13 @@ def _accel_value(key: str, value: Any) -> str:
     return value
 
 
+def _rc_hint(name: str) -> str:
+    if name == 'GPU':
+        return ('; GPU is not a Placement resource class, use PGPU for a '
+                'whole GPU or VGPU for a virtual GPU')
+    return '; use a standard resource class or CUSTOM_<NAME>'
+
+
 def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
     """Validate one request group and return it in canonical form.
 
@@ -74,8 +81,8 @@ def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
         if prefix == RESOURCES:
             name = resource_names.normalize(name)
             if not resource_names.is_valid_resource_class(name):
-                raise _invalid('Unsupported resource class %s (group %d)',
-                               name, index)
+                raise _invalid('Unsupported resource class %s (group %d)%s',
+                               name, index, _rc_hint(name))
             value = _resource_amount(key, value)
         elif prefix == TRAIT:
             name = resource_names.normalize(name)

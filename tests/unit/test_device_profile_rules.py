@@ -34,6 +34,7 @@ def test_normalizes_names_and_amounts():
         ({'resource:FPGA': '1'}, 'keys must be of the form'),
         ({'FPGA': '1'}, 'keys must be of the form'),
         ({'resources:BOGUS': '1'}, 'Unsupported resource class BOGUS'),
+    ({'resources:GPU': '1'}, 'use PGPU for a whole GPU'),
         ({'resources:FPGA': '0'}, 'must be a positive integer'),
         ({'resources:FPGA': '-1'}, 'must be a positive integer'),
         ({'resources:FPGA': '1.5'}, 'must be a positive integer'),
