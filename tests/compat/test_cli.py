@@ -116,19 +116,28 @@ def test_create_json_groups_show_list_delete(cli, cleanup, unique_name):
     assert created['uuid'] not in _listed(cli)
 
 
-def test_create_with_group_option(cli, cleanup, unique_name):
-    if not cli.supports_group_option():
-        pytest.skip('%s has no --group option' % cli.kind)
+@pytest.fixture
+def osc(cyborg_endpoint, tmp_path):
+    """python-openstackclient's commands: the ones with ``--group``."""
+    return CLI('openstackclient', cyborg_endpoint, str(tmp_path))
+
+
+def test_create_with_group_option(osc, unique_name):
+    cli = osc
+    assert cli.supports_group_option()
     name = unique_name('cli-grp')
-    cleanup.append(name)
     created, _ = cli.json(
         'accelerator', 'device', 'profile', 'create', name,
         '--group', 'resources:FPGA=1,trait:CUSTOM_FPGA_INTEL=required',
         '--group', 'resources:PGPU=2,trait:CUSTOM_NO_MIG=forbidden')
-    assert created['name'] == name
-    assert created['groups'] == GROUPS
-    assert created['description'] is None
-    assert _listed(cli)[created['uuid']]['groups'] == GROUPS
+    try:
+        assert created['name'] == name
+        assert created['groups'] == GROUPS
+        assert created['description'] is None
+        assert _listed(cli)[created['uuid']]['groups'] == GROUPS
+    finally:
+        cli.run('accelerator', 'device', 'profile', 'delete', name,
+                check=False)
 
 
 def test_show_by_name_needs_2_2(cli, cleanup, unique_name):
