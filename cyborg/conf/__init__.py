@@ -7,8 +7,9 @@ from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
+from cyborg.conf import fake_driver
 
 CONF = cfg.CONF
 
-for _module in (default, api, conductor, agent, database):
+for _module in (default, api, conductor, agent, fake_driver, database):
     _module.register_opts(CONF)

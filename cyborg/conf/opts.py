@@ -8,8 +8,9 @@ from cyborg.conf import agent
 from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
+from cyborg.conf import fake_driver
 
-_MODULES = (default, api, conductor, agent)
+_MODULES = (default, api, conductor, agent, fake_driver)
 
 
 def list_opts():

@@ -30,7 +30,13 @@ class Service(Base):
     host = sa.Column(sa.String(255), nullable=False)
     binary = sa.Column(sa.String(255), nullable=False)
     last_seen_up = sa.Column(sa.DateTime, nullable=True)
+    # Agents only: digest of the last device tree applied, the compute
+    # node resource provider, and whether Placement still needs syncing.
     report_hash = sa.Column(sa.String(64), nullable=True)
+    rp_name = sa.Column(sa.String(255), nullable=True)
+    compute_rp_uuid = sa.Column(sa.String(36), nullable=True)
+    needs_sync = sa.Column(sa.Boolean, nullable=False, default=False,
+                           server_default=sa.false())
 
 
 class Device(Base):
@@ -55,6 +61,13 @@ class Device(Base):
     address = sa.Column(sa.String(255), nullable=False)
     status = sa.Column(sa.String(32), nullable=False,
                        default='enabled', server_default='enabled')
+    health = sa.Column(sa.String(32), nullable=False,
+                       default='healthy', server_default='healthy')
+    # The driver that reported the device, and whether the device vanished
+    # from its reports while an accelerator request still held it.
+    driver = sa.Column(sa.String(100), nullable=True)
+    missing = sa.Column(sa.Boolean, nullable=False, default=False,
+                        server_default=sa.false())
 
 
 class Deployable(Base):
@@ -199,3 +212,26 @@ class ExtendedAcceleratorRequest(Base):
     bind_owner = sa.Column(sa.String(255), nullable=True)
     bind_started_at = sa.Column(sa.DateTime, nullable=True)
     bind_error = sa.Column(sa.Text, nullable=True)
+
+
+class PlacementProvider(Base):
+    """A resource provider cyborg created in Placement, as last written.
+
+    Lets the conductor send Placement only differences, and remember
+    providers to remove after their deployables are gone.
+    """
+
+    __tablename__ = 'placement_providers'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_placement_providers0uuid'),
+        sa.Index('placement_providers_host_idx', 'host'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    host = sa.Column(sa.String(255), nullable=False)
+    name = sa.Column(sa.String(255), nullable=False)
+    parent_uuid = sa.Column(sa.String(36), nullable=False)
+    generation = sa.Column(sa.Integer, nullable=True)
+    synced_hash = sa.Column(sa.String(64), nullable=True)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001_initial
 Revises:
-Create Date: 2026-11-22 04:01:15.235585
+Create Date: 2026-11-22 04:22:41.026888
 """
 
 from alembic import op
@@ -48,6 +48,16 @@ def upgrade() -> None:
             server_default='enabled',
             nullable=False,
         ),
+        sa.Column(
+            'health',
+            sa.String(length=32),
+            server_default='healthy',
+            nullable=False,
+        ),
+        sa.Column('driver', sa.String(length=100), nullable=True),
+        sa.Column(
+            'missing', sa.Boolean(), server_default=sa.false(), nullable=False
+        ),
         sa.Column('created_at', sa.DateTime(), nullable=True),
         sa.Column('updated_at', sa.DateTime(), nullable=True),
         sa.PrimaryKeyConstraint('id'),
@@ -59,12 +69,41 @@ def upgrade() -> None:
         mysql_engine='InnoDB',
     )
     op.create_table(
+        'placement_providers',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('uuid', sa.String(length=36), nullable=False),
+        sa.Column('host', sa.String(length=255), nullable=False),
+        sa.Column('name', sa.String(length=255), nullable=False),
+        sa.Column('parent_uuid', sa.String(length=36), nullable=False),
+        sa.Column('generation', sa.Integer(), nullable=True),
+        sa.Column('synced_hash', sa.String(length=64), nullable=True),
+        sa.Column('created_at', sa.DateTime(), nullable=True),
+        sa.Column('updated_at', sa.DateTime(), nullable=True),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('uuid', name='uniq_placement_providers0uuid'),
+        mysql_charset='utf8mb4',
+        mysql_engine='InnoDB',
+    )
+    with op.batch_alter_table('placement_providers', schema=None) as batch_op:
+        batch_op.create_index(
+            'placement_providers_host_idx', ['host'], unique=False
+        )
+
+    op.create_table(
         'services',
         sa.Column('id', sa.Integer(), nullable=False),
         sa.Column('host', sa.String(length=255), nullable=False),
         sa.Column('binary', sa.String(length=255), nullable=False),
         sa.Column('last_seen_up', sa.DateTime(), nullable=True),
         sa.Column('report_hash', sa.String(length=64), nullable=True),
+        sa.Column('rp_name', sa.String(length=255), nullable=True),
+        sa.Column('compute_rp_uuid', sa.String(length=36), nullable=True),
+        sa.Column(
+            'needs_sync',
+            sa.Boolean(),
+            server_default=sa.false(),
+            nullable=False,
+        ),
         sa.Column('created_at', sa.DateTime(), nullable=True),
         sa.Column('updated_at', sa.DateTime(), nullable=True),
         sa.PrimaryKeyConstraint('id'),

@@ -1,0 +1,78 @@
+"""The fake driver: simulated devices, shaped by configuration.
+
+Each simulated device has one deployable with ``accelerators`` attach
+handles: PCI virtual functions on the device's bus, mdevs of the
+configured type, or ``TEST_PCI`` handles that Nova ignores.
+"""
+
+import json
+import os
+from typing import Any
+
+from oslo_config import cfg
+
+from cyborg.accelerator.drivers import base
+
+
+def _address(index: int) -> str:
+    return '0000:%02x:00.0' % (0x10 + index)
+
+
+class FakeDriver(base.AcceleratorDriver):
+
+    name = 'fake_driver'
+
+    def __init__(self, conf: cfg.ConfigOpts):
+        self._conf = conf
+
+    def _specs(self) -> list[dict[str, Any]]:
+        options = self._conf.fake_driver
+        path = options.devices_file
+        if path and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        return [{'address': _address(i)} for i in range(options.num_devices)]
+
+    def discover(self) -> list[base.Device]:
+        return [self._device(spec) for spec in self._specs()]
+
+    def _device(self, spec: dict[str, Any]) -> base.Device:
+        options = self._conf.fake_driver
+        address = spec['address']
+        handle_type = spec.get('handle_type', options.handle_type)
+        count = int(spec.get('accelerators', options.accelerators_per_device))
+        health = spec.get('health', base.Health.UNHEALTHY.value
+                          if address in options.unhealthy_devices
+                          else base.Health.HEALTHY.value)
+        pf = base.pci_address_info(address)
+        deployable = base.Deployable(
+            name=address.replace(':', '_').replace('.', '_'),
+            num_accelerators=count,
+            resource_class=spec.get('resource_class',
+                                    options.resource_class),
+            traits=list(spec.get('traits', options.traits)),
+            attach_handles=[self._handle(handle_type, pf, i)
+                            for i in range(1, count + 1)],
+            driver_name='fake')
+        return base.Device(
+            type=spec.get('type', options.device_type),
+            vendor=spec.get('vendor', options.vendor),
+            model=spec.get('model', options.model),
+            address=address,
+            controlpath_ids=[base.ControlPathID('PCI', pf)],
+            deployables=[deployable],
+            std_board_info={'device_id': '0xabcd', 'class': 'Fake class'},
+            vendor_board_info='fake_vendor_info',
+            health=health,
+            driver=self.name)
+
+    def _handle(self, handle_type: str, pf: dict[str, str],
+                index: int) -> base.AttachHandle:
+        if handle_type == base.AttachType.MDEV.value:
+            info = dict(pf, asked_type=self._conf.fake_driver.mdev_type,
+                        vgpu_mark='%s_%d' % (self._conf.fake_driver.mdev_type,
+                                             index))
+        else:
+            info = dict(pf, device='%02x' % (index // 8),
+                        function=str(index % 8))
+        return base.AttachHandle(attach_type=handle_type, attach_info=info)

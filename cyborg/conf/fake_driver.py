@@ -1,0 +1,46 @@
+"""Options of the fake accelerator driver ([fake_driver])."""
+
+from oslo_config import cfg
+
+group = cfg.OptGroup('fake_driver', title='Fake accelerator driver',
+                     help='A driver that reports simulated devices, for '
+                          'development, tests and benchmarks.')
+
+opts = [
+    cfg.IntOpt('num_devices', default=1, min=0,
+               help='Number of simulated devices.'),
+    cfg.StrOpt('device_type', default='FPGA',
+               choices=['GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD'],
+               help='Device type of the simulated devices.'),
+    cfg.StrOpt('resource_class', default='FPGA',
+               help='Placement resource class of each device.'),
+    cfg.ListOpt('traits', default=['CUSTOM_FAKE_DEVICE'],
+                help='Traits of each device.'),
+    cfg.IntOpt('accelerators_per_device', default=4, min=1, max=64,
+               help='Accelerators (and attach handles) per device.'),
+    cfg.StrOpt('handle_type', default='TEST_PCI',
+               choices=['PCI', 'MDEV', 'TEST_PCI'],
+               help='Attach handle type. TEST_PCI handles are ignored by '
+                    'Nova; PCI and MDEV look like real ones.'),
+    cfg.StrOpt('mdev_type', default='fake-mdev-1',
+               help='mdev type of MDEV attach handles.'),
+    cfg.StrOpt('vendor', default='0xABCD', help='Vendor id reported.'),
+    cfg.StrOpt('model', default='Fake Accelerator', help='Model reported.'),
+    cfg.ListOpt('unhealthy_devices', default=[],
+                help='Addresses of devices reported unhealthy.'),
+    cfg.StrOpt('devices_file',
+               help='JSON file describing the devices; when it exists it '
+                    'replaces the options above and is re-read at every '
+                    'discovery. A list of objects with "address" and '
+                    'optionally "type", "resource_class", "traits", '
+                    '"accelerators", "handle_type" and "health".'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group)
+    conf.register_opts(opts, group=group)
+
+
+def list_opts():
+    return {group: opts}

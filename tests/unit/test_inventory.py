@@ -1,0 +1,98 @@
+"""The conductor's diff of reported device trees, on SQLite."""
+
+import pytest
+import sqlalchemy as sa
+
+from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.conductor import inventory
+from cyborg.db import models
+
+
+@pytest.fixture
+def fake_conf(conf):
+    conf.set_override('num_devices', 2, group='fake_driver')
+    conf.set_override('accelerators_per_device', 3, group='fake_driver')
+    yield conf
+    conf.clear_override('num_devices', group='fake_driver')
+    conf.clear_override('accelerators_per_device', group='fake_driver')
+
+
+def _report(conf):
+    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    return wire, base.tree_digest(wire)
+
+
+def _count(engine, model, **filters):
+    query = sa.select(sa.func.count()).select_from(model.__table__)
+    for key, value in filters.items():
+        query = query.where(getattr(model, key) == value)
+    with engine.connect() as connection:
+        return connection.execute(query).scalar()
+
+
+def _apply(context, wire, digest, failed=()):
+    return inventory.apply_report(context, 'host1', 'host1.example', wire,
+                                  digest, list(failed))
+
+
+def test_first_report_creates_the_tree(database, admin_context, fake_conf):
+    wire, digest = _report(fake_conf)
+    summary = _apply(admin_context, wire, digest)
+    assert summary.added == 2
+    assert _count(database, models.Device) == 2
+    assert _count(database, models.Deployable) == 2
+    assert _count(database, models.AttachHandle) == 6
+    assert _count(database, models.ControlpathID) == 2
+    assert _count(database, models.Attribute, key='rc') == 2
+    assert inventory.report_state(admin_context, 'host1') == (digest, True)
+
+
+def test_same_digest_is_not_applied_again(database, admin_context,
+                                          fake_conf):
+    wire, digest = _report(fake_conf)
+    _apply(admin_context, wire, digest)
+    assert _apply(admin_context, wire, digest) is None
+
+
+def test_changes_are_diffed(database, admin_context, fake_conf):
+    wire, digest = _report(fake_conf)
+    _apply(admin_context, wire, digest)
+    fake_conf.set_override('accelerators_per_device', 5,
+                           group='fake_driver')
+    fake_conf.set_override('traits', ['CUSTOM_B', 'CUSTOM_A'],
+                           group='fake_driver')
+    wire, digest = _report(fake_conf)
+    summary = _apply(admin_context, wire, digest)
+    assert (summary.added, summary.updated, summary.removed) == (0, 2, 0)
+    assert _count(database, models.AttachHandle) == 10
+    assert _count(database, models.Attribute, key='trait1',
+                  value='CUSTOM_B') == 2
+    fake_conf.clear_override('traits', group='fake_driver')
+
+
+def test_removed_device_is_deleted_unless_in_use(database, admin_context,
+                                                 fake_conf):
+    wire, digest = _report(fake_conf)
+    _apply(admin_context, wire, digest)
+    with database.begin() as connection:
+        connection.execute(sa.update(models.AttachHandle.__table__).where(
+            models.AttachHandle.id == 1).values(in_use=True))
+    summary = _apply(admin_context, [], base.tree_digest([]))
+    assert (summary.removed, summary.kept_missing) == (1, 1)
+    assert _count(database, models.Device, missing=True) == 1
+    assert _count(database, models.AttachHandle) == 3
+
+
+def test_failed_driver_keeps_its_devices(database, admin_context, fake_conf):
+    wire, digest = _report(fake_conf)
+    _apply(admin_context, wire, digest)
+    summary = _apply(admin_context, [], 'other', failed=['fake_driver'])
+    assert not summary.changed
+    assert _count(database, models.Device) == 2
+
+
+def test_provider_uuids_are_stable_and_host_scoped():
+    first = inventory.provider_uuid('h1', '0000:10:00.0', 'd')
+    assert first == inventory.provider_uuid('h1', '0000:10:00.0', 'd')
+    assert first != inventory.provider_uuid('h2', '0000:10:00.0', 'd')
