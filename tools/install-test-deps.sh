@@ -3,7 +3,7 @@
 # PostgreSQL, MariaDB and RabbitMQ. Needs root (or sudo) and apt.
 set -euo pipefail
 
-packages=(postgresql rabbitmq-server)
+packages=(postgresql mariadb-server rabbitmq-server)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null \

@@ -2,17 +2,30 @@
 
 from oslo_config import cfg
 
+from cyborg.agent import discovery
 from cyborg.agent import manager
 from cyborg.common import constants
 from cyborg.common import service
 from cyborg.conductor import rpcapi as conductor_rpcapi
+from cyborg import context as cyborg_context
 
 
 def create(conf: cfg.ConfigOpts, transport) -> service.RPCService:
+    """The agent; raises ConfigInvalid for a bad identity or driver list."""
     host = conf.host
-    endpoint = manager.AgentManager(
-        host, conductor_rpcapi.ConductorAPI(transport))
-    tasks = [service.PeriodicTask('agent-heartbeat', endpoint.heartbeat,
-                                  conf.heartbeat_interval)]
+    rp_name = discovery.resource_provider_name(conf)
+    discovery.check_identity(host, rp_name)
+    conductor_api = conductor_rpcapi.ConductorAPI(transport)
+    endpoint = manager.AgentManager(host, conductor_api)
+    finder = discovery.Discovery(host, rp_name, discovery.load_drivers(conf),
+                                 conductor_api)
+    tasks = [
+        service.PeriodicTask('agent-heartbeat', endpoint.heartbeat,
+                             conf.heartbeat_interval),
+        service.PeriodicTask(
+            'agent-discovery',
+            lambda: finder.report(cyborg_context.get_admin_context()),
+            conf.agent.discovery_interval),
+    ]
     return service.RPCService(transport, constants.AGENT_TOPIC, host,
                               endpoint, periodic_tasks=tasks)

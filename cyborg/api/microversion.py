@@ -5,7 +5,8 @@ Versions and what each adds:
 * 2.0 - baseline.
 * 2.1 - ARQ bind may set ``/project_id`` (admins only).
 * 2.2 - ``GET /v2/device_profiles/{name}`` accepts a name.
-* 2.3 - devices show ``status``.
+* 2.3 - devices show ``status`` (and the device list filters by it).
+* 2.4 - devices show ``health`` and ``missing``.
 """
 
 import functools
@@ -16,7 +17,7 @@ HEADER = 'OpenStack-API-Version'
 ENVIRON_KEY = 'cyborg.api_version'
 
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 3)
+MAX_VERSION = (2, 4)
 
 _VERSION_RE = re.compile(r'^\s*(\d+)\.(\d+)\s*$')
 

@@ -2,9 +2,11 @@
 
 import functools
 import json
+import uuid as uuid_lib
 from typing import Any
 
 import jsonschema
+from oslo_utils import uuidutils
 
 from cyborg.common import exception
 
@@ -46,14 +48,37 @@ def validate(schema: dict, document: Any) -> None:
     raise exception.Invalid(reason='%s: %s' % (where, error.message))
 
 
-def check_query(params, allowed: frozenset[str]) -> dict[str, str]:
-    """The query parameters as a dict; 400 for an unknown or repeated one."""
+def query_params(request) -> dict[str, str]:
+    """The query string's parameters (never the body's); 400 if repeated.
+
+    Pecan also hands form fields and JSON object keys to controllers as
+    keyword arguments, so controllers read the query string here instead.
+    """
     result = {}
-    for key, value in params.items():
-        if key not in allowed:
-            raise exception.Invalid(reason='Unknown argument: "%s"' % key)
+    for key, value in request.GET.items():
         if key in result:
             raise exception.Invalid(reason='Argument "%s" given more than '
                                            'once' % key)
         result[key] = value
     return result
+
+
+def check_query(params: dict[str, str],
+                allowed: frozenset[str]) -> dict[str, str]:
+    """``params`` if every key is ``allowed``; 400 naming the first not."""
+    for key in params:
+        if key not in allowed:
+            raise exception.Invalid(reason='Unknown argument: "%s"' % key)
+    return params
+
+
+def canonical_uuid(value: str) -> str:
+    """The lower-case dashed form of any UUID-like string."""
+    return str(uuid_lib.UUID(value))
+
+
+def check_uuid(value: str) -> str:
+    """400 unless ``value`` is UUID-like; returns the canonical form."""
+    if not uuidutils.is_uuid_like(value):
+        raise exception.InvalidUUID(uuid=value)
+    return canonical_uuid(value)

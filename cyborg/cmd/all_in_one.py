@@ -1,7 +1,9 @@
-"""cyborg-all-in-one: API, conductor and agent in one process.
+"""cyborg-all-in-one: API, conductor, agent and Placement in one process.
 
 Runs on embedded defaults: SQLite in the state directory, an in-process
-RPC transport and ``noauth``. Everything else comes from --config-file.
+RPC transport, ``noauth``, and a real Placement service (the
+openstack-placement package) holding a compute node provider for this
+host, as nova-compute would. Everything else comes from --config-file.
 """
 
 import argparse
@@ -10,10 +12,13 @@ import sys
 
 from oslo_log import log as logging
 
+from cyborg.agent import discovery
 from cyborg.agent import service as agent_service
 from cyborg.api import app as api_app
 from cyborg.common import config
+from cyborg.clients import placement as placement_client
 from cyborg.common import constants
+from cyborg.common import embedded_placement
 from cyborg.common import rpc
 from cyborg.common import service
 from cyborg.common import wsgi_server
@@ -31,14 +36,22 @@ USAGE = """\
 Cyborg all-in-one is running.
 
   API endpoint:  {endpoint}
+  Placement:     {placement} (X-Auth-Token: admin)
   State:         {state_dir}
 
 Use the OpenStack client against it (no Keystone; you act as an admin):
 
   export OS_AUTH_TYPE=none OS_ENDPOINT={endpoint}
-  openstack accelerator device profile create my-gpu \\
-      '[{{"resources:PGPU": "1"}}]'
+  openstack accelerator device list
+  openstack accelerator device profile create my-fpga \\
+      '[{{"resources:FPGA": "1", "trait:CUSTOM_FAKE_DEVICE": "required"}}]'
   openstack accelerator device profile list
+
+Ask Placement where such a profile fits:
+
+  curl -s -H 'X-Auth-Token: admin' \\
+      -H 'OpenStack-API-Version: placement 1.26' \\
+      '{placement}/allocation_candidates?resources=FPGA:1&required={trait}'
 
 Press Ctrl-C to stop.
 """
@@ -52,6 +65,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         help='Address the API listens on (127.0.0.1).')
     parser.add_argument('--port', type=int, default=6666,
                         help='Port the API listens on (6666).')
+    parser.add_argument('--placement-port', type=int, default=8778,
+                        help='Port of the embedded Placement (8778; 0 '
+                             'picks a free one).')
     parser.add_argument('--state-dir', default=DEFAULT_STATE_DIR,
                         help='Directory for the database and other state '
                              '(%(default)s).')
@@ -78,20 +94,32 @@ def main(argv: list[str] | None = None) -> int:
 
     db_api.configure(CONF)
     migration.upgrade()
+    placement = embedded_placement.start(state_dir, args.host,
+                                         args.placement_port)
+    embedded_placement.ensure_compute_node(
+        placement.client(), discovery.resource_provider_name(CONF))
     transport = rpc.get_transport(CONF)
-    services = [conductor_service.create(CONF, transport),
-                agent_service.create(CONF, transport)]
+    services = [
+        conductor_service.create(
+            CONF, transport,
+            lambda: placement_client.PlacementClient.for_endpoint(
+                placement.url)),
+        agent_service.create(CONF, transport),
+    ]
     for svc in services:
         svc.start()
     server = wsgi_server.WSGIServer(api_app.setup_app(CONF, transport),
                                     args.host, args.port)
     server.start()
     endpoint = 'http://%s:%d' % (args.host, server.port)
-    print(USAGE.format(endpoint=endpoint, state_dir=state_dir), flush=True)
+    print(USAGE.format(endpoint=endpoint, placement=placement.url,
+                       state_dir=state_dir, trait='CUSTOM_FAKE_DEVICE'),
+          flush=True)
     service.wait_for_signal()
     print('Stopping...', flush=True)
     server.stop()
     for svc in reversed(services):
         svc.stop()
+    placement.stop()
     rpc.cleanup(transport)
     return 0

@@ -4,6 +4,8 @@ Every exception a request can end in derives from CyborgException and
 carries the HTTP status it maps to, so the API turns it into a response in
 one place. The conductor raises the same classes; oslo.messaging re-raises
 them on the caller's side because this module is an allowed remote module.
+It rebuilds them as ``cls(message, **kwargs)``, so subclasses must not
+change the constructor's signature: they only set ``msg_fmt`` and ``code``.
 """
 
 
@@ -66,9 +68,8 @@ class ResourceNotFound(NotFound):
     msg_fmt = '%(resource)s not found with %(key)s=%(value)s'
 
 
-class DeviceProfileNotFound(ResourceNotFound):
-    def __init__(self, key: str, value: str):
-        super().__init__(resource='Device Profile', key=key, value=value)
+class DeviceProfileNotFound(NotFound):
+    msg_fmt = 'Device Profile not found with %(key)s=%(value)s'
 
 
 class NotAcceptable(CyborgException):

@@ -107,7 +107,12 @@ class _LocalClient:
             raise messaging.NoSuchMethod(method)
         # Copy arguments and the result as the wire would, so neither side
         # can mutate the other's objects.
-        result = handler(ctx, **_wire_copy(kwargs))
+        try:
+            result = handler(ctx, **_wire_copy(kwargs))
+        except dispatcher.ExpectedException as e:
+            # What @messaging.expected_exceptions wraps; the real
+            # dispatcher hands the caller the original exception.
+            raise e.exc_info[1] from None
         return _wire_copy(result)
 
     def call(self, context, method: str, **kwargs):

@@ -64,13 +64,13 @@ class DiffSummary:
 
 
 @db_api.main_context_manager.reader.connection
-def report_state(context, host: str) -> tuple[str | None, bool] | None:
-    """(digest, needs_sync) of the host's last applied report, or None."""
+def report_state(context, host: str) -> tuple[str | None, int] | None:
+    """(digest, pending syncs) of the host's last report, or None."""
     row = context.connection.execute(
-        sa.select(SERVICES.c.report_hash, SERVICES.c.needs_sync).where(
+        sa.select(SERVICES.c.report_hash, SERVICES.c.pending_syncs).where(
             SERVICES.c.host == host,
             SERVICES.c.binary == constants.BINARY_AGENT)).first()
-    return None if row is None else (row.report_hash, row.needs_sync)
+    return None if row is None else (row.report_hash, row.pending_syncs)
 
 
 @db_api.main_context_manager.writer
@@ -85,7 +85,8 @@ def apply_report(context, host: str, rp_name: str,
     summary = _HostDiff(connection, host, failed_drivers).apply(devices)
     connection.execute(
         sa.update(SERVICES).where(SERVICES.c.id == service.id).values(
-            report_hash=digest, rp_name=rp_name, needs_sync=True,
+            report_hash=digest, rp_name=rp_name,
+            pending_syncs=SERVICES.c.pending_syncs + 1,
             last_seen_up=timeutils.utcnow(), updated_at=timeutils.utcnow()))
     return summary
 
@@ -100,7 +101,7 @@ def _lock_agent_service(connection, host: str):
     now = timeutils.utcnow()
     connection.execute(sa.insert(SERVICES).values(
         host=host, binary=constants.BINARY_AGENT, created_at=now,
-        last_seen_up=now, needs_sync=False))
+        last_seen_up=now, pending_syncs=0))
     return connection.execute(query.with_for_update()).first()
 
 

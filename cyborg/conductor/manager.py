@@ -1,39 +1,152 @@
 """The conductor's RPC endpoint: every write to the database goes here."""
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
+from cyborg.clients import placement as placement_client
 from cyborg.common import constants
+from cyborg.common import exception
+from cyborg.conductor import inventory
+from cyborg.conductor import placement_sync
 from cyborg.db import api as db_api
+from cyborg.db import hardware
 
 LOG = logging.getLogger(__name__)
 
+# Failures that are answers (404, 409...), not conductor errors: returned
+# to the caller without oslo.messaging logging a traceback.
+_expected = messaging.expected_exceptions(exception.CyborgException)
+
+# Attribute keys that shape a deployable's resource provider.
+_PLACEMENT_KEYS = ('rc', 'trait')
+
 
 class ConductorManager:
-    """Handles conductor RPC requests."""
+    """Handles conductor RPC requests.
+
+    ``placement_factory`` builds the Placement client on first use, so a
+    conductor starts (and serves device profiles) even while Placement is
+    not configured or reachable.
+    """
 
     target = messaging.Target(version=constants.RPC_API_VERSION)
 
-    def __init__(self, host: str):
+    def __init__(self, host: str,
+                 placement_factory: Callable[
+                     [], placement_client.PlacementClient] | None = None):
         self.host = host
+        self._placement_factory = placement_factory
+        self._placement_sync: placement_sync.PlacementSync | None = None
+        self._lock = threading.Lock()
 
+    # Device profiles
+
+    @_expected
     def device_profile_create(self, context, values: dict[str, Any]
                               ) -> dict[str, Any]:
         profile = db_api.device_profile_create(context, values)
         LOG.info('Created device profile %(name)s (%(uuid)s)', profile)
         return _jsonable(profile)
 
+    @_expected
     def device_profile_delete(self, context, idents: list[list[str]]
                               ) -> None:
         db_api.device_profile_delete(context, [tuple(i) for i in idents])
         LOG.info('Deleted device profiles %s',
                  ', '.join(value for _key, value in idents))
 
+    # Services and inventory
+
+    @_expected
     def service_heartbeat(self, context, host: str, binary: str) -> None:
         db_api.service_heartbeat(context, host, binary, timeutils.utcnow())
+
+    @_expected
+    def report_inventory(self, context, host: str, rp_name: str,
+                         devices: list[dict[str, Any]], digest: str,
+                         failed_drivers: list[str]) -> dict[str, bool]:
+        """Apply an agent's report, then bring Placement in line.
+
+        An unchanged report that left nothing pending costs one read.
+        """
+        state = inventory.report_state(context, host)
+        changed = False
+        if state is None or state[0] != digest:
+            summary = inventory.apply_report(context, host, rp_name, devices,
+                                             digest, failed_drivers)
+            changed = summary is not None
+            if summary is not None and summary.changed:
+                LOG.info('Inventory of %s: %d added, %d updated, %d removed, '
+                         '%d kept while in use', host, summary.added,
+                         summary.updated, summary.removed,
+                         summary.kept_missing)
+            state = inventory.report_state(context, host)
+        synced = state[1] <= 0 or self.sync_host(context, host)
+        return {'changed': changed, 'synced': synced}
+
+    def sync_host(self, context, host: str) -> bool:
+        """Sync one host's providers; False if anything is left to do."""
+        sync = self._get_placement_sync()
+        if sync is None:
+            return False
+        try:
+            return sync.sync_host(context, host)
+        except placement_client.PlacementUnavailable as e:
+            LOG.warning('Placement is unavailable (%s); the providers of %s '
+                        'are synced when it is back', e, host)
+            return False
+
+    def sync_pending_hosts(self, context) -> None:
+        """Retry every host whose providers are not yet in Placement."""
+        for host in placement_sync.hosts_pending_sync(context):
+            self.sync_host(context, host)
+
+    def _get_placement_sync(self) -> placement_sync.PlacementSync | None:
+        with self._lock:
+            if self._placement_sync is None and self._placement_factory:
+                try:
+                    self._placement_sync = placement_sync.PlacementSync(
+                        self._placement_factory())
+                except Exception as e:
+                    LOG.error('Cannot build the Placement client: %s', e)
+            return self._placement_sync
+
+    # Devices and attributes
+
+    @_expected
+    def device_set_status(self, context, uuid: str, status: str) -> None:
+        """Enable or disable a device; Placement follows."""
+        before = hardware.device_set_status(context, uuid, status)
+        if before['status'] != status:
+            LOG.info('Device %s on %s is now %s', uuid, before['hostname'],
+                     status)
+            placement_sync.request_sync(context, before['hostname'])
+            self.sync_host(context, before['hostname'])
+
+    @_expected
+    def attribute_create(self, context, values: dict[str, Any]
+                         ) -> dict[str, Any]:
+        attribute = hardware.attribute_create(context, values)
+        self._attribute_changed(context, attribute)
+        return _jsonable(attribute)
+
+    @_expected
+    def attribute_delete(self, context, uuid: str) -> None:
+        self._attribute_changed(context,
+                                hardware.attribute_delete(context, uuid))
+
+    def _attribute_changed(self, context, attribute: dict[str, Any]) -> None:
+        if not attribute['key'].startswith(_PLACEMENT_KEYS):
+            return
+        host = hardware.deployable_host(context, attribute['deployable_id'])
+        if host is not None:
+            placement_sync.request_sync(context, host)
+            self.sync_host(context, host)
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

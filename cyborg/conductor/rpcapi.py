@@ -28,3 +28,23 @@ class ConductorAPI:
     def service_heartbeat(self, context, host: str, binary: str) -> None:
         self._client.cast(context, 'service_heartbeat', host=host,
                           binary=binary)
+
+    def report_inventory(self, context, host: str, rp_name: str,
+                         devices: list[dict[str, Any]], digest: str,
+                         failed_drivers: list[str]) -> dict[str, bool]:
+        """Apply an agent's device tree; see cyborg.conductor.inventory."""
+        return self._client.call(context, 'report_inventory', host=host,
+                                 rp_name=rp_name, devices=devices,
+                                 digest=digest,
+                                 failed_drivers=failed_drivers)
+
+    def device_set_status(self, context, uuid: str, status: str) -> None:
+        return self._client.call(context, 'device_set_status', uuid=uuid,
+                                 status=status)
+
+    def attribute_create(self, context, values: dict[str, Any]
+                         ) -> dict[str, Any]:
+        return self._client.call(context, 'attribute_create', values=values)
+
+    def attribute_delete(self, context, uuid: str) -> None:
+        return self._client.call(context, 'attribute_delete', uuid=uuid)

@@ -8,8 +8,10 @@ from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import placement
 
 CONF = cfg.CONF
 
-for _module in (default, api, conductor, agent, fake_driver, database):
+for _module in (default, api, conductor, agent, fake_driver, placement,
+                database):
     _module.register_opts(CONF)

@@ -10,6 +10,12 @@ opts = [
                 help='Accelerator drivers the agent loads, by their names '
                      'in the "cyborg.accelerator.driver" entry point '
                      'namespace.'),
+    cfg.StrOpt('resource_provider_name',
+               sample_default='<the host FQDN>',
+               help='Name of the compute node resource provider in '
+                    'Placement (the name nova-compute registered). '
+                    'Defaults to this host\'s fully qualified domain '
+                    'name.'),
     cfg.IntOpt('discovery_interval',
                default=60, min=1,
                help='Seconds between two device discoveries of the agent.'),

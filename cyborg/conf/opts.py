@@ -9,8 +9,9 @@ from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import placement
 
-_MODULES = (default, api, conductor, agent, fake_driver)
+_MODULES = (default, api, conductor, agent, fake_driver, placement)
 
 
 def list_opts():

@@ -31,12 +31,13 @@ class Service(Base):
     binary = sa.Column(sa.String(255), nullable=False)
     last_seen_up = sa.Column(sa.DateTime, nullable=True)
     # Agents only: digest of the last device tree applied, the compute
-    # node resource provider, and whether Placement still needs syncing.
+    # node resource provider, and how many changes Placement has not seen
+    # yet (a sync subtracts what it saw, so changes made meanwhile stay).
     report_hash = sa.Column(sa.String(64), nullable=True)
     rp_name = sa.Column(sa.String(255), nullable=True)
     compute_rp_uuid = sa.Column(sa.String(36), nullable=True)
-    needs_sync = sa.Column(sa.Boolean, nullable=False, default=False,
-                           server_default=sa.false())
+    pending_syncs = sa.Column(sa.Integer, nullable=False, default=0,
+                              server_default='0')
 
 
 class Device(Base):
@@ -234,4 +235,5 @@ class PlacementProvider(Base):
     name = sa.Column(sa.String(255), nullable=False)
     parent_uuid = sa.Column(sa.String(36), nullable=False)
     generation = sa.Column(sa.Integer, nullable=True)
-    synced_hash = sa.Column(sa.String(64), nullable=True)
+    inventory_hash = sa.Column(sa.String(64), nullable=True)
+    traits_hash = sa.Column(sa.String(64), nullable=True)

@@ -1,5 +1,6 @@
 """Device profiles: the rules for their groups and their API form."""
 
+import re
 from typing import Any
 
 from oslo_utils import uuidutils
@@ -8,6 +9,9 @@ from cyborg.common import exception
 from cyborg.common import resource_names
 
 RESOURCES = 'resources'
+# Most accelerators one group may request (each becomes an ARQ).
+MAX_AMOUNT = 1024
+_DIGITS = re.compile(r'^[0-9]+$')
 TRAIT = 'trait'
 ACCEL = 'accel'
 TRAIT_VALUES = ('required', 'forbidden')
@@ -30,13 +34,12 @@ def _invalid(message: str, *args) -> exception.InvalidParameterValue:
 
 
 def _resource_amount(key: str, value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise _invalid('Resources number %r of %s must be a positive '
-                       'integer', value, key)
     text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
-        raise _invalid('Resources number %r of %s must be a positive '
-                       'integer', value, key)
+    if (isinstance(value, bool) or not isinstance(value, (int, str))
+            or _DIGITS.match(text) is None
+            or not 1 <= int(text) <= MAX_AMOUNT):
+        raise _invalid('Resources number %r of %s must be an integer from 1 '
+                       'to %d', value, key, MAX_AMOUNT)
     return str(int(text))
 
 

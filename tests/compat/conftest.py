@@ -108,7 +108,8 @@ def cyborg_all_in_one(request, tmp_path_factory):
     port = _free_loopback_port()
     endpoint = 'http://127.0.0.1:%d' % port
     cmd = [_venv_bin('cyborg-all-in-one'), '--host', '127.0.0.1',
-           '--port', str(port), '--state-dir', str(state_dir)]
+           '--port', str(port), '--placement-port', '0',
+           '--state-dir', str(state_dir)]
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     with open(log_path, 'wb') as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,

@@ -32,8 +32,9 @@ def _count(engine, model, **filters):
 
 
 def _apply(context, wire, digest, failed=()):
-    return inventory.apply_report(context, 'host1', 'host1.example', wire,
-                                  digest, list(failed))
+    return inventory.apply_report(
+        context, 'host1', 'host1.example', wire, digest, list(failed)
+    )
 
 
 def test_first_report_creates_the_tree(database, admin_context, fake_conf):
@@ -45,11 +46,10 @@ def test_first_report_creates_the_tree(database, admin_context, fake_conf):
     assert _count(database, models.AttachHandle) == 6
     assert _count(database, models.ControlpathID) == 2
     assert _count(database, models.Attribute, key='rc') == 2
-    assert inventory.report_state(admin_context, 'host1') == (digest, True)
+    assert inventory.report_state(admin_context, 'host1') == (digest, 1)
 
 
-def test_same_digest_is_not_applied_again(database, admin_context,
-                                          fake_conf):
+def test_same_digest_is_not_applied_again(database, admin_context, fake_conf):
     wire, digest = _report(fake_conf)
     _apply(admin_context, wire, digest)
     assert _apply(admin_context, wire, digest) is None
@@ -58,26 +58,31 @@ def test_same_digest_is_not_applied_again(database, admin_context,
 def test_changes_are_diffed(database, admin_context, fake_conf):
     wire, digest = _report(fake_conf)
     _apply(admin_context, wire, digest)
-    fake_conf.set_override('accelerators_per_device', 5,
-                           group='fake_driver')
-    fake_conf.set_override('traits', ['CUSTOM_B', 'CUSTOM_A'],
-                           group='fake_driver')
+    fake_conf.set_override('accelerators_per_device', 5, group='fake_driver')
+    fake_conf.set_override(
+        'traits', ['CUSTOM_B', 'CUSTOM_A'], group='fake_driver'
+    )
     wire, digest = _report(fake_conf)
     summary = _apply(admin_context, wire, digest)
     assert (summary.added, summary.updated, summary.removed) == (0, 2, 0)
     assert _count(database, models.AttachHandle) == 10
-    assert _count(database, models.Attribute, key='trait1',
-                  value='CUSTOM_B') == 2
+    assert (
+        _count(database, models.Attribute, key='trait1', value='CUSTOM_B') == 2
+    )
     fake_conf.clear_override('traits', group='fake_driver')
 
 
-def test_removed_device_is_deleted_unless_in_use(database, admin_context,
-                                                 fake_conf):
+def test_removed_device_is_deleted_unless_in_use(
+    database, admin_context, fake_conf
+):
     wire, digest = _report(fake_conf)
     _apply(admin_context, wire, digest)
     with database.begin() as connection:
-        connection.execute(sa.update(models.AttachHandle.__table__).where(
-            models.AttachHandle.id == 1).values(in_use=True))
+        connection.execute(
+            sa.update(models.AttachHandle.__table__)
+            .where(models.AttachHandle.id == 1)
+            .values(in_use=True)
+        )
     summary = _apply(admin_context, [], base.tree_digest([]))
     assert (summary.removed, summary.kept_missing) == (1, 1)
     assert _count(database, models.Device, missing=True) == 1

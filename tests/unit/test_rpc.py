@@ -113,3 +113,19 @@ def test_context_survives_serialization():
         copy.service_roles,
         copy.is_admin,
     ) == ('p', ['admin'], ['service'], True)
+
+
+class ExpectingEndpoint:
+    @messaging.expected_exceptions(exception.CyborgException)
+    def refuse(self, context):
+        raise exception.DuplicateDeviceProfileName(name='x')
+
+
+def test_expected_exceptions_reach_the_caller_unwrapped(transport):
+    server = rpc.get_server(transport, 'expect', 'h', ExpectingEndpoint())
+    server.start()
+    try:
+        with pytest.raises(exception.DuplicateDeviceProfileName):
+            rpc.get_client(transport, 'expect').call(_ctx(), 'refuse')
+    finally:
+        server.stop()

@@ -95,7 +95,7 @@ def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
     return wire
 
 
-def tree_digest(wire: list[dict[str, Any]]) -> str:
+def tree_digest(wire: Any) -> str:
     """A hash that changes exactly when the reported tree changes."""
     return hashlib.sha256(canonical_json(wire).encode()).hexdigest()
 

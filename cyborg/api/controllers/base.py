@@ -7,6 +7,7 @@ from typing import Any
 import pecan
 
 from cyborg.api import microversion
+from cyborg.api import validation
 
 JSON = 'application/json'
 
@@ -16,6 +17,11 @@ def authorize(rule: str):
     context = pecan.request.context
     pecan.request.authorizer.authorize(rule, context)
     return context
+
+
+def query() -> dict[str, str]:
+    """This request's query string parameters; see validation."""
+    return validation.query_params(pecan.request)
 
 
 def version_at_least(version: tuple[int, int]) -> bool:

@@ -5,7 +5,10 @@ from webob import exc as webob_exc
 
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
+from cyborg.api.controllers.v2 import attributes
+from cyborg.api.controllers.v2 import deployables
 from cyborg.api.controllers.v2 import device_profiles
+from cyborg.api.controllers.v2 import devices
 from cyborg.api import microversion
 
 DESCRIPTION = ('Cyborg is the OpenStack project for lifecycle management '
@@ -28,6 +31,9 @@ class RootController:
         self.collections: dict[str, routing.Resource] = {
             device_profiles.COLLECTION:
                 device_profiles.DeviceProfilesController(),
+            devices.COLLECTION: devices.DevicesController(),
+            deployables.COLLECTION: deployables.DeployablesController(),
+            attributes.COLLECTION: attributes.AttributesController(),
         }
 
     @pecan.expose()

@@ -41,8 +41,7 @@ def _allowed(resource: Resource, table) -> list[str]:
 
 
 def _method_not_allowed(allowed: list[str]):
-    error = webob_exc.HTTPMethodNotAllowed(
-        detail='The method is not allowed for this resource.')
+    error = webob_exc.HTTPMethodNotAllowed()
     error.headers['Allow'] = ', '.join(sorted(allowed))
     return error
 

@@ -1,7 +1,5 @@
 """/v2/device_profiles: list, show, create and delete device profiles."""
 
-import uuid as uuid_lib
-
 from oslo_utils import uuidutils
 import pecan
 
@@ -29,14 +27,10 @@ def view(profile: dict) -> dict:
     }
 
 
-def canonical_uuid(value: str) -> str:
-    return str(uuid_lib.UUID(value))
-
-
 def _identities(value: str) -> list[tuple[str, str]]:
     """What a delete names: one uuid, or a comma-separated name list."""
     if uuidutils.is_uuid_like(value):
-        return [('uuid', canonical_uuid(value))]
+        return [('uuid', validation.canonical_uuid(value))]
     names = value.split(',')
     if not all(names):
         raise exception.Invalid(reason='empty device profile name in %r'
@@ -58,7 +52,7 @@ def _creation_values(body) -> dict:
     if 'uuid' in values:
         if not uuidutils.is_uuid_like(values['uuid']):
             raise exception.InvalidUUID(uuid=values['uuid'])
-        values['uuid'] = canonical_uuid(values['uuid'])
+        values['uuid'] = validation.canonical_uuid(values['uuid'])
     values['groups'] = dp_rules.normalize_groups(values['groups'])
     return values
 
@@ -83,7 +77,7 @@ class DeviceProfilesController(routing.Resource):
     @pecan.expose(content_type=base.JSON)
     def get_all(self, **kwargs):
         context = base.authorize('cyborg:device_profile:get_all')
-        query = validation.check_query(kwargs, self._ALLOWED_LIST_QUERY)
+        query = validation.check_query(base.query(), self._ALLOWED_LIST_QUERY)
         names = query['name'].split(',') if 'name' in query else None
         if names == ['']:
             names = []
@@ -96,10 +90,10 @@ class DeviceProfilesController(routing.Resource):
     @pecan.expose(content_type=base.JSON)
     def get_one(self, ident, **kwargs):
         context = base.authorize('cyborg:device_profile:get_one')
-        validation.check_query(kwargs, frozenset())
+        validation.check_query(base.query(), frozenset())
         if uuidutils.is_uuid_like(ident):
             profile = db_api.device_profile_get(
-                context, uuid=canonical_uuid(ident))
+                context, uuid=validation.canonical_uuid(ident))
         elif base.version_at_least(NAME_LOOKUP_VERSION):
             profile = db_api.device_profile_get(context, name=ident)
         else:
@@ -109,7 +103,7 @@ class DeviceProfilesController(routing.Resource):
     @pecan.expose(content_type=base.JSON)
     def post(self, **kwargs):
         context = base.authorize('cyborg:device_profile:create')
-        validation.check_query(kwargs, frozenset())
+        validation.check_query(base.query(), frozenset())
         body = validation.parse_json_body(pecan.request)
         values = _creation_values(body)
         profile = pecan.request.conductor_api.device_profile_create(
@@ -120,7 +114,8 @@ class DeviceProfilesController(routing.Resource):
     @pecan.expose()
     def delete(self, ident=None, **kwargs):
         context = base.authorize('cyborg:device_profile:delete')
-        query = validation.check_query(kwargs, self._ALLOWED_DELETE_QUERY)
+        query = validation.check_query(base.query(),
+                                       self._ALLOWED_DELETE_QUERY)
         value = ident if ident is not None else query.get('value')
         if not value:
             raise exception.Invalid(reason='Missing argument: "value"')

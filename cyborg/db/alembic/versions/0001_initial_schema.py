@@ -2,7 +2,7 @@
 
 Revision ID: 0001_initial
 Revises:
-Create Date: 2026-11-22 04:22:41.026888
+Create Date: 2026-11-22 04:24:16.052358
 """
 
 from alembic import op
@@ -76,7 +76,8 @@ def upgrade() -> None:
         sa.Column('name', sa.String(length=255), nullable=False),
         sa.Column('parent_uuid', sa.String(length=36), nullable=False),
         sa.Column('generation', sa.Integer(), nullable=True),
-        sa.Column('synced_hash', sa.String(length=64), nullable=True),
+        sa.Column('inventory_hash', sa.String(length=64), nullable=True),
+        sa.Column('traits_hash', sa.String(length=64), nullable=True),
         sa.Column('created_at', sa.DateTime(), nullable=True),
         sa.Column('updated_at', sa.DateTime(), nullable=True),
         sa.PrimaryKeyConstraint('id'),
@@ -99,10 +100,7 @@ def upgrade() -> None:
         sa.Column('rp_name', sa.String(length=255), nullable=True),
         sa.Column('compute_rp_uuid', sa.String(length=36), nullable=True),
         sa.Column(
-            'needs_sync',
-            sa.Boolean(),
-            server_default=sa.false(),
-            nullable=False,
+            'pending_syncs', sa.Integer(), server_default='0', nullable=False
         ),
         sa.Column('created_at', sa.DateTime(), nullable=True),
         sa.Column('updated_at', sa.DateTime(), nullable=True),

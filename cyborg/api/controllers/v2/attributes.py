@@ -1,0 +1,82 @@
+"""/v2/attributes: key/value pairs of deployables."""
+
+from oslo_utils import uuidutils
+import pecan
+
+from cyborg.api.controllers import base
+from cyborg.api.controllers import routing
+from cyborg.api.schemas import attribute as schema
+from cyborg.api import validation
+from cyborg.common import exception
+from cyborg.db import hardware
+
+COLLECTION = 'attributes'
+
+
+def view(attribute: dict) -> dict:
+    return {
+        'uuid': attribute['uuid'],
+        'deployable_id': attribute['deployable_id'],
+        'key': attribute['key'], 'value': attribute['value'],
+        'links': [base.link(COLLECTION, attribute['uuid'])],
+        'created_at': base.timestamp(attribute['created_at']),
+        'updated_at': base.timestamp(attribute['updated_at']),
+    }
+
+
+def _creation_values(body) -> dict:
+    validation.validate(schema.CREATE, body)
+    values = dict(body.get('attribute', body))
+    values['deployable_id'] = int(values['deployable_id'])
+    values['value'] = str(values['value'])
+    if 'uuid' in values:
+        if not uuidutils.is_uuid_like(values['uuid']):
+            raise exception.InvalidUUID(uuid=values['uuid'])
+        values['uuid'] = validation.canonical_uuid(values['uuid'])
+    return values
+
+
+class AttributesController(routing.Resource):
+
+    _LIST_QUERY = frozenset(['deployable_id', 'key'])
+
+    @pecan.expose(content_type=base.JSON)
+    def get_all(self, **kwargs):
+        context = base.authorize('cyborg:attribute:get_all')
+        query = validation.check_query(base.query(), self._LIST_QUERY)
+        deployable_id = query.get('deployable_id')
+        if deployable_id is not None:
+            if not deployable_id.isdigit():
+                raise exception.Invalid(
+                    reason='deployable_id must be an integer, not %r'
+                    % deployable_id)
+            deployable_id = int(deployable_id)
+        attributes = hardware.attribute_list(context, deployable_id,
+                                             query.get('key'))
+        return base.render({COLLECTION: [view(a) for a in attributes]})
+
+    @pecan.expose(content_type=base.JSON)
+    def get_one(self, uuid, **kwargs):
+        context = base.authorize('cyborg:attribute:get_one')
+        validation.check_query(base.query(), frozenset())
+        validation.check_uuid(uuid)
+        return base.render(view(hardware.attribute_get(context, uuid)))
+
+    @pecan.expose(content_type=base.JSON)
+    def post(self, **kwargs):
+        context = base.authorize('cyborg:attribute:create')
+        validation.check_query(base.query(), frozenset())
+        values = _creation_values(validation.parse_json_body(pecan.request))
+        attribute = pecan.request.conductor_api.attribute_create(context,
+                                                                 values)
+        return base.render(view(attribute), status=201)
+
+    @pecan.expose()
+    def delete(self, uuid=None, **kwargs):
+        context = base.authorize('cyborg:attribute:delete')
+        validation.check_query(base.query(), frozenset())
+        if uuid is None:
+            raise exception.Invalid(reason='DELETE needs an attribute uuid '
+                                           'in the path')
+        pecan.request.conductor_api.attribute_delete(context, uuid)
+        return base.no_content()

@@ -1,0 +1,54 @@
+"""/v2/deployables: list and show deployables."""
+
+import json
+
+import pecan
+
+from cyborg.api.controllers import base
+from cyborg.api.controllers import routing
+from cyborg.api import filters as filters_lib
+from cyborg.api import validation
+from cyborg.db import hardware
+from cyborg.db import models
+
+COLLECTION = 'deployables'
+_COLUMNS = frozenset(c.name for c in models.Deployable.__table__.columns)
+
+
+def view(deployable: dict) -> dict:
+    uuid = deployable['uuid']
+    return {
+        'uuid': uuid, 'parent_id': deployable['parent_id'],
+        'root_id': deployable['root_id'], 'name': deployable['name'],
+        'num_accelerators': deployable['num_accelerators'],
+        'device_id': deployable['device_id'],
+        'attributes_list': json.dumps(deployable['attributes_list']),
+        'rp_uuid': deployable['rp_uuid'],
+        'driver_name': deployable['driver_name'],
+        'bitstream_id': deployable['bitstream_id'],
+        'links': [base.link(COLLECTION, uuid),
+                  {'href': '%s/%s/%s' % (pecan.request.base_url, COLLECTION,
+                                         uuid), 'rel': 'bookmark'}],
+        'created_at': base.timestamp(deployable['created_at']),
+        'updated_at': base.timestamp(deployable['updated_at']),
+    }
+
+
+class DeployablesController(routing.Resource):
+
+    @pecan.expose(content_type=base.JSON)
+    def get_all(self, **kwargs):
+        context = base.authorize('cyborg:deployable:get_all')
+        plain, filters = filters_lib.split(base.query())
+        validation.check_query(plain, frozenset())
+        deployables = hardware.deployable_list(
+            context, name=filters.get('name'),
+            **filters_lib.paging(filters, _COLUMNS))
+        return base.render({COLLECTION: [view(d) for d in deployables]})
+
+    @pecan.expose(content_type=base.JSON)
+    def get_one(self, uuid, **kwargs):
+        context = base.authorize('cyborg:deployable:get_one')
+        validation.check_query(base.query(), frozenset())
+        validation.check_uuid(uuid)
+        return base.render(view(hardware.deployable_get(context, uuid)))

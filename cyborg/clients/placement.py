@@ -1,0 +1,392 @@
+"""A small client of the Placement API.
+
+Every call is made at microversion :data:`PLACEMENT_MICROVERSION` (1.26:
+providers are returned on create (1.20), errors carry codes (1.23) and an
+inventory may reserve all of its total (1.26)); no call needs more.
+
+Errors are typed (:class:`PlacementError` and its subclasses) and no 4xx
+is swallowed: the only "expected" failures, a 404 from
+:meth:`PlacementClient.get_provider` and
+:meth:`PlacementClient.delete_provider`, are documented return values.
+Nothing is retried here; retrying, e.g. after a
+:class:`GenerationConflict`, is the caller's business.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+from urllib import parse
+
+import os_resource_classes
+import os_traits
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+from oslo_context import context as oslo_context
+
+PLACEMENT_MICROVERSION = '1.26'
+SERVICE_TYPE = 'placement'
+CONF_GROUP = 'placement'
+
+# Error codes of Placement's JSON error responses (placement.errors).
+CODE_CONCURRENT_UPDATE = 'placement.concurrent_update'
+CODE_DUPLICATE_NAME = 'placement.duplicate_name'
+CODE_PROVIDER_IN_USE = 'placement.resource_provider.inuse'
+CODE_CANNOT_DELETE_PARENT = 'placement.resource_provider.cannot_delete_parent'
+CODE_INVENTORY_IN_USE = 'placement.inventory.inuse'
+
+_STANDARD_TRAITS: frozenset[str] | None = None
+
+
+def _standard_traits() -> frozenset[str]:
+    global _STANDARD_TRAITS
+    if _STANDARD_TRAITS is None:
+        _STANDARD_TRAITS = frozenset(os_traits.get_traits())
+    return _STANDARD_TRAITS
+
+
+class PlacementError(Exception):
+    """A Placement request failed.
+
+    ``status_code`` is the HTTP status (None when there was no response),
+    ``code`` Placement's error code (e.g. ``placement.concurrent_update``),
+    ``detail`` Placement's error text and ``request_id`` the id Placement
+    logged the request under.
+    """
+
+    def __init__(self, message: str, status_code: int | None = None,
+                 code: str | None = None, detail: str | None = None,
+                 request_id: str | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+        self.code = code
+        self.detail = detail
+        self.request_id = request_id
+
+
+class PlacementUnavailable(PlacementError):
+    """Placement could not be reached, timed out or answered 5xx."""
+
+
+class GenerationConflict(PlacementError):
+    """409 placement.concurrent_update: the provider generation changed."""
+
+
+class ProviderInUse(PlacementError):
+    """409 on delete: the provider has allocations (or children)."""
+
+
+class ProviderHasChildren(ProviderInUse):
+    """409 on delete: the provider is the parent of other providers."""
+
+
+class ProviderConflict(PlacementError):
+    """409 on create: a provider with that name or uuid exists."""
+
+
+class ProviderNotFound(PlacementError):
+    """404 on a call about a provider that does not exist."""
+
+
+class InventoryInUse(PlacementError):
+    """409 on setting inventories: allocations use removed inventory."""
+
+
+_ERRORS_BY_CODE: dict[str, type[PlacementError]] = {
+    CODE_CONCURRENT_UPDATE: GenerationConflict,
+    CODE_DUPLICATE_NAME: ProviderConflict,
+    CODE_PROVIDER_IN_USE: ProviderInUse,
+    CODE_CANNOT_DELETE_PARENT: ProviderHasChildren,
+    CODE_INVENTORY_IN_USE: InventoryInUse,
+}
+
+# Connection-level failures: Placement may answer later.
+_UNAVAILABLE = (ks_exc.ConnectionError, ks_exc.EndpointNotFound,
+                ks_exc.DiscoveryFailure)
+
+
+def _error_text(response) -> tuple[str | None, str]:
+    """(code, detail) of a Placement error response."""
+    try:
+        body = response.json()
+        error = body['errors'][0]
+        detail = str(error.get('detail') or error.get('title') or '')
+        code = error.get('code')
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        code, detail = None, response.text or ''
+    return code, re.sub(r'\s+', ' ', detail).strip()
+
+
+def _quote(value: str) -> str:
+    return parse.quote(str(value), safe='')
+
+
+class PlacementClient:
+    """Placement calls over a keystoneauth1 :class:`Adapter`.
+
+    The adapter carries the session, authentication and endpoint; the
+    client is thread-safe as long as the adapter's session is.
+    """
+
+    def __init__(self, adapter: ks_adapter.Adapter):
+        self._adapter = adapter
+        self._count_lock = threading.Lock()
+        self._request_count = 0
+
+    # Construction ---------------------------------------------------------
+
+    @classmethod
+    def from_conf(cls, conf, group: str = CONF_GROUP) -> PlacementClient:
+        """A client configured by the ``[placement]`` group of ``conf``.
+
+        The group must have been registered with
+        :func:`cyborg.conf.placement.register_opts`.
+        """
+        auth = ks_loading.load_auth_from_conf_options(conf, group)
+        session = ks_loading.load_session_from_conf_options(conf, group,
+                                                            auth=auth)
+        adapter = ks_loading.load_adapter_from_conf_options(
+            conf, group, session=session, auth=auth)
+        return cls(adapter)
+
+    @classmethod
+    def for_endpoint(cls, url: str, token: str = 'admin',
+                     timeout: float | None = 60.0) -> PlacementClient:
+        """A client of a Placement at ``url`` without keystone.
+
+        For a Placement running with ``[api] auth_strategy = noauth2``:
+        every request carries ``X-Auth-Token: <token>``, which noauth2
+        reads as ``<user>[:<project>]``; the user ``admin`` gets the admin
+        role.
+        """
+        return cls(adapter_from_endpoint(url, token=token, timeout=timeout))
+
+    # Request plumbing -----------------------------------------------------
+
+    @property
+    def request_count(self) -> int:
+        """Number of HTTP requests sent (attempted) so far."""
+        return self._request_count
+
+    @request_count.setter
+    def request_count(self, value: int) -> None:
+        with self._count_lock:
+            self._request_count = value
+
+    @property
+    def adapter(self) -> ks_adapter.Adapter:
+        return self._adapter
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                microversion: str | None = PLACEMENT_MICROVERSION,
+                conflict: type[PlacementError] = PlacementError,
+                not_found: type[PlacementError] | None = ProviderNotFound,
+                ok_not_found: bool = False):
+        """Send one request; the response, or a :class:`PlacementError`.
+
+        Any status >= 400 raises, except 404 when ``ok_not_found`` (the
+        caller checks ``status_code``). A 409 without a known error code
+        raises ``conflict``; a 404 raises ``not_found`` (the generic
+        :class:`PlacementError` when None).
+        """
+        kwargs: dict[str, Any] = {
+            'raise_exc': False,
+            'headers': {'Accept': 'application/json'},
+        }
+        if microversion is not None:
+            kwargs['microversion'] = microversion
+        if json is not None:
+            kwargs['json'] = json
+        context = oslo_context.get_current()
+        global_id = getattr(context, 'global_id', None)
+        if global_id:
+            kwargs['global_request_id'] = global_id
+        with self._count_lock:
+            self._request_count += 1
+        what = '%s %s' % (method, path)
+        try:
+            response = self._adapter.request(path, method, **kwargs)
+        except _UNAVAILABLE as e:
+            raise PlacementUnavailable('Placement %s failed: %s' % (what, e))
+        except ks_exc.ClientException as e:
+            raise PlacementError('Placement %s failed: %s' % (what, e))
+        status = response.status_code
+        if status < 400 or (status == 404 and ok_not_found):
+            return response
+        code, detail = _error_text(response)
+        request_id = response.headers.get('x-openstack-request-id')
+        message = 'Placement %s failed with HTTP %d: %s' % (what, status,
+                                                          detail)
+        if status >= 500:
+            error_class: type[PlacementError] = PlacementUnavailable
+        elif status == 409:
+            error_class = _ERRORS_BY_CODE.get(code or '', conflict)
+        elif status == 404 and not_found is not None:
+            error_class = not_found
+        else:
+            error_class = PlacementError
+        raise error_class(message, status_code=status, code=code,
+                          detail=detail, request_id=request_id)
+
+    # Providers ------------------------------------------------------------
+
+    def find_provider_by_name(self, name: str) -> dict | None:
+        """The provider named ``name``, or None."""
+        response = self.request(
+            'GET', '/resource_providers?name=%s' % _quote(name),
+            not_found=None)
+        providers = response.json()['resource_providers']
+        return providers[0] if providers else None
+
+    def get_provider(self, uuid: str) -> dict | None:
+        """The provider ``uuid``, or None if it does not exist."""
+        response = self.request('GET', '/resource_providers/%s'
+                                % _quote(uuid), ok_not_found=True)
+        if response.status_code == 404:
+            return None
+        return response.json()
+
+    def create_provider(self, uuid: str, name: str,
+                        parent_uuid: str | None = None) -> dict:
+        """Create a provider; the new provider (with its generation).
+
+        Raises :class:`ProviderConflict` if the name or uuid is taken.
+        """
+        body = {'uuid': uuid, 'name': name}
+        if parent_uuid is not None:
+            body['parent_provider_uuid'] = parent_uuid
+        response = self.request('POST', '/resource_providers', json=body,
+                                conflict=ProviderConflict, not_found=None)
+        return response.json()
+
+    def delete_provider(self, uuid: str) -> bool:
+        """Delete a provider; False if it did not exist.
+
+        Raises :class:`ProviderInUse` if it has allocations
+        (:class:`ProviderHasChildren` if it has child providers).
+        """
+        response = self.request('DELETE', '/resource_providers/%s'
+                                % _quote(uuid), conflict=ProviderInUse,
+                                ok_not_found=True)
+        return response.status_code != 404
+
+    def provider_tree(self, root_uuid: str) -> list[dict]:
+        """Every provider in the tree of ``root_uuid`` (any member)."""
+        response = self.request(
+            'GET', '/resource_providers?in_tree=%s' % _quote(root_uuid),
+            not_found=None)
+        return response.json()['resource_providers']
+
+    # Inventories and traits ----------------------------------------------
+
+    def get_inventories(self, uuid: str) -> tuple[int, dict]:
+        """(provider generation, {resource class: inventory})."""
+        response = self.request('GET', '/resource_providers/%s/inventories'
+                                % _quote(uuid))
+        body = response.json()
+        return body['resource_provider_generation'], body['inventories']
+
+    def set_inventories(self, uuid: str, generation: int,
+                        inventories: dict) -> int:
+        """Replace all inventories; the new provider generation.
+
+        Raises :class:`GenerationConflict` if ``generation`` is stale and
+        :class:`InventoryInUse` if allocations use removed inventory.
+        """
+        response = self.request(
+            'PUT', '/resource_providers/%s/inventories' % _quote(uuid),
+            json={'resource_provider_generation': generation,
+                  'inventories': inventories})
+        return response.json()['resource_provider_generation']
+
+    def get_traits(self, uuid: str) -> tuple[int, list[str]]:
+        """(provider generation, traits)."""
+        response = self.request('GET', '/resource_providers/%s/traits'
+                                % _quote(uuid))
+        body = response.json()
+        return body['resource_provider_generation'], body['traits']
+
+    def set_traits(self, uuid: str, generation: int,
+                   traits: list[str]) -> int:
+        """Replace all traits; the new provider generation.
+
+        The traits must exist (see :meth:`ensure_trait`); raises
+        :class:`GenerationConflict` if ``generation`` is stale.
+        """
+        response = self.request(
+            'PUT', '/resource_providers/%s/traits' % _quote(uuid),
+            json={'resource_provider_generation': generation,
+                  'traits': list(traits)})
+        return response.json()['resource_provider_generation']
+
+    # Resource classes and traits -----------------------------------------
+
+    def ensure_resource_class(self, name: str) -> None:
+        """Make sure resource class ``name`` exists.
+
+        Standard classes (os_resource_classes) always exist and cost no
+        request; a custom one (``CUSTOM_*``) is created if missing.
+        """
+        if name in os_resource_classes.STANDARDS:
+            return
+        self.request('PUT', '/resource_classes/%s' % _quote(name),
+                     not_found=None)
+
+    def ensure_trait(self, name: str) -> None:
+        """Make sure trait ``name`` exists.
+
+        Standard traits (os_traits) always exist and cost no request; a
+        custom one (``CUSTOM_*``) is created if missing.
+        """
+        if name in _standard_traits():
+            return
+        self.request('PUT', '/traits/%s' % _quote(name), not_found=None)
+
+    # Service --------------------------------------------------------------
+
+    def check_version(self) -> str:
+        """Placement's maximum microversion, e.g. ``'1.39'``.
+
+        Raises :class:`PlacementError` if it is below
+        :data:`PLACEMENT_MICROVERSION`.
+        """
+        response = self.request('GET', '/', microversion=None,
+                                not_found=None)
+        try:
+            versions = response.json()['versions']
+            max_version = str(max(
+                (v['max_version'] for v in versions),
+                key=_version_tuple))
+        except (ValueError, KeyError, TypeError) as e:
+            raise PlacementError('Placement GET / returned no usable '
+                                 'version document: %r' % (e,))
+        if _version_tuple(max_version) < _version_tuple(
+                PLACEMENT_MICROVERSION):
+            raise PlacementError(
+                'Placement supports microversions up to %s; cyborg needs '
+                '%s or later' % (max_version, PLACEMENT_MICROVERSION))
+        return max_version
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(version).split('.'))
+
+
+def adapter_from_endpoint(url: str, token: str = 'admin',
+                          timeout: float | None = 60.0
+                          ) -> ks_adapter.Adapter:
+    """A keystoneauth1 Adapter for a Placement at ``url``, no keystone.
+
+    Uses the fixed-token plugin (what ``auth_type = admin_token`` loads):
+    every request carries ``X-Auth-Token: <token>`` and goes to ``url``;
+    nothing is looked up in a catalog.
+    """
+    url = url.rstrip('/')
+    auth = token_endpoint.Token(url, token)
+    session = ks_session.Session(auth=auth, timeout=timeout)
+    return ks_adapter.Adapter(session, service_type=SERVICE_TYPE,
+                              endpoint_override=url)

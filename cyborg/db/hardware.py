@@ -1,0 +1,186 @@
+"""Queries behind the devices, deployables and attributes APIs.
+
+Lists are one query each (deployables' attributes: one more query for the
+whole page), never a query per row.
+"""
+
+from typing import Any
+
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from cyborg.common import exception
+from cyborg.db import api as db_api
+from cyborg.db import models
+
+DEVICES = models.Device.__table__
+DEPLOYABLES = models.Deployable.__table__
+ATTRIBUTES = models.Attribute.__table__
+HANDLES = models.AttachHandle.__table__
+
+
+def _page(query, table, sort_key: str | None, sort_dir: str | None,
+          limit: int | None, default_desc: bool):
+    """Order by ``sort_key`` (then id), as upstream does by default."""
+    descending = (sort_dir == 'desc') if sort_dir else default_desc
+    columns = [table.c[sort_key]] if sort_key else []
+    if not sort_key and default_desc:
+        columns = [table.c.created_at]
+    columns.append(table.c.id)
+    query = query.order_by(*[c.desc() if descending else c.asc()
+                             for c in columns])
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def _not_found(resource: str, key: str, value) -> exception.ResourceNotFound:
+    return exception.ResourceNotFound(resource=resource, key=key, value=value)
+
+
+# Devices
+
+@db_api.main_context_manager.reader.connection
+def device_list(context, filters: dict[str, str], sort_key=None,
+                sort_dir=None, limit=None) -> list[dict[str, Any]]:
+    query = sa.select(DEVICES)
+    for key, value in filters.items():
+        query = query.where(DEVICES.c[key] == value)
+    query = _page(query, DEVICES, sort_key, sort_dir, limit,
+                  default_desc=bool(filters or sort_key or limit))
+    return [dict(row._mapping) for row in context.connection.execute(query)]
+
+
+@db_api.main_context_manager.reader.connection
+def device_get(context, uuid: str) -> dict[str, Any]:
+    row = context.connection.execute(
+        sa.select(DEVICES).where(DEVICES.c.uuid == uuid)).first()
+    if row is None:
+        raise _not_found('Device', 'uuid', uuid)
+    return dict(row._mapping)
+
+
+@db_api.main_context_manager.writer
+def device_set_status(context, uuid: str, status: str) -> dict[str, Any]:
+    """Set a device's status; returns the device as it was before."""
+    session = context.session
+    row = session.execute(sa.select(DEVICES).where(
+        DEVICES.c.uuid == uuid).with_for_update()).first()
+    if row is None:
+        raise _not_found('Device', 'uuid', uuid)
+    if row.status != status:
+        session.execute(sa.update(DEVICES).where(DEVICES.c.id == row.id)
+                        .values(status=status, updated_at=timeutils.utcnow()))
+    return dict(row._mapping)
+
+
+# Deployables
+
+def _attributes_by_deployable(connection, ids) -> dict[int, list]:
+    result: dict[int, list] = {}
+    if not ids:
+        return result
+    for row in connection.execute(
+            sa.select(ATTRIBUTES.c.deployable_id, ATTRIBUTES.c.key,
+                      ATTRIBUTES.c.value)
+            .where(ATTRIBUTES.c.deployable_id.in_(list(ids)))
+            .order_by(ATTRIBUTES.c.id)):
+        result.setdefault(row.deployable_id, []).append({row.key: row.value})
+    return result
+
+
+def _with_attributes(connection, rows) -> list[dict[str, Any]]:
+    deployables = [dict(row._mapping) for row in rows]
+    attributes = _attributes_by_deployable(
+        connection, [d['id'] for d in deployables])
+    for deployable in deployables:
+        deployable['attributes_list'] = attributes.get(deployable['id'], [])
+    return deployables
+
+
+@db_api.main_context_manager.reader.connection
+def deployable_list(context, name=None, sort_key=None, sort_dir=None,
+                    limit=None) -> list[dict[str, Any]]:
+    query = sa.select(DEPLOYABLES)
+    if name is not None:
+        query = query.where(DEPLOYABLES.c.name == name)
+    query = _page(query, DEPLOYABLES, sort_key, sort_dir, limit,
+                  default_desc=name is not None or bool(sort_key or limit))
+    return _with_attributes(context.connection,
+                            context.connection.execute(query))
+
+
+@db_api.main_context_manager.reader.connection
+def deployable_get(context, uuid: str) -> dict[str, Any]:
+    rows = list(context.connection.execute(
+        sa.select(DEPLOYABLES).where(DEPLOYABLES.c.uuid == uuid)))
+    if not rows:
+        raise _not_found('Deployable', 'uuid', uuid)
+    return _with_attributes(context.connection, rows)[0]
+
+
+# Attributes
+
+@db_api.main_context_manager.reader.connection
+def attribute_list(context, deployable_id: int | None = None,
+                   key: str | None = None) -> list[dict[str, Any]]:
+    query = sa.select(ATTRIBUTES).order_by(ATTRIBUTES.c.id)
+    if deployable_id is not None:
+        query = query.where(ATTRIBUTES.c.deployable_id == deployable_id)
+    if key is not None:
+        query = query.where(ATTRIBUTES.c.key == key)
+    return [dict(row._mapping) for row in context.connection.execute(query)]
+
+
+@db_api.main_context_manager.reader.connection
+def attribute_get(context, uuid: str) -> dict[str, Any]:
+    row = context.connection.execute(
+        sa.select(ATTRIBUTES).where(ATTRIBUTES.c.uuid == uuid)).first()
+    if row is None:
+        raise _not_found('Attribute', 'uuid', uuid)
+    return dict(row._mapping)
+
+
+@db_api.main_context_manager.writer
+def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
+    session = context.session
+    deployable = session.execute(sa.select(DEPLOYABLES.c.id).where(
+        DEPLOYABLES.c.id == values['deployable_id'])).first()
+    if deployable is None:
+        raise _not_found('Deployable', 'id', values['deployable_id'])
+    uuid = values.get('uuid') or uuidutils.generate_uuid()
+    try:
+        with session.begin_nested():
+            session.execute(sa.insert(ATTRIBUTES).values(
+                uuid=uuid, deployable_id=values['deployable_id'],
+                key=values['key'], value=values['value'],
+                created_at=timeutils.utcnow()))
+    except db_exc.DBDuplicateEntry:
+        raise exception.Conflict(
+            reason='deployable %s already has an attribute %s, or uuid %s '
+                   'is taken' % (values['deployable_id'], values['key'],
+                                 uuid))
+    return dict(session.execute(sa.select(ATTRIBUTES).where(
+        ATTRIBUTES.c.uuid == uuid)).first()._mapping)
+
+
+@db_api.main_context_manager.writer
+def attribute_delete(context, uuid: str) -> dict[str, Any]:
+    """Delete an attribute; returns it."""
+    session = context.session
+    row = session.execute(sa.select(ATTRIBUTES).where(
+        ATTRIBUTES.c.uuid == uuid)).first()
+    if row is None:
+        raise _not_found('Attribute', 'uuid', uuid)
+    session.execute(sa.delete(ATTRIBUTES).where(ATTRIBUTES.c.id == row.id))
+    return dict(row._mapping)
+
+
+@db_api.main_context_manager.reader.connection
+def deployable_host(context, deployable_id: int) -> str | None:
+    return context.connection.execute(
+        sa.select(DEVICES.c.hostname)
+        .join(DEPLOYABLES, DEPLOYABLES.c.device_id == DEVICES.c.id)
+        .where(DEPLOYABLES.c.id == deployable_id)).scalar()

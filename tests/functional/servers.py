@@ -1,0 +1,675 @@
+"""Private service instances for functional tests.
+
+Every helper here starts a real server process on a free loopback port,
+keeps all of its state in a temporary directory of its own and is a
+context manager that always stops it again::
+
+    with PostgreSQLServer() as pg, RabbitMQServer() as mq:
+        url = pg.create_database('cyborg')
+        with CyborgProcess('cyborg-conductor', config) as conductor:
+            ...
+
+Processes are started in a new session (their own process group), so that
+stopping kills the whole tree, also when a start fails half-way. Nothing is
+skipped: a missing binary is an error that names the Debian package that
+provides it.
+
+PostgreSQL, MariaDB and RabbitMQ refuse (or prefer not) to run as root;
+when the tests run as root the database servers are run as their system
+users (``postgres``, ``mysql``) through ``runuser`` and their directories
+are chowned to them.
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+
+PG_BIN_DIRS = sorted(
+    (os.path.join('/usr/lib/postgresql', v, 'bin')
+     for v in (os.listdir('/usr/lib/postgresql')
+               if os.path.isdir('/usr/lib/postgresql') else ())),
+    key=lambda p: [int(x) for x in p.split('/')[-2].split('.')
+                   if x.isdigit()], reverse=True)
+
+LOOPBACK = '127.0.0.1'
+
+
+class ServerError(RuntimeError):
+    """A server could not be started or stopped."""
+
+
+# Helpers ------------------------------------------------------------------
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def find_binary(name: str, package: str,
+                directories: Sequence[str] = ()) -> str:
+    """The path of executable ``name``; fails naming the apt ``package``."""
+    for directory in directories:
+        candidate = os.path.join(directory, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name) or shutil.which(
+        name, path='/usr/sbin:/sbin:/usr/local/sbin')
+    if found:
+        return found
+    raise ServerError('%s not found: install the Debian package %r '
+                      '(apt-get install -y %s)' % (name, package, package))
+
+
+def venv_script(name: str) -> str:
+    """A console script installed beside the running interpreter."""
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    if not os.access(path, os.X_OK):
+        raise ServerError('console script %s not found beside %s: install '
+                          'the project (pip install -e .)'
+                          % (name, sys.executable))
+    return path
+
+
+def as_user(user: str | None, argv: Sequence[str]) -> list[str]:
+    """``argv`` run as ``user`` (with runuser) when we are root."""
+    if user is None or os.geteuid() != 0:
+        return list(argv)
+    runuser = find_binary('runuser', 'util-linux')
+    return [runuser, '-u', user, '--'] + list(argv)
+
+
+def system_user(name: str, package: str) -> str | None:
+    """``name`` if we are root (and it exists), else None (run as us)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        raise ServerError('system user %r does not exist: install the '
+                          'Debian package %r' % (name, package))
+    return name
+
+
+def chown_tree(path: str, user: str | None) -> None:
+    if user is None:
+        return
+    entry = pwd.getpwnam(user)
+    for root, dirs, files in os.walk(path):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            os.lchown(name, entry.pw_uid, entry.pw_gid)
+
+
+def tail(path: str, lines: int = 40) -> str:
+    """The end of a log file, for error messages."""
+    try:
+        with open(path, errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+    except OSError as e:
+        return '<cannot read %s: %s>' % (path, e)
+
+
+def wait_for(predicate, timeout: float, what: str, process=None,
+             log: str | None = None, interval: float = 0.1):
+    """Poll ``predicate`` until it returns a true value, and return it.
+
+    Fails early if ``process`` exits meanwhile; the message includes the
+    end of ``log``.
+    """
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise ServerError('%s: process exited with %s while waiting.\n%s'
+                              % (what, process.returncode,
+                                 tail(log) if log else ''))
+        try:
+            result = predicate()
+        except Exception as e:
+            last_error = e
+        else:
+            if result:
+                return result
+        time.sleep(interval)
+    raise ServerError('%s: not ready after %ss (last error: %r)\n%s'
+                      % (what, timeout, last_error, tail(log) if log else ''))
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(process: subprocess.Popen, sig=signal.SIGTERM,
+               timeout: float = 15.0) -> None:
+    """Send ``sig`` to the process group of ``process`` and reap it.
+
+    Escalates to SIGKILL for the whole group when the leader does not exit
+    within ``timeout``, and also kills any group member left after the
+    leader exited.
+    """
+    pgid = process.pid  # started with start_new_session=True
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    if _group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+    deadline = time.monotonic() + 5
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def spawn(argv: Sequence[str], log: str, env: Mapping[str, str] | None = None,
+          cwd: str | None = None) -> subprocess.Popen:
+    """Start ``argv`` in its own session with output appended to ``log``."""
+    with open(log, 'ab') as out:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(env) if env is not None else None,
+                                cwd=cwd, start_new_session=True)
+
+
+def run_logged(argv: Sequence[str], log: str, what: str,
+               cwd: str | None = None, timeout: float = 120) -> None:
+    """Run a set-up command to completion; fail with its output if it does."""
+    with open(log, 'ab') as out:
+        result = subprocess.run(list(argv), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT,
+                                cwd=cwd, timeout=timeout, check=False,
+                                start_new_session=True)
+    if result.returncode != 0:
+        raise ServerError('%s failed with exit code %s:\n%s'
+                          % (what, result.returncode, tail(log)))
+
+
+class _Server:
+    """Common life cycle: ``start``/``stop`` plus the context manager.
+
+    A failing ``start`` stops whatever it had started before raising.
+    """
+
+    def __init__(self, base_dir: str | None = None, prefix='server-'):
+        self._own_dir = base_dir is None
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix=prefix)
+        os.makedirs(self.base_dir, exist_ok=True)
+        self.process: subprocess.Popen | None = None
+        self.started = False
+
+    def start(self):
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        self.started = True
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._stop()
+        finally:
+            if self.process is not None:
+                kill_group(self.process, signal.SIGKILL, timeout=5)
+            self.started = False
+
+    def cleanup(self) -> None:
+        """Stop, then remove the temporary directory if we made it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        if self.process is not None:
+            kill_group(self.process)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.cleanup()
+
+
+# PostgreSQL ---------------------------------------------------------------
+
+class PostgreSQLServer(_Server):
+    """A throw-away PostgreSQL cluster on 127.0.0.1:<free port>.
+
+    ``initdb`` makes a new cluster with trust authentication for the
+    ``postgres`` superuser; the server runs with fsync and synchronous
+    commit off (data safety does not matter here, speed does) and keeps its
+    unix socket in the temporary directory. ``url`` is the SQLAlchemy URL
+    of the ``postgres`` database; :meth:`create_database` makes more.
+    """
+
+    PACKAGE = 'postgresql'
+    SUPERUSER = 'postgres'
+
+    def __init__(self, base_dir: str | None = None, start_timeout=60.0):
+        super().__init__(base_dir, prefix='cyborg-pg-')
+        self.port = free_port()
+        self.data_dir = os.path.join(self.base_dir, 'data')
+        self.socket_dir = self.base_dir
+        self.log = os.path.join(self.base_dir, 'postgres.log')
+        self.start_timeout = start_timeout
+        self.user = system_user('postgres', self.PACKAGE)
+        self._initdb = find_binary('initdb', self.PACKAGE, PG_BIN_DIRS)
+        self._postgres = find_binary('postgres', self.PACKAGE, PG_BIN_DIRS)
+        self._pg_ctl = find_binary('pg_ctl', self.PACKAGE, PG_BIN_DIRS)
+
+    def url_for(self, database: str) -> str:
+        return 'postgresql+psycopg2://%s@%s:%d/%s' % (
+            self.SUPERUSER, LOOPBACK, self.port, database)
+
+    @property
+    def url(self) -> str:
+        return self.url_for('postgres')
+
+    def _start(self) -> None:
+        os.chmod(self.base_dir, 0o755)
+        chown_tree(self.base_dir, self.user)
+        run_logged(as_user(self.user, [
+            self._initdb, '-D', self.data_dir, '-U', self.SUPERUSER,
+            '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync',
+            '--no-instructions']), self.log, 'initdb', cwd=self.base_dir)
+        self.process = spawn(as_user(self.user, [
+            self._postgres, '-D', self.data_dir, '-p', str(self.port),
+            '-k', self.socket_dir, '-c', 'listen_addresses=' + LOOPBACK,
+            '-c', 'fsync=off', '-c', 'synchronous_commit=off',
+            '-c', 'full_page_writes=off', '-c', 'max_connections=100',
+            '-c', 'shared_buffers=32MB', '-c', 'log_min_messages=warning',
+        ]), self.log, cwd=self.base_dir)
+        wait_for(self._ready, self.start_timeout, 'PostgreSQL on port %d'
+                 % self.port, self.process, self.log)
+
+    def _connect(self, database='postgres'):
+        import psycopg2
+        return psycopg2.connect(host=LOOPBACK, port=self.port,
+                                user=self.SUPERUSER, dbname=database,
+                                connect_timeout=2)
+
+    def _ready(self) -> bool:
+        self._connect().close()
+        return True
+
+    def execute(self, sql: str, database='postgres') -> None:
+        """Run one statement outside a transaction (e.g. CREATE DATABASE)."""
+        conn = self._connect(database)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(sql)
+        finally:
+            conn.close()
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name``; returns its SQLAlchemy URL."""
+        self.execute('CREATE DATABASE "%s"' % name)
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        self.execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
+
+    def _stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        # Fast shutdown: SIGTERM would be "smart" and wait for clients.
+        subprocess.run(as_user(self.user, [
+            self._pg_ctl, 'stop', '-D', self.data_dir, '-m', 'fast', '-w',
+            '-t', '30']), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, check=False, timeout=60,
+            cwd=self.base_dir)
+        kill_group(self.process, signal.SIGINT)
+
+
+# MariaDB / MySQL ------------------------------------------------------------
+
+class MariaDBServer(_Server):
+    """A throw-away MariaDB server on 127.0.0.1:<free port>.
+
+    Its own datadir is initialised with ``mariadb-install-db`` (root may
+    connect from the loopback without a password); networking is bound to
+    the loopback only and the unix socket lives in the temporary directory.
+    """
+
+    PACKAGE = 'mariadb-server'
+
+    def __init__(self, base_dir: str | None = None, start_timeout=90.0):
+        super().__init__(base_dir, prefix='cyborg-mariadb-')
+        self.port = free_port()
+        self.data_dir = os.path.join(self.base_dir, 'data')
+        self.socket = os.path.join(self.base_dir, 'mysqld.sock')
+        self.log = os.path.join(self.base_dir, 'mariadb.log')
+        self.start_timeout = start_timeout
+        self.user = system_user('mysql', self.PACKAGE)
+        self._install_db = find_binary('mariadb-install-db', self.PACKAGE)
+        self._mysqld = find_binary('mariadbd', self.PACKAGE,
+                                   ['/usr/sbin'])
+
+    def url_for(self, database: str) -> str:
+        return 'mysql+pymysql://root@%s:%d/%s?charset=utf8mb4' % (
+            LOOPBACK, self.port, database)
+
+    @property
+    def url(self) -> str:
+        return self.url_for('mysql')
+
+    def _server_args(self) -> list[str]:
+        return ['--no-defaults', '--datadir=' + self.data_dir,
+                '--socket=' + self.socket, '--port=%d' % self.port,
+                '--bind-address=' + LOOPBACK,
+                '--pid-file=' + os.path.join(self.base_dir, 'mysqld.pid'),
+                '--innodb-flush-log-at-trx-commit=0',
+                '--innodb-buffer-pool-size=32M', '--innodb-log-file-size=8M',
+                '--skip-log-bin', '--skip-name-resolve',
+                '--character-set-server=utf8mb4']
+
+    def _start(self) -> None:
+        os.chmod(self.base_dir, 0o755)
+        chown_tree(self.base_dir, self.user)
+        run_logged(as_user(self.user, [
+            self._install_db, '--no-defaults', '--datadir=' + self.data_dir,
+            '--auth-root-authentication-method=normal', '--skip-test-db',
+            '--user=' + (self.user or pwd.getpwuid(os.geteuid()).pw_name)]),
+            self.log, 'mariadb-install-db', cwd=self.base_dir, timeout=180)
+        self.process = spawn(as_user(self.user, [self._mysqld]
+                                     + self._server_args()),
+                             self.log, cwd=self.base_dir)
+        wait_for(self._ready, self.start_timeout, 'MariaDB on port %d'
+                 % self.port, self.process, self.log)
+
+    def _connect(self, database=None):
+        import pymysql
+        return pymysql.connect(host=LOOPBACK, port=self.port, user='root',
+                               database=database, connect_timeout=2,
+                               autocommit=True)
+
+    def _ready(self) -> bool:
+        self._connect().close()
+        return True
+
+    def execute(self, sql: str) -> None:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+        finally:
+            conn.close()
+
+    def create_database(self, name: str) -> str:
+        self.execute('CREATE DATABASE `%s` CHARACTER SET utf8mb4' % name)
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        self.execute('DROP DATABASE IF EXISTS `%s`' % name)
+
+    def _stop(self) -> None:
+        if self.process is not None:
+            # SIGTERM is mariadbd's normal shutdown.
+            kill_group(self.process, signal.SIGTERM, timeout=30)
+
+
+# RabbitMQ -------------------------------------------------------------------
+
+class RabbitMQServer(_Server):
+    """A private RabbitMQ node on 127.0.0.1:<free port>.
+
+    The node has its own name, AMQP port, Erlang distribution port and
+    epmd port (so its epmd is private too and can be killed on stop), its
+    own mnesia and log directories, no plugins and a config file that binds
+    AMQP to the loopback. It runs the server script from the rabbitmq lib
+    directory directly, bypassing Debian's /usr/sbin wrapper, which would
+    switch to the rabbitmq user and log to /var/log. ``url`` is a
+    ``rabbit://`` transport URL for the ``guest`` user, which RabbitMQ
+    allows on the loopback.
+    """
+
+    PACKAGE = 'rabbitmq-server'
+    LIB_BIN = '/usr/lib/rabbitmq/bin'
+
+    def __init__(self, base_dir: str | None = None, start_timeout=90.0):
+        super().__init__(base_dir, prefix='cyborg-rabbit-')
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.nodename = 'cyborgtest%d@localhost' % self.port
+        self.log = os.path.join(self.base_dir, 'rabbitmq-server.log')
+        self.start_timeout = start_timeout
+        self._server = find_binary('rabbitmq-server', self.PACKAGE,
+                                   [self.LIB_BIN])
+        self._ctl = find_binary('rabbitmqctl', self.PACKAGE, [self.LIB_BIN])
+        self._epmd = find_binary('epmd', 'erlang-base')
+
+    @property
+    def url(self) -> str:
+        return 'rabbit://guest:guest@%s:%d/' % (LOOPBACK, self.port)
+
+    def env(self) -> dict[str, str]:
+        """Environment of the node and of rabbitmqctl talking to it."""
+        base = self.base_dir
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(('RABBITMQ_', 'ERL_'))}
+        env.update({
+            'HOME': base,  # the Erlang cookie goes here
+            'RABBITMQ_NODENAME': self.nodename,
+            'RABBITMQ_NODE_IP_ADDRESS': LOOPBACK,
+            'RABBITMQ_NODE_PORT': str(self.port),
+            'RABBITMQ_DIST_PORT': str(self.dist_port),
+            'ERL_EPMD_PORT': str(self.epmd_port),
+            'ERL_EPMD_ADDRESS': LOOPBACK,
+            'RABBITMQ_MNESIA_BASE': os.path.join(base, 'mnesia'),
+            'RABBITMQ_LOG_BASE': os.path.join(base, 'log'),
+            'RABBITMQ_LOGS': os.path.join(base, 'log', 'rabbit.log'),
+            'RABBITMQ_PID_FILE': os.path.join(base, 'rabbit.pid'),
+            'RABBITMQ_ENABLED_PLUGINS_FILE': os.path.join(base,
+                                                          'enabled_plugins'),
+            'RABBITMQ_PLUGINS_EXPAND_DIR': os.path.join(base, 'plugins'),
+            'RABBITMQ_CONFIG_FILE': os.path.join(base, 'rabbitmq.conf'),
+            'RABBITMQ_ADVANCED_CONFIG_FILE': os.path.join(base,
+                                                          'advanced.config'),
+            'RABBITMQ_CONF_ENV_FILE': os.path.join(base, 'rabbitmq-env.conf'),
+            'RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS':
+                '-kernel inet_dist_use_interface {127,0,0,1}',
+        })
+        return env
+
+    def _write_files(self) -> None:
+        base = self.base_dir
+        for sub in ('mnesia', 'log', 'plugins'):
+            os.makedirs(os.path.join(base, sub), exist_ok=True)
+        files = {
+            'enabled_plugins': '[].\n',
+            'advanced.config': '[].\n',
+            'rabbitmq-env.conf': '',
+            'rabbitmq.conf': (
+                'listeners.tcp.default = %s:%d\n'
+                'loopback_users.guest = true\n'
+                'log.console = false\n'
+                'log.file.level = warning\n'
+                # A test host may have little free disk or memory; the
+                # node must not block publishers because of it.
+                'disk_free_limit.absolute = 1\n'
+                'vm_memory_high_watermark.relative = 0.9\n'
+                % (LOOPBACK, self.port)),
+        }
+        for name, text in files.items():
+            with open(os.path.join(base, name), 'w') as f:
+                f.write(text)
+        # The Debian wrapper (not used here, but rabbitmqctl may be) can
+        # switch to the rabbitmq user: let it write everywhere.
+        os.chmod(base, 0o777)
+        for root, dirs, _files in os.walk(base):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o777)
+
+    def _start(self) -> None:
+        self._write_files()
+        self.process = spawn([self._server], self.log, env=self.env(),
+                             cwd=self.base_dir)
+        wait_for(self._ready, self.start_timeout, 'RabbitMQ on port %d'
+                 % self.port, self.process, self.log, interval=0.25)
+
+    def _ready(self) -> bool:
+        import kombu
+        with kombu.Connection('amqp://guest:guest@%s:%d//'
+                              % (LOOPBACK, self.port),
+                              connect_timeout=2) as conn:
+            conn.connect()
+            return conn.connected
+
+    def rabbitmqctl(self, *args: str, timeout: float = 60
+                    ) -> subprocess.CompletedProcess:
+        return subprocess.run([self._ctl, '-n', self.nodename] + list(args),
+                              env=self.env(), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True,
+                              timeout=timeout, check=False,
+                              cwd=self.base_dir)
+
+    def _stop(self) -> None:
+        try:
+            if self.process is not None and self.process.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.rabbitmqctl('stop', timeout=60)
+                kill_group(self.process, signal.SIGTERM, timeout=20)
+        finally:
+            # epmd daemonises out of our process group; it listens on our
+            # private port, so stopping it affects no other Erlang node.
+            with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                subprocess.run([self._epmd, '-port', str(self.epmd_port),
+                                '-kill'], env=self.env(),
+                               stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=10,
+                               check=False)
+
+
+# Cyborg services -------------------------------------------------------------
+
+def write_config(path: str, sections: Mapping[str, Mapping[str, object]]
+                 ) -> str:
+    """Write an oslo.config INI file from ``{section: {option: value}}``."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    for section, options in sections.items():
+        if section != 'DEFAULT':
+            parser.add_section(section)
+        for key, value in options.items():
+            parser.set(section, key, str(value))
+    with open(path, 'w') as f:
+        parser.write(f)
+    return path
+
+
+class CyborgProcess:
+    """One cyborg console script running with a generated config file.
+
+    ``config`` is ``{section: {option: value}}``; its output (the service
+    log) goes to ``<work_dir>/<name>.log``. :meth:`stop` sends SIGTERM to
+    the process group and waits, then SIGKILLs what is left.
+    """
+
+    def __init__(self, script: str, config: Mapping[str, Mapping] | None,
+                 work_dir: str, args: Sequence[str] = (),
+                 name: str | None = None):
+        self.script = script
+        self.name = name or script
+        self.work_dir = work_dir
+        os.makedirs(work_dir, exist_ok=True)
+        self.log = os.path.join(work_dir, self.name + '.log')
+        self.config_file = None
+        if config is not None:
+            self.config_file = write_config(
+                os.path.join(work_dir, self.name + '.conf'), config)
+        self.args = list(args)
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        argv = [venv_script(self.script)]
+        if self.config_file:
+            argv += ['--config-file', self.config_file]
+        return argv + self.args
+
+    def start(self) -> CyborgProcess:
+        env = dict(os.environ, PYTHONUNBUFFERED='1')
+        self.process = spawn(self.argv, self.log, env=env, cwd=self.work_dir)
+        return self
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, wait up to ``timeout``, then SIGKILL; the exit code."""
+        if self.process is None:
+            return None
+        kill_group(self.process, signal.SIGTERM, timeout)
+        return self.process.returncode
+
+    def wait_log(self, text: str, timeout: float = 60.0) -> None:
+        """Wait until ``text`` appears in the log."""
+        def seen():
+            with open(self.log, errors='replace') as f:
+                return text in f.read()
+        wait_for(seen, timeout, '%s to log %r' % (self.name, text),
+                 self.process, self.log)
+
+    def wait_http(self, url: str, timeout: float = 60.0) -> None:
+        """Wait until ``url`` answers HTTP at all (any status)."""
+        import requests
+
+        def answers():
+            requests.get(url, timeout=2)
+            return True
+        wait_for(answers, timeout, '%s at %s' % (self.name, url),
+                 self.process, self.log)
+
+    def log_text(self) -> str:
+        with open(self.log, errors='replace') as f:
+            return f.read()
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+
+def run_script(script: str, *args: str, config_file: str | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run a cyborg console script to completion, capturing its output."""
+    argv = [venv_script(script)]
+    if config_file:
+        argv += ['--config-file', config_file]
+    return subprocess.run(argv + list(args), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout,
+                          check=False)
