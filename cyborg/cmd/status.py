@@ -6,6 +6,7 @@ from oslo_upgradecheck import common_checks
 from oslo_upgradecheck import upgradecheck
 from oslo_utils import timeutils
 
+from cyborg.clients import placement as placement_client
 from cyborg.common import config
 from cyborg.conf import CONF
 from cyborg import context as cyborg_context
@@ -55,9 +56,27 @@ class Checks(upgradecheck.UpgradeCommands):
                 % (CONF.service_down_time, ', '.join(down)))
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _check_placement(self):
+        if not CONF.placement.auth_type:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                '[placement] is not configured (no auth_type): the '
+                'conductor cannot report devices to Placement.')
+        try:
+            client = placement_client.PlacementClient.from_conf(CONF)
+            version = client.check_version()
+        except Exception as e:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE,
+                                       'Placement check failed: %s' % e)
+        return upgradecheck.Result(
+            upgradecheck.Code.SUCCESS,
+            'Placement supports up to microversion %s (cyborg needs %s).'
+            % (version, placement_client.PLACEMENT_MICROVERSION))
+
     _upgrade_checks = (
         ('Database schema', _check_database),
         ('Services reporting', _check_services),
+        ('Placement API', _check_placement),
         ('Policy File JSON to YAML Migration',
          (common_checks.check_policy_json, {'conf': CONF})),
     )
