@@ -274,10 +274,9 @@ class _HostDiff:
             device_id=device_id, driver_name=deployable.get('driver_name'),
             rp_uuid=provider_uuid(self.host, address, deployable['name']),
             created_at=self.now)).inserted_primary_key[0]
-        for handle in deployable['attach_handles']:
-            self._add_handle(deployable_id, cpid_id, handle)
-        for key, value in _attributes(deployable).items():
-            self._add_attribute(deployable_id, key, value)
+        self._add_handles(deployable_id, cpid_id,
+                          deployable['attach_handles'])
+        self._add_attributes(deployable_id, _attributes(deployable))
 
     def _update_deployable(self, row, deployable: dict[str, Any],
                            cpid_id: int) -> bool:
@@ -317,13 +316,17 @@ class _HostDiff:
 
     # Attach handles
 
-    def _add_handle(self, deployable_id: int, cpid_id: int,
-                    handle: dict[str, Any]) -> None:
-        self.connection.execute(sa.insert(HANDLES).values(
-            uuid=uuidutils.generate_uuid(), deployable_id=deployable_id,
-            cpid_id=cpid_id, in_use=False, attach_type=handle['attach_type'],
-            attach_info=driver_base.canonical_json(handle['attach_info']),
-            created_at=self.now))
+    def _add_handles(self, deployable_id: int, cpid_id: int,
+                     handles: list[dict[str, Any]]) -> None:
+        """Insert handles with one statement."""
+        if not handles:
+            return
+        self.connection.execute(sa.insert(HANDLES), [
+            {'uuid': uuidutils.generate_uuid(),
+             'deployable_id': deployable_id, 'cpid_id': cpid_id,
+             'in_use': False, 'attach_type': handle['attach_type'],
+             'attach_info': driver_base.canonical_json(handle['attach_info']),
+             'created_at': self.now} for handle in handles])
 
     def _sync_handles(self, deployable_id: int, cpid_id: int,
                       wanted: list[dict[str, Any]]) -> bool:
@@ -331,13 +334,13 @@ class _HostDiff:
             self.handles, 'deployable_id', deployable_id)}
         wanted_by_key = {driver_base.canonical_json(h['attach_info']): h
                          for h in wanted}
-        changed = False
+        new = [handle for key, handle in wanted_by_key.items()
+               if key not in existing]
+        self._add_handles(deployable_id, cpid_id, new)
+        changed = bool(new)
         for key, handle in wanted_by_key.items():
             row = existing.get(key)
-            if row is None:
-                self._add_handle(deployable_id, cpid_id, handle)
-                changed = True
-            elif row.attach_type != handle['attach_type']:
+            if row is not None and row.attach_type != handle['attach_type']:
                 self.connection.execute(sa.update(HANDLES).where(
                     HANDLES.c.id == row.id).values(
                         attach_type=handle['attach_type'],
@@ -353,23 +356,27 @@ class _HostDiff:
 
     # Attributes
 
-    def _add_attribute(self, deployable_id: int, key: str,
-                       value: str) -> None:
-        self.connection.execute(sa.insert(ATTRIBUTES).values(
-            uuid=uuidutils.generate_uuid(), deployable_id=deployable_id,
-            key=key, value=value, created_at=self.now))
+    def _add_attributes(self, deployable_id: int,
+                        values: dict[str, str]) -> None:
+        """Insert attributes with one statement."""
+        if not values:
+            return
+        self.connection.execute(sa.insert(ATTRIBUTES), [
+            {'uuid': uuidutils.generate_uuid(),
+             'deployable_id': deployable_id, 'key': key, 'value': value,
+             'created_at': self.now} for key, value in values.items()])
 
     def _sync_attributes(self, deployable_id: int,
                          wanted: dict[str, str]) -> bool:
         existing = {row.key: row for row in self._children(
             self.attributes, 'deployable_id', deployable_id)}
-        changed = False
+        new = {key: value for key, value in wanted.items()
+               if key not in existing}
+        self._add_attributes(deployable_id, new)
+        changed = bool(new)
         for key, value in wanted.items():
             row = existing.get(key)
-            if row is None:
-                self._add_attribute(deployable_id, key, value)
-                changed = True
-            elif row.value != value:
+            if row is not None and row.value != value:
                 self.connection.execute(sa.update(ATTRIBUTES).where(
                     ATTRIBUTES.c.id == row.id).values(value=value,
                                                       updated_at=self.now))

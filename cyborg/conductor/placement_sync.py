@@ -263,10 +263,18 @@ class PlacementSync:
                 self._known_traits.add(trait)
 
     def _ensure_provider(self, spec: ProviderSpec) -> int:
-        provider = self.client.get_provider(spec.uuid)
-        if provider is None:
+        """Create the provider; if it exists already, read its generation.
+
+        Creating first costs one request for a new provider, the common
+        case of a provider cyborg has no record of.
+        """
+        try:
             provider = self.client.create_provider(spec.uuid, spec.name,
                                                    spec.parent_uuid)
+        except placement_client.ProviderConflict:
+            provider = self.client.get_provider(spec.uuid)
+            if provider is None:
+                raise
         return provider['generation']
 
     def _put(self, spec: ProviderSpec, generation: int,

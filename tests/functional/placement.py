@@ -48,8 +48,10 @@ class PlacementServer(servers._Server):
     """
 
     def __init__(self, base_dir: str | None = None,
-                 database_url: str | None = None, start_timeout=60.0):
+                 database_url: str | None = None, start_timeout=60.0,
+                 workers: int = 1):
         super().__init__(base_dir, prefix='cyborg-placement-')
+        self.workers = workers
         self.port = servers.free_port()
         self.config_dir = os.path.join(self.base_dir, 'etc')
         self.config_file = os.path.join(self.config_dir, 'placement.conf')
@@ -85,9 +87,18 @@ class PlacementServer(servers._Server):
                            cwd=self.base_dir)
         env = dict(os.environ, PYTHONUNBUFFERED='1',
                    OS_PLACEMENT_CONFIG_DIR=self.config_dir)
-        self.process = servers.spawn(
-            [sys.executable, '-c', LAUNCHER, servers.LOOPBACK,
-             str(self.port)], self.log, env=env, cwd=self.base_dir)
+        if self.workers > 1:
+            # As deployed: several processes under a WSGI server.
+            argv = [servers.venv_script('gunicorn'), '--workers',
+                    str(self.workers), '--bind',
+                    '%s:%d' % (servers.LOOPBACK, self.port),
+                    '--log-level', 'warning',
+                    'placement.wsgi:init_application()']
+        else:
+            argv = [sys.executable, '-c', LAUNCHER, servers.LOOPBACK,
+                    str(self.port)]
+        self.process = servers.spawn(argv, self.log, env=env,
+                                     cwd=self.base_dir)
         client = placement_client.PlacementClient.for_endpoint(
             self.url, timeout=2)
         servers.wait_for(client.check_version, self.start_timeout,

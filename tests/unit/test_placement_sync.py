@@ -42,6 +42,8 @@ class FakePlacement:
 
     def create_provider(self, uuid, name, parent_uuid=None):
         self._call('create', uuid)
+        if uuid in self.providers:
+            raise placement_client.ProviderConflict('exists')
         self.providers[uuid] = {'uuid': uuid, 'name': name, 'generation': 0,
                                 'parent': parent_uuid, 'inventories': {},
                                 'traits': []}
@@ -115,8 +117,8 @@ def test_first_sync_creates_everything_once(database, admin_context,
     _report(admin_context, fake_conf)
     assert sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == [
-        'find', 'trait', 'get', 'create', 'inventories', 'traits',
-        'get', 'create', 'inventories', 'traits']
+        'find', 'trait', 'create', 'inventories', 'traits',
+        'create', 'inventories', 'traits']
     provider = next(iter(placement.providers.values()))
     assert provider['parent'] == COMPUTE_RP
     assert provider['name'].startswith('host1_0000_1')
@@ -265,3 +267,15 @@ def test_missing_device_keeps_its_provider_but_reserves_it(
     assert len(state.desired) == 2
     for spec in state.desired.values():
         assert spec.inventories['FPGA']['reserved'] == 4
+
+
+def test_provider_left_from_before_is_adopted(database, admin_context,
+                                              fake_conf, placement, sync):
+    _report(admin_context, fake_conf)
+    sync.sync_host(admin_context, 'host1')
+    with database.begin() as connection:
+        connection.execute(sa.delete(models.PlacementProvider.__table__))
+    placement.calls.clear()
+    placement_sync.request_sync(admin_context, 'host1')
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == ['create', 'get', 'inventories', 'traits'] * 2

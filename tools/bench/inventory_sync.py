@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Benchmark: inventory reports from many hosts through the conductor.
+
+Simulates compute hosts by sending fake device trees straight to the
+conductor RPC API (no agent processes) with a real Placement and
+PostgreSQL, in three phases:
+
+1. registration: every host reports its devices for the first time;
+2. steady state: every host reports the same tree again;
+3. churn: 1% of the hosts change one device.
+
+Prints wall time, DB statements and Placement requests per report.
+
+    .venv/bin/python tools/bench/inventory_sync.py [--hosts 1000]
+"""
+
+import argparse
+import concurrent.futures
+import os
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+sys.path.insert(0, ROOT)
+warnings.filterwarnings('ignore')
+
+import sqlalchemy as sa  # noqa: E402
+
+from cyborg.accelerator.drivers import base  # noqa: E402
+from cyborg.clients import placement as placement_client  # noqa: E402
+from cyborg.common import embedded_placement  # noqa: E402
+from cyborg.common import rpc  # noqa: E402
+from cyborg.conductor import rpcapi  # noqa: E402
+from cyborg.conductor import service as conductor_service  # noqa: E402
+from cyborg.conf import CONF  # noqa: E402
+from cyborg import context as cyborg_context  # noqa: E402
+from cyborg.db import api as db_api  # noqa: E402
+from cyborg.db import migration  # noqa: E402
+from tests.functional import placement as placement_server  # noqa: E402
+from tests.functional import servers  # noqa: E402
+
+
+def device_tree(devices: int, changed: bool = False) -> list[dict]:
+    tree = []
+    for index in range(devices):
+        address = '0000:%02x:00.0' % (0x10 + index)
+        accelerators = 5 if changed and index == 0 else 4
+        pf = base.pci_address_info(address)
+        handles = [base.AttachHandle('PCI', dict(pf, function=str(fn)))
+                   for fn in range(1, accelerators + 1)]
+        tree.append(base.Device(
+            type='FPGA', vendor='0x8086', model='bench', address=address,
+            controlpath_ids=[base.ControlPathID('PCI', pf)],
+            deployables=[base.Deployable(
+                name=address.replace(':', '_').replace('.', '_'),
+                num_accelerators=accelerators,
+                resource_class='CUSTOM_BENCH_ACCEL',
+                traits=['CUSTOM_BENCH_FAST'], attach_handles=handles,
+                driver_name='bench')],
+            driver='bench'))
+    return base.tree_to_wire(tree)
+
+
+class StatementCounter:
+    def __init__(self, engine):
+        self.count = 0
+        self._lock = threading.Lock()
+        sa.event.listen(engine, 'before_cursor_execute', self._count)
+
+    def _count(self, *_args):
+        with self._lock:
+            self.count += 1
+
+
+def run_phase(name, conductor_api, hosts, trees, workers, counter, client):
+    context = cyborg_context.get_admin_context()
+    statements, requests = counter.count, client.request_count
+    started = time.monotonic()
+
+    def report(host):
+        wire = trees[host]
+        return conductor_api.report_inventory(
+            context, host, host, wire, base.tree_digest(
+                {'devices': wire, 'failed': []}), [])
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(report, hosts))
+    elapsed = time.monotonic() - started
+    unsynced = sum(1 for r in results if not r['synced'])
+    print('%-13s %7d %9.1f %12.1f %14.2f %9d' % (
+        name, len(hosts), elapsed,
+        (counter.count - statements) / len(hosts),
+        (client.request_count - requests) / len(hosts), unsynced),
+        flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--hosts', type=int, default=1000)
+    parser.add_argument('--devices', type=int, default=8)
+    parser.add_argument('--workers', type=int, default=8,
+                        help='reports sent concurrently (8)')
+    parser.add_argument('--placement-workers', type=int, default=2,
+                        help='Placement processes under gunicorn (2)')
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix='cyborg-bench-inventory-')
+    with servers.PostgreSQLServer(base_dir=workdir) as pg:
+        cyborg_url = pg.create_database('cyborg')
+        with placement_server.PlacementServer(
+                base_dir=os.path.join(workdir, 'placement'),
+                database_url=pg.create_database('placement'),
+                workers=args.placement_workers) as placement:
+            return _run(args, cyborg_url, placement.url)
+
+
+def _run(args, cyborg_url, placement_url) -> int:
+    CONF([], project='cyborg', default_config_files=[])
+    rpc.register_opts(CONF)
+    CONF.set_override('connection', cyborg_url, group='database')
+    CONF.set_override('transport_url', 'inproc://')
+    db_api.configure(CONF)
+    migration.upgrade()
+    setup_client = placement_client.PlacementClient.for_endpoint(
+        placement_url)
+    hosts = ['bench-host-%04d' % i for i in range(args.hosts)]
+    print('creating %d compute node providers (not measured)...' %
+          len(hosts), flush=True)
+    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+        list(pool.map(lambda h: embedded_placement.ensure_compute_node(
+            setup_client, h), hosts))
+
+    client = placement_client.PlacementClient.for_endpoint(placement_url)
+    transport = rpc.get_transport(CONF)
+    conductor = conductor_service.create(CONF, transport, lambda: client)
+    conductor.start()
+    counter = StatementCounter(db_api.get_engine())
+    conductor_api = rpcapi.ConductorAPI(transport)
+    print('%d hosts x %d devices, %d concurrent reports, PostgreSQL, real '
+          'Placement (%d gunicorn workers)' % (
+              args.hosts, args.devices, args.workers, args.placement_workers))
+    print('%-13s %7s %9s %12s %14s %9s' % (
+        'phase', 'reports', 'wall s', 'DB stmts/rep', 'Placement/rep',
+        'unsynced'))
+    trees = {host: device_tree(args.devices) for host in hosts}
+    try:
+        run_phase('registration', conductor_api, hosts, trees, args.workers,
+                  counter, client)
+        run_phase('steady state', conductor_api, hosts, trees, args.workers,
+                  counter, client)
+        changed = hosts[::100]
+        for host in changed:
+            trees[host] = device_tree(args.devices, changed=True)
+        run_phase('1% changed', conductor_api, hosts, trees, args.workers,
+                  counter, client)
+    finally:
+        conductor.stop()
+        rpc.cleanup(transport)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
