@@ -1,0 +1,150 @@
+"""The agent: driver loading, discovery and identity checks."""
+
+import json
+from unittest import mock
+
+import oslo_messaging as messaging
+import pytest
+
+from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.agent import discovery
+from cyborg.common import exception
+
+
+class Broken(base.AcceleratorDriver):
+    name = 'broken'
+
+    def discover(self):
+        raise RuntimeError('sysfs exploded')
+
+
+def test_load_fake_driver(conf):
+    drivers = discovery.load_drivers(conf)
+    assert [d.name for d in drivers] == ['fake_driver']
+    assert isinstance(drivers[0], fake.FakeDriver)
+
+
+def test_unknown_driver_is_a_clear_error(conf):
+    conf.set_override(
+        'enabled_drivers', ['fake_driver', 'nope'], group='agent'
+    )
+    with pytest.raises(exception.ConfigInvalid) as error:
+        discovery.load_drivers(conf)
+    assert 'unknown drivers: nope' in str(error.value)
+    conf.clear_override('enabled_drivers', group='agent')
+
+
+@pytest.mark.parametrize(
+    'host, rp_name',
+    [
+        ('', 'node.example'),
+        ('node 1', 'node.example'),
+        ('node1', 'a/b'),
+        ('node1', ' node'),
+        ('x' * 256, 'node'),
+    ],
+)
+def test_bad_identity_is_refused(host, rp_name):
+    with pytest.raises(exception.ConfigInvalid):
+        discovery.check_identity(host, rp_name)
+
+
+def test_good_identity():
+    discovery.check_identity('compute-1', 'compute-1.example.org')
+
+
+def test_rp_name_defaults_to_fqdn(conf):
+    with mock.patch('socket.getfqdn', return_value='c1.example.org'):
+        assert discovery.resource_provider_name(conf) == 'c1.example.org'
+    conf.set_override('resource_provider_name', 'c1', group='agent')
+    assert discovery.resource_provider_name(conf) == 'c1'
+    conf.clear_override('resource_provider_name', group='agent')
+
+
+def test_failing_driver_is_reported_not_fatal(conf):
+    conductor = mock.Mock()
+    finder = discovery.Discovery(
+        'h1', 'h1.example', [Broken(), fake.FakeDriver(conf)], conductor
+    )
+    wire, failed = finder.collect()
+    assert failed == ['broken']
+    assert [d['driver'] for d in wire] == ['fake_driver']
+    finder.report(mock.sentinel.context)
+    args = conductor.report_inventory.call_args[0]
+    assert args[1:3] == ('h1', 'h1.example')
+    assert args[5] == ['broken']
+
+
+def test_digest_changes_with_the_tree_only(conf):
+    finder = discovery.Discovery(
+        'h1', 'h1', [fake.FakeDriver(conf)], mock.Mock()
+    )
+    first = base.tree_digest(finder.collect()[0])
+    assert first == base.tree_digest(finder.collect()[0])
+    conf.set_override('num_devices', 2, group='fake_driver')
+    assert first != base.tree_digest(finder.collect()[0])
+    conf.clear_override('num_devices', group='fake_driver')
+
+
+def test_conductor_timeout_is_survived(conf):
+    conductor = mock.Mock()
+    conductor.report_inventory.side_effect = messaging.MessagingTimeout()
+    finder = discovery.Discovery(
+        'h1', 'h1', [fake.FakeDriver(conf)], conductor
+    )
+    assert finder.report(mock.sentinel.context) is None
+
+
+def test_fake_driver_handle_shapes(conf):
+    conf.set_override('handle_type', 'PCI', group='fake_driver')
+    device = fake.FakeDriver(conf).discover()[0]
+    handle = device.deployables[0].attach_handles[0]
+    assert handle.attach_info == {
+        'domain': '0000',
+        'bus': '10',
+        'device': '00',
+        'function': '1',
+    }
+    conf.set_override('handle_type', 'MDEV', group='fake_driver')
+    handle = (
+        fake.FakeDriver(conf).discover()[0].deployables[0].attach_handles[0]
+    )
+    assert handle.attach_type == 'MDEV'
+    assert handle.attach_info['asked_type'] == 'fake-mdev-1'
+    conf.clear_override('handle_type', group='fake_driver')
+
+
+def test_fake_driver_devices_file(conf, tmp_path):
+    path = tmp_path / 'devices.json'
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    'address': '0000:3b:00.0',
+                    'type': 'GPU',
+                    'resource_class': 'PGPU',
+                    'traits': ['CUSTOM_T4'],
+                    'accelerators': 1,
+                    'health': 'unhealthy',
+                },
+            ]
+        )
+    )
+    conf.set_override('devices_file', str(path), group='fake_driver')
+    (device,) = fake.FakeDriver(conf).discover()
+    assert (device.type, device.health) == ('GPU', 'unhealthy')
+    assert device.deployables[0].resource_class == 'PGPU'
+    assert device.deployables[0].num_accelerators == 1
+    path.write_text('not json')
+    with pytest.raises(ValueError):
+        fake.FakeDriver(conf).discover()
+    conf.clear_override('devices_file', group='fake_driver')
+
+
+def test_unhealthy_devices_option(conf):
+    conf.set_override(
+        'unhealthy_devices', ['0000:10:00.0'], group='fake_driver'
+    )
+    assert fake.FakeDriver(conf).discover()[0].health == 'unhealthy'
+    conf.clear_override('unhealthy_devices', group='fake_driver')
