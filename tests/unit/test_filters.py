@@ -1,0 +1,39 @@
+import pytest
+
+from cyborg.api import filters
+from cyborg.common import exception
+
+COLUMNS = frozenset(['id', 'created_at', 'type'])
+
+
+def test_split_plain_and_wsme_forms():
+    plain, found = filters.split({
+        'type': 'GPU', 'filters.field': 'limit', 'filters.value': '2',
+        'filters[1].field': 'sort_key', 'filters[1].value': 'type'})
+    assert plain == {'type': 'GPU'}
+    assert found == {'limit': '2', 'sort_key': 'type'}
+
+
+@pytest.mark.parametrize('params', [
+    {'filters.field': 'bogus', 'filters.value': '1'},
+    {'filters': '[{"field": "limit"}]'},
+    {'filters.fields': 'limit'},
+])
+def test_split_rejects_bad_filters(params):
+    with pytest.raises(exception.Invalid):
+        filters.split(params)
+
+
+def test_paging():
+    assert filters.paging({'limit': '3', 'sort_key': 'type',
+                           'sort_dir': 'desc', 'name': 'x'}, COLUMNS) == {
+        'limit': 3, 'sort_key': 'type', 'sort_dir': 'desc'}
+    assert filters.paging({'marker': 'x'}, COLUMNS) == {}
+
+
+@pytest.mark.parametrize('given', [
+    {'limit': 'x'}, {'limit': '-1'}, {'sort_key': 'nope'},
+    {'sort_dir': 'sideways'}])
+def test_paging_rejects(given):
+    with pytest.raises(exception.Invalid):
+        filters.paging(given, COLUMNS)
