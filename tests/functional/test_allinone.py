@@ -40,9 +40,12 @@ def test_allocation_candidates_find_the_device(allinone):
         _placement_url(allinone))
 
     def candidates():
-        response = client.request(
-            'GET', '/allocation_candidates?resources=FPGA:1'
-                   '&required=CUSTOM_FAKE_DEVICE,OWNER_CYBORG')
+        try:
+            response = client.request(
+                'GET', '/allocation_candidates?resources=FPGA:1'
+                       '&required=CUSTOM_FAKE_DEVICE,OWNER_CYBORG')
+        except placement_client.PlacementError:
+            return None  # the trait does not exist until the first sync
         return response.json()['provider_summaries']
 
     summaries = _wait(candidates)
