@@ -107,3 +107,22 @@ class ServiceUnavailable(CyborgException):
 
 class ConfigInvalid(CyborgException):
     msg_fmt = 'Invalid configuration: %(reason)s'
+
+
+class ARQNotFound(NotFound):
+    msg_fmt = 'ExtArq not found with uuid=%(uuid)s'
+
+
+class ARQBadState(Conflict):
+    msg_fmt = ('Bad state: %(state)s for ARQ: %(uuid)s. Expected state(s): '
+               '%(expected)s')
+
+
+class ServiceTokenRequired(Forbidden):
+    msg_fmt = ('This operation requires a service token. Use the Compute API '
+               'to manage instance accelerators.')
+
+
+class ARQBoundToInstance(Forbidden):
+    msg_fmt = ('ARQ %(uuid)s is bound to instance %(instance)s. Use the '
+               'Compute API to manage instance accelerators.')

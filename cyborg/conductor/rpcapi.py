@@ -48,3 +48,28 @@ class ConductorAPI:
 
     def attribute_delete(self, context, uuid: str) -> None:
         return self._client.call(context, 'attribute_delete', uuid=uuid)
+
+    # Accelerator requests. The caller's project scopes every call unless
+    # the context is an admin's; the API checks service tokens first.
+
+    def arq_create(self, context, device_profile_name: str
+                   ) -> list[dict[str, Any]]:
+        """Create the ARQs of a profile atomically; returns them."""
+        return self._client.call(context, 'arq_create',
+                                 device_profile_name=device_profile_name)
+
+    def arq_bind(self, context, bindings: dict[str, dict[str, str]]) -> None:
+        """Start binding ARQs; ``bindings`` maps ARQ uuid to
+        {hostname, device_rp_uuid, instance_uuid[, project_id]}. All or
+        nothing; the bind itself finishes asynchronously."""
+        return self._client.call(context, 'arq_bind', bindings=bindings)
+
+    def arq_unbind(self, context, uuids: list[str]) -> None:
+        return self._client.call(context, 'arq_unbind', uuids=uuids)
+
+    def arq_delete(self, context, uuids: list[str] | None = None,
+                   instance_uuid: str | None = None) -> None:
+        """Delete ARQs by uuid (all must exist) or every ARQ of an
+        instance (idempotent); bound ones are unbound first."""
+        return self._client.call(context, 'arq_delete', uuids=uuids,
+                                 instance_uuid=instance_uuid)

@@ -237,3 +237,30 @@ class PlacementProvider(Base):
     generation = sa.Column(sa.Integer, nullable=True)
     inventory_hash = sa.Column(sa.String(64), nullable=True)
     traits_hash = sa.Column(sa.String(64), nullable=True)
+
+
+class NovaEvent(Base):
+    """Outbox of ``accelerator-request-bound`` events for Nova.
+
+    Written in the transaction that resolves the ARQ's bind, so an outcome
+    is never lost; delivered (with retries) by the conductors' notifier,
+    which leases rows through ``claimed_by``/``claimed_until``.
+    """
+
+    __tablename__ = 'nova_events'
+    __table_args__ = (
+        sa.Index('nova_events_pending_idx', 'sent_at', 'next_attempt_at'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    arq_uuid = sa.Column(sa.String(36), nullable=False)
+    instance_uuid = sa.Column(sa.String(36), nullable=False)
+    status = sa.Column(sa.String(16), nullable=False)
+    attempts = sa.Column(sa.Integer, nullable=False, default=0,
+                         server_default='0')
+    next_attempt_at = sa.Column(sa.DateTime, nullable=False)
+    claimed_by = sa.Column(sa.String(255), nullable=True)
+    claimed_until = sa.Column(sa.DateTime, nullable=True)
+    sent_at = sa.Column(sa.DateTime, nullable=True)
+    last_error = sa.Column(sa.Text, nullable=True)

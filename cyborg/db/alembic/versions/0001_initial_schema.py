@@ -2,7 +2,7 @@
 
 Revision ID: 0001_initial
 Revises:
-Create Date: 2026-11-22 04:24:16.052358
+Create Date: 2026-11-22 04:45:43.559828
 """
 
 from alembic import op
@@ -68,6 +68,33 @@ def upgrade() -> None:
         mysql_charset='utf8mb4',
         mysql_engine='InnoDB',
     )
+    op.create_table(
+        'nova_events',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('arq_uuid', sa.String(length=36), nullable=False),
+        sa.Column('instance_uuid', sa.String(length=36), nullable=False),
+        sa.Column('status', sa.String(length=16), nullable=False),
+        sa.Column(
+            'attempts', sa.Integer(), server_default='0', nullable=False
+        ),
+        sa.Column('next_attempt_at', sa.DateTime(), nullable=False),
+        sa.Column('claimed_by', sa.String(length=255), nullable=True),
+        sa.Column('claimed_until', sa.DateTime(), nullable=True),
+        sa.Column('sent_at', sa.DateTime(), nullable=True),
+        sa.Column('last_error', sa.Text(), nullable=True),
+        sa.Column('created_at', sa.DateTime(), nullable=True),
+        sa.Column('updated_at', sa.DateTime(), nullable=True),
+        sa.PrimaryKeyConstraint('id'),
+        mysql_charset='utf8mb4',
+        mysql_engine='InnoDB',
+    )
+    with op.batch_alter_table('nova_events', schema=None) as batch_op:
+        batch_op.create_index(
+            'nova_events_pending_idx',
+            ['sent_at', 'next_attempt_at'],
+            unique=False,
+        )
+
     op.create_table(
         'placement_providers',
         sa.Column('id', sa.Integer(), nullable=False),
