@@ -1,9 +1,13 @@
-"""The agent's RPC endpoint and its periodic work on one compute host."""
+"""The agent's RPC endpoint on one compute host."""
+
+from typing import Any
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from cyborg.accelerator.drivers import base
 from cyborg.common import constants
+from cyborg.common import exception
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import context as cyborg_context
 
@@ -11,14 +15,16 @@ LOG = logging.getLogger(__name__)
 
 
 class AgentManager:
-    """Handles agent RPC requests; reports to the conductor."""
+    """Handles agent RPC requests; heartbeats through the conductor."""
 
     target = messaging.Target(version=constants.RPC_API_VERSION)
 
     def __init__(self, host: str,
-                 conductor_api: conductor_rpcapi.ConductorAPI):
+                 conductor_api: conductor_rpcapi.ConductorAPI,
+                 drivers: list[base.AcceleratorDriver] = ()):
         self.host = host
         self._conductor = conductor_api
+        self._drivers = {driver.name: driver for driver in drivers}
 
     def heartbeat(self) -> None:
         """Tell the conductor this agent is alive."""
@@ -29,3 +35,24 @@ class AgentManager:
     def ping(self, context) -> str:
         """Answer a liveness probe from the conductor."""
         return self.host
+
+    def _driver(self, name: str | None) -> base.AcceleratorDriver:
+        driver = self._drivers.get(name or '')
+        if driver is None:
+            raise exception.Invalid(reason='driver %r is not enabled on %s'
+                                    % (name, self.host))
+        return driver
+
+    @messaging.expected_exceptions(exception.CyborgException)
+    def prepare_attach_handle(self, context, driver: str | None,
+                              attach_type: str, attach_info: dict[str, Any],
+                              handle_uuid: str) -> None:
+        self._driver(driver).prepare_attach_handle(
+            base.AttachHandle(attach_type, attach_info), handle_uuid)
+
+    @messaging.expected_exceptions(exception.CyborgException)
+    def release_attach_handle(self, context, driver: str | None,
+                              attach_type: str, attach_info: dict[str, Any],
+                              handle_uuid: str) -> None:
+        self._driver(driver).release_attach_handle(
+            base.AttachHandle(attach_type, attach_info), handle_uuid)

@@ -16,9 +16,9 @@ def create(conf: cfg.ConfigOpts, transport) -> service.RPCService:
     rp_name = discovery.resource_provider_name(conf)
     discovery.check_identity(host, rp_name)
     conductor_api = conductor_rpcapi.ConductorAPI(transport)
-    endpoint = manager.AgentManager(host, conductor_api)
-    finder = discovery.Discovery(host, rp_name, discovery.load_drivers(conf),
-                                 conductor_api)
+    drivers = discovery.load_drivers(conf)
+    endpoint = manager.AgentManager(host, conductor_api, drivers)
+    finder = discovery.Discovery(host, rp_name, drivers, conductor_api)
     tasks = [
         service.PeriodicTask('agent-heartbeat', endpoint.heartbeat,
                              conf.heartbeat_interval),

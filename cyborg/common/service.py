@@ -54,12 +54,14 @@ class RPCService:
 
     def __init__(self, transport, topic: str, host: str, endpoint: object,
                  periodic_tasks: Iterable[PeriodicTask] = (),
-                 on_start: Callable[[], None] | None = None):
+                 on_start: Callable[[], None] | None = None,
+                 on_stop: Callable[[], None] | None = None):
         self.topic = topic
         self.host = host
         self._server = rpc.get_server(transport, topic, host, endpoint)
         self._tasks = list(periodic_tasks)
         self._on_start = on_start
+        self._on_stop = on_stop
 
     def start(self) -> None:
         if self._on_start is not None:
@@ -76,6 +78,8 @@ class RPCService:
         self._server.wait()
         for task in self._tasks:
             task.wait(timeout=10)
+        if self._on_stop is not None:
+            self._on_stop()
         LOG.info('Stopped %s on host %s', self.topic, self.host)
 
 

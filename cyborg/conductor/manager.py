@@ -11,9 +11,12 @@ from oslo_utils import timeutils
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import exception
+from cyborg import context as cyborg_context
+from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.db import api as db_api
+from cyborg.db import arqs as arq_db
 from cyborg.db import hardware
 
 LOG = logging.getLogger(__name__)
@@ -38,8 +41,10 @@ class ConductorManager:
 
     def __init__(self, host: str,
                  placement_factory: Callable[
-                     [], placement_client.PlacementClient] | None = None):
+                     [], placement_client.PlacementClient] | None = None,
+                 binder: binding.Binder | None = None):
         self.host = host
+        self._binder = binder
         self._placement_factory = placement_factory
         self._placement_sync: placement_sync.PlacementSync | None = None
         self._lock = threading.Lock()
@@ -116,6 +121,41 @@ class ConductorManager:
                     LOG.error('Cannot build the Placement client: %s', e)
             return self._placement_sync
 
+    # Accelerator requests
+
+    @_expected
+    def arq_create(self, context, device_profile_name: str
+                   ) -> list[dict[str, Any]]:
+        created = arq_db.arq_create(context, device_profile_name,
+                                    context.project_id)
+        LOG.info('Created %d ARQs for device profile %s', len(created),
+                 device_profile_name)
+        return [_jsonable(arq) for arq in created]
+
+    @_expected
+    def arq_bind(self, context, bindings: dict[str, dict[str, str]]) -> None:
+        """Start the binds (all or none); jobs finish them in background."""
+        jobs = arq_db.arq_bind_start(context, bindings, _scope(context),
+                                     self.host)
+        if jobs:
+            self._binder.submit(cyborg_context.get_admin_context(), jobs)
+
+    @_expected
+    def arq_unbind(self, context, uuids: list[str]) -> None:
+        arq_db.arq_unbind(context, uuids, _scope(context))
+
+    @_expected
+    def arq_delete(self, context, uuids: list[str] | None = None,
+                   instance_uuid: str | None = None) -> None:
+        deleting = arq_db.arq_mark_deleting(context, uuids, instance_uuid,
+                                            _scope(context))
+        arq_db.arq_purge(context, deleting)
+
+    def sweep_binds(self, context) -> None:
+        """Fail binds (of any conductor) older than the bind timeout."""
+        if self._binder is not None:
+            self._binder.sweep(context)
+
     # Devices and attributes
 
     @_expected
@@ -147,6 +187,11 @@ class ConductorManager:
         if host is not None:
             placement_sync.request_sync(context, host)
             self.sync_host(context, host)
+
+
+def _scope(context) -> str | None:
+    """The project a caller's ARQ operations are limited to (None: all)."""
+    return None if context.is_admin else context.project_id
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

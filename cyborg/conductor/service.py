@@ -5,38 +5,75 @@ from collections.abc import Callable
 from oslo_config import cfg
 from oslo_utils import timeutils
 
+from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import service
+from cyborg.conductor import binding
 from cyborg.conductor import manager
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 
 
+def _preparer(transport):
+    """Asks the device's agent to prepare handles that need it (mdevs)."""
+    agent_api = agent_rpcapi.AgentAPI(transport)
+
+    def prepare(context, claim: binding.Claim) -> None:
+        if claim.attach_type == 'MDEV':
+            agent_api.prepare_attach_handle(
+                context, claim.device_host, claim.driver, claim.attach_type,
+                claim.attach_info, claim.handle_uuid)
+    return prepare
+
+
 def create(conf: cfg.ConfigOpts, transport,
            placement_factory: Callable[
-               [], placement_client.PlacementClient] | None = None
-           ) -> service.RPCService:
-    """The conductor; Placement comes from ``[placement]`` by default."""
+               [], placement_client.PlacementClient] | None = None,
+           notifier=None) -> service.RPCService:
+    """The conductor.
+
+    Placement comes from ``[placement]`` by default; ``notifier`` (with
+    ``start``, ``stop`` and ``wake``) delivers Nova events.
+    """
     host = conf.host
     if placement_factory is None:
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
-    endpoint = manager.ConductorManager(host, placement_factory)
+    binder = binding.Binder(
+        host, conf.conductor.workers, conf.conductor.bind_timeout,
+        _preparer(transport),
+        notifier.wake if notifier is not None else (lambda: None))
+    endpoint = manager.ConductorManager(host, placement_factory, binder)
+
+    def admin():
+        return cyborg_context.get_admin_context()
 
     def heartbeat():
-        db_api.service_heartbeat(cyborg_context.get_admin_context(), host,
-                                 constants.BINARY_CONDUCTOR,
+        db_api.service_heartbeat(admin(), host, constants.BINARY_CONDUCTOR,
                                  timeutils.utcnow())
+
+    def on_start():
+        if notifier is not None:
+            notifier.start()
+        binder.resume(admin())
+
+    def on_stop():
+        binder.stop()
+        if notifier is not None:
+            notifier.stop()
 
     tasks = [
         service.PeriodicTask('conductor-heartbeat', heartbeat,
                              conf.heartbeat_interval),
         service.PeriodicTask(
             'conductor-placement-sync',
-            lambda: endpoint.sync_pending_hosts(
-                cyborg_context.get_admin_context()),
+            lambda: endpoint.sync_pending_hosts(admin()),
+            conf.periodic_interval, run_immediately=False),
+        service.PeriodicTask(
+            'conductor-bind-sweeper', lambda: endpoint.sweep_binds(admin()),
             conf.periodic_interval, run_immediately=False),
     ]
     return service.RPCService(transport, constants.CONDUCTOR_TOPIC, host,
-                              endpoint, periodic_tasks=tasks)
+                              endpoint, periodic_tasks=tasks,
+                              on_start=on_start, on_stop=on_stop)

@@ -1,0 +1,29 @@
+"""Client side of the agent RPC API."""
+
+from typing import Any
+
+from cyborg.common import constants
+from cyborg.common import rpc
+
+
+class AgentAPI:
+    """Calls the agent of one host. Version 1.0."""
+
+    def __init__(self, transport):
+        self._client = rpc.get_client(transport, constants.AGENT_TOPIC)
+
+    def prepare_attach_handle(self, context, host: str, driver: str | None,
+                              attach_type: str, attach_info: dict[str, Any],
+                              handle_uuid: str) -> None:
+        self._client.prepare(server=host).call(
+            context, 'prepare_attach_handle', driver=driver,
+            attach_type=attach_type, attach_info=attach_info,
+            handle_uuid=handle_uuid)
+
+    def release_attach_handle(self, context, host: str, driver: str | None,
+                              attach_type: str, attach_info: dict[str, Any],
+                              handle_uuid: str) -> None:
+        self._client.prepare(server=host).call(
+            context, 'release_attach_handle', driver=driver,
+            attach_type=attach_type, attach_info=attach_info,
+            handle_uuid=handle_uuid)
