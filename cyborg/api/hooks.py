@@ -25,6 +25,7 @@ class ContextHook(hooks.PecanHook):
         request = state.request
         request.context = cyborg_context.RequestContext.from_environ(
             request.environ)
+        request.conf = self._conf
         request.conductor_api = self._conductor_api
         request.authorizer = self._authorizer
         request.profile_cache = self._profile_cache

@@ -96,7 +96,7 @@ def _claim_of(session, row, handle_id: int) -> Claim:
                  handle.driver)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def claim_handle(context, uuid: str) -> Claim | None:
     """Claim a handle for a binding ARQ; None if the bind is over."""
     session = context.session
@@ -136,7 +136,7 @@ def claim_handle(context, uuid: str) -> Claim | None:
     return None
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def finish(context, uuid: str, failure: str | None = None) -> None:
     """Bound (or BindFailed with ``failure``) and the event for Nova."""
     session = context.session
@@ -163,7 +163,7 @@ def unfinished(context, owner: str | None = None,
     return [row.uuid for row in context.connection.execute(query)]
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def fail_stale(context, uuid: str, timeout: int) -> None:
     row = _lock_binding(context.session, uuid)
     if row is not None:

@@ -73,7 +73,7 @@ def report_state(context, host: str) -> tuple[str | None, int] | None:
     return None if row is None else (row.report_hash, row.pending_syncs)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,
                  failed_drivers: list[str]) -> DiffSummary | None:

@@ -133,13 +133,13 @@ def load_host_state(context, host: str) -> HostState | None:
                      service.compute_rp_uuid, desired, known)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def _save_compute_rp(context, service_id: int, rp_uuid: str) -> None:
     context.session.execute(sa.update(SERVICES).where(
         SERVICES.c.id == service_id).values(compute_rp_uuid=rp_uuid))
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def _save_provider(context, host: str, spec: ProviderSpec,
                    generation: int) -> None:
     session = context.session
@@ -153,13 +153,13 @@ def _save_provider(context, host: str, spec: ProviderSpec,
             uuid=spec.uuid, created_at=timeutils.utcnow(), **values))
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def _forget_provider(context, uuid: str) -> None:
     context.session.execute(sa.delete(PROVIDERS).where(
         PROVIDERS.c.uuid == uuid))
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def _mark_synced(context, service_id: int, seen: int) -> None:
     """Subtract the changes this sync saw; later ones stay pending."""
     context.session.execute(sa.update(SERVICES).where(
@@ -167,7 +167,7 @@ def _mark_synced(context, service_id: int, seen: int) -> None:
             pending_syncs=SERVICES.c.pending_syncs - seen))
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def request_sync(context, host: str) -> None:
     """Record that the host's providers must be written again."""
     context.session.execute(sa.update(SERVICES).where(

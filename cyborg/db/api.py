@@ -6,7 +6,9 @@ never hold ORM state across a transaction boundary.
 """
 
 from collections.abc import Sequence
+import functools
 import json
+import threading
 from typing import Any
 
 from oslo_db import exception as db_exc
@@ -19,6 +21,43 @@ from cyborg.db import models
 
 main_context_manager = enginefacade.transaction_context()
 
+
+class _SQLiteWriteLock:
+    """Serialises write transactions of this process on SQLite.
+
+    SQLite cannot upgrade two concurrent deferred transactions from
+    reading to writing (the second fails at once with "database is
+    locked"), and oslo.db begins them deferred. The all-in-one and unit
+    tests run several writers in threads, so on SQLite writes take turns;
+    other databases need no lock.
+    """
+
+    def __init__(self):
+        self.enabled = False
+        self._lock = threading.RLock()
+
+    def __enter__(self):
+        if self.enabled:
+            self._lock.acquire()
+
+    def __exit__(self, *exc_info):
+        if self.enabled:
+            self._lock.release()
+
+
+_sqlite_write_lock = _SQLiteWriteLock()
+
+
+def writer(fn):
+    """``main_context_manager.writer``, serialised on SQLite."""
+    transactional = main_context_manager.writer(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _sqlite_write_lock:
+            return transactional(*args, **kwargs)
+    return wrapper
+
 _DP = models.DeviceProfile.__table__
 _ARQ = models.ExtendedAcceleratorRequest.__table__
 
@@ -30,6 +69,8 @@ def configure(conf) -> None:
     point one process at a new database.
     """
     options = dict(conf.database.items())
+    _sqlite_write_lock.enabled = str(options.get('connection') or ''
+                                     ).startswith('sqlite')
     manager = enginefacade.transaction_context()
     manager.configure(sqlite_fk=True, **options)
     main_context_manager.patch_factory(manager)
@@ -83,7 +124,7 @@ def device_profile_get(context, *, uuid: str | None = None,
     return _dp_row_to_dict(row)
 
 
-@main_context_manager.writer
+@writer
 def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
     """Insert one device profile; name and uuid must be unused."""
     uuid = values.get('uuid') or uuidutils.generate_uuid()
@@ -108,7 +149,7 @@ def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
     return device_profile_get(context, uuid=uuid)
 
 
-@main_context_manager.writer
+@writer
 def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
     """Delete several profiles atomically.
 
@@ -138,7 +179,7 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
 _SERVICES = models.Service.__table__
 
 
-@main_context_manager.writer
+@writer
 def service_heartbeat(context, host: str, binary: str, now) -> None:
     """Record that ``binary`` on ``host`` is alive at ``now``."""
     session = context.session

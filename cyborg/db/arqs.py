@@ -72,7 +72,7 @@ def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
     return _to_dict(row)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def arq_create(context, device_profile_name: str,
                project_id: str | None) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically."""
@@ -144,7 +144,7 @@ _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 bind_started_at=None)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def arq_bind_start(context, bindings: dict[str, dict[str, str]],
                    project_id: str | None, owner: str) -> list[str]:
     """Move every ARQ to BindStarted, or none; the uuids to bind.
@@ -170,7 +170,7 @@ def arq_bind_start(context, bindings: dict[str, dict[str, str]],
     return jobs
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def arq_unbind(context, uuids: list[str], project_id: str | None) -> None:
     """Unbind ARQs and release their handles (idempotent per ARQ)."""
     session = context.session
@@ -181,7 +181,7 @@ def arq_unbind(context, uuids: list[str], project_id: str | None) -> None:
         _swap(session, row, states.UNBOUND, dict(_CLEARED))
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def arq_mark_deleting(context, uuids: list[str] | None,
                       instance_uuid: str | None,
                       project_id: str | None) -> list[str]:
@@ -205,7 +205,7 @@ def arq_mark_deleting(context, uuids: list[str] | None,
     return [row.uuid for row in rows]
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def arq_purge(context, uuids: list[str]) -> None:
     """Remove ARQs that reached Deleting."""
     if uuids:

@@ -62,7 +62,7 @@ def device_get(context, uuid: str) -> dict[str, Any]:
     return dict(row._mapping)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def device_set_status(context, uuid: str, status: str) -> dict[str, Any]:
     """Set a device's status; returns the device as it was before."""
     session = context.session
@@ -143,7 +143,7 @@ def attribute_get(context, uuid: str) -> dict[str, Any]:
     return dict(row._mapping)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
     session = context.session
     deployable = session.execute(sa.select(DEPLOYABLES.c.id).where(
@@ -166,7 +166,7 @@ def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
         ATTRIBUTES.c.uuid == uuid)).first()._mapping)
 
 
-@db_api.main_context_manager.writer
+@db_api.writer
 def attribute_delete(context, uuid: str) -> dict[str, Any]:
     """Delete an attribute; returns it."""
     session = context.session

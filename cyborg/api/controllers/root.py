@@ -5,6 +5,7 @@ from webob import exc as webob_exc
 
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
+from cyborg.api.controllers.v2 import arqs
 from cyborg.api.controllers.v2 import attributes
 from cyborg.api.controllers.v2 import deployables
 from cyborg.api.controllers.v2 import device_profiles
@@ -34,6 +35,7 @@ class RootController:
             devices.COLLECTION: devices.DevicesController(),
             deployables.COLLECTION: deployables.DeployablesController(),
             attributes.COLLECTION: attributes.AttributesController(),
+            arqs.COLLECTION: arqs.ARQsController(),
         }
 
     @pecan.expose()

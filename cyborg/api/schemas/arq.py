@@ -1,0 +1,43 @@
+"""JSON Schema of accelerator request (ARQ) requests.
+
+These check only the shape of a body; what the values mean (op kinds,
+paths, the fields a bind needs) is checked by the controller, which
+words its errors the way clients expect.
+"""
+
+CREATE = {
+    'type': 'object',
+    'properties': {
+        'device_profile_name': {'type': 'string', 'minLength': 1,
+                                'maxLength': 255},
+        # Accepted and ignored, as upstream does.
+        'device_profile_group_id': {},
+        'image_uuid': {},
+    },
+    'required': ['device_profile_name'],
+    'additionalProperties': False,
+}
+
+# One JSON-Patch-like operation; ``value`` is required for ``add`` only.
+OP = {
+    'type': 'object',
+    'properties': {
+        'op': {'type': 'string'},
+        'path': {'type': 'string'},
+        'value': {},
+    },
+    'required': ['op', 'path'],
+}
+
+OPS = {
+    'type': 'array',
+    'items': OP,
+    'minItems': 1,
+}
+
+# PATCH on the collection: ARQ uuid -> its operations.
+PATCH = {
+    'type': 'object',
+    'minProperties': 1,
+    'additionalProperties': OPS,
+}

@@ -1,0 +1,190 @@
+"""The ``nova_events`` outbox: Nova events waiting to be delivered.
+
+Life of a row:
+
+* :func:`enqueue` writes it in the transaction that resolves an ARQ's
+  bind (so the outcome and its event commit together), due at once;
+* a conductor's notifier :func:`claim_due` s it: a lease
+  (``claimed_by``, ``claimed_until``) that keeps other conductors off the
+  row while this one posts it to Nova;
+* the outcome is recorded with :func:`mark_sent`, :func:`mark_retry`
+  (due again at ``next_attempt_at``, lease dropped) or
+  :func:`mark_rejected`. A conductor that dies in between leaves a lease
+  that expires: the row is claimed again (delivery is at least once).
+
+A row is finished once ``sent_at`` is set. Delivered rows have
+``last_error`` NULL; rejected rows (Nova refused the event for good, e.g.
+the instance is gone) have ``last_error`` starting with
+:data:`REJECTED_PREFIX`. ``attempts`` counts the requests that carried the
+event.
+
+Times are naive UTC datetimes (``oslo_utils.timeutils.utcnow()``), passed
+in by the caller so tests control the clock.
+"""
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+from oslo_log import log as logging
+import sqlalchemy as sa
+
+from cyborg.db import api as db_api
+from cyborg.db import models
+
+LOG = logging.getLogger(__name__)
+
+EVENTS = models.NovaEvent.__table__
+STATUSES = ('completed', 'failed')
+REJECTED_PREFIX = 'rejected: '
+
+# Dialects whose SELECT ... FOR UPDATE SKIP LOCKED lets concurrent
+# claimers pass each other's rows instead of waiting for them.
+_SKIP_LOCKED_DIALECTS = ('postgresql', 'mysql', 'mariadb')
+
+
+def enqueue(connection, arq_uuid: str, instance_uuid: str, status: str,
+            now: datetime.datetime) -> None:
+    """Queue an ``accelerator-request-bound`` event, due at ``now``.
+
+    A plain INSERT on ``connection`` (a SQLAlchemy Connection or Session),
+    inside whatever transaction it is in: call it in the transaction that
+    records the bind's outcome, then wake the notifier once that
+    transaction has committed. ``status`` is ``'completed'`` or
+    ``'failed'``.
+    """
+    if status not in STATUSES:
+        raise ValueError('status must be one of %s, not %r'
+                         % (', '.join(STATUSES), status))
+    connection.execute(sa.insert(EVENTS).values(
+        arq_uuid=arq_uuid, instance_uuid=instance_uuid, status=status,
+        attempts=0, next_attempt_at=now, created_at=now))
+
+
+def _claimable(now: datetime.datetime):
+    """Rows due at ``now`` that nobody holds a live lease on."""
+    return sa.and_(
+        EVENTS.c.sent_at.is_(None),
+        EVENTS.c.next_attempt_at <= now,
+        sa.or_(EVENTS.c.claimed_until.is_(None),
+               EVENTS.c.claimed_until < now))
+
+
+def _row(row) -> dict[str, Any]:
+    return dict(row._mapping)
+
+
+@db_api.writer
+def claim_due(context, owner: str, now: datetime.datetime,
+              lease_seconds: float, limit: int) -> list[dict[str, Any]]:
+    """Lease up to ``limit`` due events to ``owner``; the leased rows.
+
+    Oldest due first (by ``next_attempt_at``, then id). On PostgreSQL and
+    MySQL the candidates are locked with FOR UPDATE SKIP LOCKED, so
+    concurrent claimers take disjoint rows without waiting. On SQLite
+    (one writer at a time) the UPDATE re-checks that each row is still
+    claimable; if its row count shows that another claimer got some
+    rows first, only the rows now leased to ``owner`` until this lease's
+    end are returned.
+    """
+    session = context.session
+    until = now + datetime.timedelta(seconds=lease_seconds)
+    query = (sa.select(EVENTS.c.id).where(_claimable(now))
+             .order_by(EVENTS.c.next_attempt_at, EVENTS.c.id).limit(limit))
+    if session.get_bind().dialect.name in _SKIP_LOCKED_DIALECTS:
+        query = query.with_for_update(skip_locked=True)
+    ids = [row.id for row in session.execute(query)]
+    if not ids:
+        return []
+    return _lease(session, ids, owner, now, until)
+
+
+def _lease(session, ids: Sequence[int], owner: str,
+           now: datetime.datetime, until: datetime.datetime
+           ) -> list[dict[str, Any]]:
+    """Lease the still-claimable rows among ``ids``; the leased rows."""
+    updated = session.execute(
+        sa.update(EVENTS)
+        .where(EVENTS.c.id.in_(list(ids)), _claimable(now))
+        .values(claimed_by=owner, claimed_until=until, updated_at=now)
+        .execution_options(synchronize_session=False)).rowcount
+    query = sa.select(EVENTS).where(EVENTS.c.id.in_(list(ids)))
+    if updated != len(ids):
+        LOG.debug('%s claimed %d of %d due Nova events; others were '
+                  'claimed meanwhile', owner, updated, len(ids))
+        query = query.where(EVENTS.c.claimed_by == owner,
+                            EVENTS.c.claimed_until == until)
+    query = query.order_by(EVENTS.c.next_attempt_at, EVENTS.c.id)
+    return [_row(row) for row in session.execute(query)]
+
+
+def _finish(context, ids: Sequence[int], now: datetime.datetime,
+            **values: Any) -> int:
+    if not ids:
+        return 0
+    return context.session.execute(
+        sa.update(EVENTS)
+        .where(EVENTS.c.id.in_(list(ids)), EVENTS.c.sent_at.is_(None))
+        .values(claimed_by=None, claimed_until=None, updated_at=now,
+                **values)
+        .execution_options(synchronize_session=False)).rowcount
+
+
+@db_api.writer
+def mark_sent(context, ids: Sequence[int], now: datetime.datetime) -> int:
+    """Nova took these events: finished. The number of rows changed."""
+    return _finish(context, ids, now, sent_at=now, last_error=None,
+                   attempts=EVENTS.c.attempts + 1)
+
+
+@db_api.writer
+def mark_retry(context, ids: Sequence[int], now: datetime.datetime,
+               error: str | None, next_attempt_at: datetime.datetime
+               ) -> int:
+    """Nova did not take these events: due again at ``next_attempt_at``.
+
+    Counts the attempt, records ``error`` and drops the lease. The number
+    of rows changed (finished rows are left alone).
+    """
+    return _finish(context, ids, now, next_attempt_at=next_attempt_at,
+                   last_error=error, attempts=EVENTS.c.attempts + 1)
+
+
+@db_api.writer
+def mark_rejected(context, ids: Sequence[int], now: datetime.datetime,
+                  error: str | None) -> int:
+    """Nova refused these events for good: finished, never retried.
+
+    ``sent_at`` is set and ``last_error`` is :data:`REJECTED_PREFIX` plus
+    ``error``. The number of rows changed.
+    """
+    return _finish(context, ids, now, sent_at=now,
+                   last_error=REJECTED_PREFIX + (error or 'no reason given'),
+                   attempts=EVENTS.c.attempts + 1)
+
+
+@db_api.writer
+def release(context, ids: Sequence[int], now: datetime.datetime) -> int:
+    """Drop the lease of unsent events without counting an attempt.
+
+    They are due again at once (``next_attempt_at`` is left alone).
+    """
+    return _finish(context, ids, now)
+
+
+@db_api.main_context_manager.reader.connection
+def pending_count(context) -> int:
+    """Events not finished yet (due, leased or waiting for a retry)."""
+    return context.connection.execute(
+        sa.select(sa.func.count()).select_from(EVENTS)
+        .where(EVENTS.c.sent_at.is_(None))).scalar()
+
+
+@db_api.main_context_manager.reader.connection
+def event_list(context, arq_uuid: str | None = None
+               ) -> list[dict[str, Any]]:
+    """Every event (of ``arq_uuid``), by id: for tests and diagnostics."""
+    query = sa.select(EVENTS).order_by(EVENTS.c.id)
+    if arq_uuid is not None:
+        query = query.where(EVENTS.c.arq_uuid == arq_uuid)
+    return [_row(row) for row in context.connection.execute(query)]

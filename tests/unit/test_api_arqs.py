@@ -1,0 +1,872 @@
+"""/v2/accelerator_requests through the assembled app, in process.
+
+Reads come from rows inserted into the migrated SQLite database; the
+conductor is a mock, so writes are checked by what reaches it.
+"""
+
+import datetime
+import json
+from unittest import mock
+
+from keystonemiddleware import opts as ksm_opts
+import pytest
+import sqlalchemy as sa
+import webob
+
+from cyborg.api import app as api_app
+from cyborg.common import arq_states as states
+from cyborg.common import exception
+from cyborg.db import models
+
+PATH = '/v2/accelerator_requests'
+ADMIN: dict[str, str] = {}  # noauth default: admin of the default project
+P1 = {'X-Project-Id': 'p1', 'X-Roles': 'member'}
+P2 = {'X-Project-Id': 'p2', 'X-Roles': 'member'}
+SERVICE = {'X-Service-Roles': 'service'}
+V2_1 = {'OpenStack-API-Version': 'accelerator 2.1'}
+
+RP = '11111111-1111-4111-8111-111111111111'
+INSTANCE = '22222222-2222-4222-8222-222222222222'
+OTHER_INSTANCE = '33333333-3333-4333-8333-333333333333'
+MISSING = '44444444-4444-4444-8444-444444444444'
+HANDLE = '55555555-5555-4555-8555-555555555555'
+OTHER_HANDLE = '55555555-5555-4555-8555-000000000002'
+CREATED = datetime.datetime(2026, 1, 2, 3, 4, 5)
+
+
+@pytest.fixture
+def conductor():
+    return mock.Mock()
+
+
+@pytest.fixture
+def app(conf, conductor, database):
+    conf.set_override('auth_strategy', 'noauth', group='api')
+    with mock.patch(
+        'cyborg.conductor.rpcapi.ConductorAPI', return_value=conductor
+    ):
+        return api_app.setup_app(conf, transport=object())
+
+
+@pytest.fixture
+def seed(database):
+    """A device profile and two PCI attach handles; returns their ids."""
+    with database.begin() as connection:
+        profile_id = connection.execute(
+            sa.insert(models.DeviceProfile).values(
+                uuid='66666666-6666-4666-8666-666666666666',
+                name='dp',
+                profile_json=json.dumps({'groups': [{'resources:FPGA': '1'}]}),
+            )
+        ).inserted_primary_key[0]
+        device_id = connection.execute(
+            sa.insert(models.Device).values(
+                uuid='77777777-7777-4777-8777-777777777777',
+                type='FPGA',
+                vendor='0x8086',
+                model='m',
+                hostname='h1',
+                address='0000:0c:00.0',
+            )
+        ).inserted_primary_key[0]
+        deployable_id = connection.execute(
+            sa.insert(models.Deployable).values(
+                uuid='88888888-8888-4888-8888-888888888888',
+                name='d',
+                num_accelerators=1,
+                device_id=device_id,
+                rp_uuid=RP,
+            )
+        ).inserted_primary_key[0]
+        cpid_id = connection.execute(
+            sa.insert(models.ControlpathID).values(
+                uuid='99999999-9999-4999-8999-999999999999',
+                device_id=device_id,
+                cpid_type='PCI',
+                cpid_info='{}',
+            )
+        ).inserted_primary_key[0]
+        handle_ids = [
+            connection.execute(
+                sa.insert(models.AttachHandle).values(
+                    uuid=uuid,
+                    deployable_id=deployable_id,
+                    cpid_id=cpid_id,
+                    in_use=True,
+                    attach_type='PCI',
+                    attach_info=json.dumps(
+                        {
+                            'domain': '0000',
+                            'bus': '0c',
+                            'device': 0,
+                            'function': index,
+                        }
+                    ),
+                )
+            ).inserted_primary_key[0]
+            for index, uuid in enumerate((HANDLE, OTHER_HANDLE))
+        ]
+    return {'profile_id': profile_id, 'handle_ids': handle_ids}
+
+
+def _uuid(number: int) -> str:
+    return '%08x-0000-4000-8000-000000000000' % number
+
+
+def _insert(
+    database,
+    seed,
+    number,
+    state=states.INITIAL,
+    project='p1',
+    instance=None,
+    handle=None,
+    group=0,
+):
+    """An ARQ row; bind fields are set when it has an instance, and
+    ``handle`` is the index of its attach handle in ``seed``."""
+    values = {
+        'uuid': _uuid(number),
+        'state': state,
+        'project_id': project,
+        'device_profile_id': seed['profile_id'],
+        'device_profile_group_id': group,
+        'created_at': CREATED,
+    }
+    if instance:
+        values.update(hostname='h1', device_rp_uuid=RP, instance_uuid=instance)
+    if handle is not None:
+        values['attach_handle_id'] = seed['handle_ids'][handle]
+    with database.begin() as connection:
+        connection.execute(
+            sa.insert(models.ExtendedAcceleratorRequest).values(**values)
+        )
+    return values['uuid']
+
+
+def _request(app, method, path, body=None, headers=None):
+    request = webob.Request.blank(
+        path, method=method, headers=dict(headers or {})
+    )
+    if body is not None:
+        request.body = (
+            body if isinstance(body, bytes) else json.dumps(body).encode()
+        )
+        request.content_type = 'application/json'
+    return request.get_response(app)
+
+
+def _fault(response) -> str:
+    return json.loads(response.json['error_message'])['faultstring']
+
+
+def _bind_ops(rp=RP, instance=INSTANCE, hostname='h1'):
+    return [
+        {'op': 'add', 'path': '/hostname', 'value': hostname},
+        {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
+        {'op': 'add', 'path': '/instance_uuid', 'value': instance},
+    ]
+
+
+UNBIND_OPS = [
+    {'op': 'remove', 'path': '/hostname'},
+    {'op': 'remove', 'path': '/device_rp_uuid'},
+    {'op': 'remove', 'path': '/instance_uuid'},
+]
+
+
+def _writes(conductor):
+    return [
+        conductor.arq_create.called,
+        conductor.arq_bind.called,
+        conductor.arq_unbind.called,
+        conductor.arq_delete.called,
+    ]
+
+
+# Reads
+
+
+def test_view_in_each_state(app, database, seed):
+    for number, state in enumerate(states.ALL, start=1):
+        bound_like = state not in (states.INITIAL, states.UNBOUND)
+        _insert(
+            database,
+            seed,
+            number,
+            state=state,
+            instance=INSTANCE if bound_like else None,
+            handle={states.BOUND: 0, states.UNBIND_FAILED: 1}.get(state),
+        )
+    response = _request(app, 'GET', PATH)
+    assert response.status_int == 200
+    arqs = {arq['state']: arq for arq in response.json['arqs']}
+    assert list(arqs) == list(states.ALL)
+    bound = arqs[states.BOUND]
+    assert bound == {
+        'uuid': _uuid(3),
+        'state': 'Bound',
+        'device_profile_name': 'dp',
+        'device_profile_group_id': 0,
+        'hostname': 'h1',
+        'device_rp_uuid': RP,
+        'instance_uuid': INSTANCE,
+        'project_id': 'p1',
+        'attach_handle_type': 'PCI',
+        'attach_handle_uuid': HANDLE,
+        'attach_handle_info': {
+            'domain': '0000',
+            'bus': '0c',
+            'device': '0',
+            'function': '0',
+        },
+        'links': [
+            {'href': 'http://localhost%s/%s' % (PATH, _uuid(3)), 'rel': 'self'}
+        ],
+        'created_at': '2026-01-02T03:04:05+00:00',
+        'updated_at': None,
+    }
+    for state, arq in arqs.items():
+        if state == states.BOUND:
+            continue
+        # Even with a handle still attached (UnbindFailed), only a Bound
+        # ARQ shows one.
+        assert arq['attach_handle_type'] == ''
+        assert arq['attach_handle_uuid'] is None
+        assert arq['attach_handle_info'] == {}
+    initial = arqs[states.INITIAL]
+    assert initial['hostname'] is None
+    assert initial['device_rp_uuid'] is None
+    assert initial['instance_uuid'] is None
+
+
+def test_get_one(app, database, seed):
+    uuid = _insert(database, seed, 1)
+    response = _request(app, 'GET', '%s/%s' % (PATH, uuid), headers=P1)
+    assert response.status_int == 200
+    assert response.json['uuid'] == uuid
+    assert response.json['state'] == 'Initial'
+    # Any UUID-like form finds it.
+    response = _request(app, 'GET', '%s/%s' % (PATH, uuid.upper()), headers=P1)
+    assert response.status_int == 200
+    response = _request(app, 'GET', PATH + '/not-a-uuid', headers=P1)
+    assert response.status_int == 400
+    response = _request(app, 'GET', '%s/%s' % (PATH, MISSING), headers=P1)
+    assert response.status_int == 404
+    assert _fault(response) == 'ExtArq not found with uuid=%s' % MISSING
+    response = _request(app, 'GET', '%s/%s?x=1' % (PATH, uuid), headers=P1)
+    assert response.status_int == 400
+
+
+def test_project_isolation(app, conductor, database, seed):
+    mine = _insert(database, seed, 1, project='p1')
+    theirs = _insert(database, seed, 2, project='p2', instance=INSTANCE)
+    listed = _request(app, 'GET', PATH, headers=P1).json['arqs']
+    assert [arq['uuid'] for arq in listed] == [mine]
+    listed = _request(app, 'GET', PATH, headers=P2).json['arqs']
+    assert [arq['uuid'] for arq in listed] == [theirs]
+    listed = _request(app, 'GET', PATH, headers=ADMIN).json['arqs']
+    assert [arq['uuid'] for arq in listed] == [mine, theirs]
+
+    one = '%s/%s' % (PATH, theirs)
+    response = _request(app, 'GET', one, headers=P1)
+    assert response.status_int == 404
+    assert _fault(response) == 'ExtArq not found with uuid=%s' % theirs
+    assert _request(app, 'GET', one, headers=ADMIN).status_int == 200
+
+    response = _request(app, 'GET', PATH + '?instance=' + INSTANCE, headers=P1)
+    assert response.json == {'arqs': []}
+
+    response = _request(
+        app, 'PATCH', one, _bind_ops(), headers={**P1, **SERVICE}
+    )
+    assert response.status_int == 404
+    response = _request(
+        app, 'PATCH', PATH, {theirs: UNBIND_OPS}, headers={**P1, **SERVICE}
+    )
+    assert response.status_int == 404
+    response = _request(app, 'DELETE', one, headers={**P1, **SERVICE})
+    assert response.status_int == 404
+    response = _request(
+        app, 'DELETE', PATH + '?arqs=' + theirs, headers={**P1, **SERVICE}
+    )
+    assert response.status_int == 404
+    assert _writes(conductor) == [False] * 4
+
+    response = _request(
+        app, 'PATCH', one, UNBIND_OPS, headers={**ADMIN, **SERVICE}
+    )
+    assert response.status_int == 202
+    conductor.arq_unbind.assert_called_once_with(mock.ANY, [theirs])
+
+
+def test_list_filters(app, database, seed):
+    first = _insert(
+        database, seed, 1, state=states.BOUND, instance=INSTANCE, handle=0
+    )
+    _insert(
+        database, seed, 2, state=states.BIND_STARTED, instance=OTHER_INSTANCE
+    )
+    failed = _insert(
+        database, seed, 3, state=states.BIND_FAILED, instance=OTHER_INSTANCE
+    )
+    _insert(database, seed, 4)
+
+    def uuids(query, headers=P1):
+        response = _request(app, 'GET', PATH + query, headers=headers)
+        assert response.status_int == 200, response.body
+        return [arq['uuid'] for arq in response.json['arqs']]
+
+    assert uuids('?instance=' + INSTANCE) == [first]
+    assert uuids('?instance=' + INSTANCE.upper()) == [first]
+    assert uuids('?bind_state=resolved') == [first, failed]
+    for query in (
+        '?instance=nope',
+        '?instance=',
+        '?bind_state=Bound',
+        '?bind_state=',
+        '?state=Bound',
+        '?instance=%s&instance=%s' % (INSTANCE, INSTANCE),
+    ):
+        response = _request(app, 'GET', PATH + query, headers=P1)
+        assert response.status_int == 400, query
+    response = _request(app, 'GET', PATH + '?instance=nope', headers=P1)
+    assert 'nope' in _fault(response)
+
+
+def test_resolved_for_an_instance(app, database, seed):
+    resolved = PATH + '?instance=%s&bind_state=resolved'
+    bound = _insert(
+        database, seed, 1, state=states.BOUND, instance=INSTANCE, handle=0
+    )
+    pending = _insert(
+        database, seed, 2, state=states.BIND_STARTED, instance=INSTANCE
+    )
+    response = _request(app, 'GET', resolved % INSTANCE, headers=P1)
+    assert response.status_int == 423
+    assert response.body == b'{"error_message": "null"}'
+    assert response.content_type == 'application/json'
+
+    with database.begin() as connection:
+        connection.execute(
+            sa.update(models.ExtendedAcceleratorRequest)
+            .where(models.ExtendedAcceleratorRequest.uuid == pending)
+            .values(state=states.BIND_FAILED)
+        )
+    response = _request(app, 'GET', resolved % INSTANCE, headers=P1)
+    assert response.status_int == 200
+    assert [arq['uuid'] for arq in response.json['arqs']] == [bound, pending]
+
+    response = _request(app, 'GET', resolved % OTHER_INSTANCE, headers=P1)
+    assert response.status_int == 200
+    assert response.json == {'arqs': []}
+
+
+# Create
+
+
+def test_create(app, conductor, database, seed):
+    conductor.arq_create.return_value = [
+        {
+            'uuid': _uuid(1),
+            'state': 'Initial',
+            'device_profile_name': 'dp',
+            'device_profile_group_id': 0,
+            'hostname': None,
+            'device_rp_uuid': None,
+            'instance_uuid': None,
+            'project_id': 'p1',
+            'attach_handle_uuid': None,
+            'attach_handle_type': None,
+            'attach_handle_info': {},
+            'created_at': '2026-01-01T00:00:00',
+            'updated_at': None,
+        }
+    ]
+    body = {
+        'device_profile_name': 'dp',
+        'device_profile_group_id': 0,
+        'image_uuid': None,
+    }
+    response = _request(app, 'POST', PATH, body, headers=P1)
+    assert response.status_int == 201
+    conductor.arq_create.assert_called_once_with(mock.ANY, 'dp')
+    context = conductor.arq_create.call_args[0][0]
+    assert context.project_id == 'p1'
+    arq = response.json['arqs'][0]
+    assert arq['attach_handle_type'] == ''
+    assert arq['created_at'] == '2026-01-01T00:00:00+00:00'
+    assert arq['links'][0]['href'].endswith('%s/%s' % (PATH, _uuid(1)))
+
+
+def test_create_empty_and_missing_profile(app, conductor, database):
+    conductor.arq_create.return_value = []
+    response = _request(app, 'POST', PATH, {'device_profile_name': 'dp'})
+    assert response.status_int == 201
+    assert response.json == {'arqs': []}
+    conductor.arq_create.side_effect = exception.DeviceProfileNotFound(
+        key='name', value='dp'
+    )
+    response = _request(app, 'POST', PATH, {'device_profile_name': 'dp'})
+    assert response.status_int == 404
+    assert _fault(response) == 'Device Profile not found with name=dp'
+
+
+@pytest.mark.parametrize(
+    'body',
+    [
+        {},
+        {'device_profile_group_id': 0},
+        [{'device_profile_name': 'dp'}],
+        {'device_profile_name': 'dp', 'extra': 1},
+        {'device_profile_name': ''},
+        {'device_profile_name': 7},
+        {'device_profile_name': None},
+        None,
+        b'{not json',
+        b'',
+    ],
+)
+def test_create_rejects(app, conductor, body):
+    if body is None:
+        body = b'null'
+    response = _request(app, 'POST', PATH, body, headers=P1)
+    assert response.status_int == 400, body
+    assert not conductor.arq_create.called
+
+
+def test_create_needs_a_member(app, conductor, database):
+    response = _request(
+        app,
+        'POST',
+        PATH,
+        {'device_profile_name': 'dp'},
+        headers={'X-Project-Id': 'p1', 'X-Roles': 'reader'},
+    )
+    assert response.status_int == 403
+    assert not conductor.arq_create.called
+
+
+# Bind and unbind
+
+
+def test_both_patch_shapes_bind_the_same(app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    headers = {**P1, **SERVICE}
+    expected = {
+        uuid: {
+            'hostname': 'h1',
+            'device_rp_uuid': RP,
+            'instance_uuid': INSTANCE,
+        }
+    }
+    ops = _bind_ops(rp=RP.upper(), instance=INSTANCE.upper())
+    response = _request(
+        app, 'PATCH', PATH, {uuid.upper(): ops}, headers=headers
+    )
+    assert response.status_int == 202
+    assert response.body == b''
+    conductor.arq_bind.assert_called_once_with(mock.ANY, expected)
+
+    for path, body in (
+        ('%s/%s' % (PATH, uuid), ops),
+        # openstacksdk sends the collection's object to the member path.
+        ('%s/%s' % (PATH, uuid), {uuid: ops}),
+    ):
+        conductor.arq_bind.reset_mock()
+        response = _request(app, 'PATCH', path, body, headers=headers)
+        assert response.status_int == 202
+        conductor.arq_bind.assert_called_once_with(mock.ANY, expected)
+    assert not conductor.arq_unbind.called
+
+
+def test_unbind(app, conductor, database, seed):
+    first = _insert(
+        database, seed, 1, state=states.BOUND, instance=INSTANCE, handle=0
+    )
+    second = _insert(
+        database, seed, 2, state=states.BIND_FAILED, instance=INSTANCE
+    )
+    response = _request(
+        app,
+        'PATCH',
+        PATH,
+        {first: UNBIND_OPS, second: UNBIND_OPS[:1]},
+        headers={**P1, **SERVICE},
+    )
+    assert response.status_int == 202
+    conductor.arq_unbind.assert_called_once_with(mock.ANY, [first, second])
+    assert not conductor.arq_bind.called
+
+
+def test_bind_many(app, conductor, database, seed):
+    first = _insert(database, seed, 1)
+    second = _insert(database, seed, 2)
+    response = _request(
+        app,
+        'PATCH',
+        PATH,
+        {first: _bind_ops(), second: _bind_ops(hostname='h2')},
+        headers={**P1, **SERVICE},
+    )
+    assert response.status_int == 202
+    bindings = conductor.arq_bind.call_args[0][1]
+    assert bindings[first]['hostname'] == 'h1'
+    assert bindings[second]['hostname'] == 'h2'
+
+
+def test_conductor_conflict_is_409(app, conductor, database, seed):
+    uuid = _insert(
+        database, seed, 1, state=states.BOUND, instance=INSTANCE, handle=0
+    )
+    conductor.arq_bind.side_effect = exception.ARQBadState(
+        state='Bound', uuid=uuid, expected=['Initial', 'Unbound']
+    )
+    response = _request(
+        app, 'PATCH', PATH, {_uuid(1): _bind_ops()}, headers={**P1, **SERVICE}
+    )
+    assert response.status_int == 409
+
+
+def _ops_without(field):
+    return [op for op in _bind_ops() if op['path'] != '/' + field]
+
+
+def _ops_with(field, value):
+    return [
+        dict(op, value=value) if op['path'] == '/' + field else op
+        for op in _bind_ops()
+    ]
+
+
+A = _uuid(1)
+B = _uuid(2)
+
+BAD_PATCHES = [
+    ({}, 'body'),
+    ([], 'body'),
+    ({A: []}, 'non-empty'),
+    ({A: {}}, 'array'),
+    ({A: 'x'}, 'array'),
+    ({A: ['x']}, 'object'),
+    ({A: [{'op': 'add', 'value': 'h'}]}, "'path' is a required"),
+    ({A: [{'path': '/hostname', 'value': 'h'}]}, "'op' is a required"),
+    ({'not-a-uuid': _bind_ops()}, 'Expected a uuid'),
+    ({A: _bind_ops()[:2] + UNBIND_OPS[2:]}, 'Every op must be add or remove'),
+    (
+        {A: [dict(op, op='replace') for op in _bind_ops()]},
+        'Every op must be add or remove',
+    ),
+    (
+        {A: _bind_ops() + [{'op': 'add', 'path': '/state', 'value': 'x'}]},
+        'Invalid path in patch /state',
+    ),
+    (
+        {A: UNBIND_OPS + [{'op': 'remove', 'path': 'hostname'}]},
+        'Invalid path in patch hostname',
+    ),
+    (
+        {A: [{'op': 'add', 'path': '/hostname'}] + _bind_ops()[1:]},
+        'Missing value for /hostname',
+    ),
+    ({A: _ops_without('hostname')}, 'Fields absent in patch hostname'),
+    (
+        {A: _bind_ops()[:1]},
+        'Fields absent in patch device_rp_uuid,instance_uuid',
+    ),
+    (
+        {A: _ops_with('instance_uuid', None)},
+        'Fields absent in patch instance_uuid',
+    ),
+    (
+        {A: _ops_with('device_rp_uuid', 'rp')},
+        'Invalid values in patch for device_rp_uuid',
+    ),
+    (
+        {A: _ops_with('instance_uuid', 7)},
+        'Invalid values in patch for instance_uuid',
+    ),
+    ({A: _ops_with('hostname', '')}, 'Invalid values in patch for hostname'),
+    (
+        {A: _ops_with('hostname', 'h' * 256)},
+        'Invalid values in patch for hostname',
+    ),
+    (
+        {A: _ops_with('hostname', ['h'])},
+        'Invalid values in patch for hostname',
+    ),
+    ({A: _bind_ops() + _bind_ops()[:1]}, 'Duplicate path in patch /hostname'),
+    ({A: _bind_ops(), B: UNBIND_OPS}, 'either bind or unbind'),
+    ({A: UNBIND_OPS, B: _bind_ops()}, 'either bind or unbind'),
+    (
+        {A: _bind_ops(), A.replace('-', ''): _bind_ops()},
+        'given more than once',
+    ),
+]
+
+
+@pytest.mark.parametrize('body,message', BAD_PATCHES)
+def test_patch_rejects(app, conductor, database, seed, body, message):
+    _insert(database, seed, 1)
+    _insert(database, seed, 2)
+    response = _request(app, 'PATCH', PATH, body, headers={**P1, **SERVICE})
+    assert response.status_int == 400, response.body
+    assert message in _fault(response)
+    assert _writes(conductor) == [False] * 4
+
+
+@pytest.mark.parametrize(
+    'path,body',
+    [
+        (PATH + '/not-a-uuid', _bind_ops()),
+        ('%s/%s' % (PATH, A), {B: _bind_ops()}),
+        ('%s/%s' % (PATH, A), {A: _bind_ops(), B: _bind_ops()}),
+        ('%s/%s' % (PATH, A), []),
+        ('%s/%s' % (PATH, A), 'x'),
+        ('%s/%s' % (PATH, A), None),
+        ('%s/%s?x=1' % (PATH, A), _bind_ops()),
+        (PATH, None),
+    ],
+)
+def test_member_patch_rejects(app, conductor, database, seed, path, body):
+    _insert(database, seed, 1)
+    _insert(database, seed, 2)
+    data = b'null' if body is None else body
+    response = _request(app, 'PATCH', path, data, headers={**P1, **SERVICE})
+    assert response.status_int == 400, response.body
+    assert _writes(conductor) == [False] * 4
+
+
+def test_patch_needs_a_service_token_first(app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    for body in (
+        {uuid: _bind_ops()},
+        {uuid: UNBIND_OPS},
+        # Malformed bodies do not tell a caller without a token why.
+        {uuid: []},
+        {},
+        b'{not json',
+    ):
+        response = _request(app, 'PATCH', PATH, body, headers=P1)
+        assert response.status_int == 403, body
+        assert _fault(response) == exception.ServiceTokenRequired().message
+    response = _request(
+        app,
+        'PATCH',
+        PATH,
+        {uuid: _bind_ops()},
+        headers={**P1, 'X-Service-Roles': 'reader'},
+    )
+    assert response.status_int == 403
+    # A service role on the user's own token is not a service token.
+    response = _request(
+        app,
+        'PATCH',
+        PATH,
+        {uuid: _bind_ops()},
+        headers={'X-Project-Id': 'p1', 'X-Roles': 'member,service'},
+    )
+    assert response.status_int == 403
+    assert _writes(conductor) == [False] * 4
+
+
+def test_policy_comes_before_the_service_token(app, conductor):
+    response = _request(
+        app,
+        'PATCH',
+        PATH,
+        b'{not json',
+        headers={'X-Project-Id': 'p1', 'X-Roles': 'reader'},
+    )
+    assert response.status_int == 403
+    assert _fault(response) == (
+        'Access was denied to the following resource: cyborg:arq:update'
+    )
+
+
+def test_service_token_roles_come_from_config(
+    app, conf, conductor, database, seed
+):
+    for group, opts in ksm_opts.list_auth_token_opts():
+        conf.register_opts(opts, group=group)
+    conf.set_override(
+        'service_token_roles', ['nova_svc'], group='keystone_authtoken'
+    )
+    uuid = _insert(database, seed, 1)
+    response = _request(
+        app, 'PATCH', PATH, {uuid: _bind_ops()}, headers={**P1, **SERVICE}
+    )
+    assert response.status_int == 403
+    response = _request(
+        app,
+        'PATCH',
+        PATH,
+        {uuid: _bind_ops()},
+        headers={**P1, 'X-Service-Roles': 'reader,Nova_Svc'},
+    )
+    assert response.status_int == 202
+    conf.clear_override('service_token_roles', group='keystone_authtoken')
+
+
+def test_project_id_needs_2_1_and_an_admin(app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    ops = _bind_ops() + [{'op': 'add', 'path': '/project_id', 'value': 'p9'}]
+    response = _request(
+        app, 'PATCH', PATH, {uuid: ops}, headers={**ADMIN, **SERVICE}
+    )
+    assert response.status_int == 406
+    assert _fault(response) == (
+        'Request not acceptable. The minimal required API version should '
+        'be 2.1'
+    )
+    response = _request(
+        app, 'PATCH', PATH, {uuid: ops}, headers={**P1, **SERVICE, **V2_1}
+    )
+    assert response.status_int == 403
+    assert _fault(response) == (
+        'Access was denied to the following resource: cyborg:arq:update'
+    )
+    assert _writes(conductor) == [False] * 4
+
+    response = _request(
+        app, 'PATCH', PATH, {uuid: ops}, headers={**ADMIN, **SERVICE, **V2_1}
+    )
+    assert response.status_int == 202
+    conductor.arq_bind.assert_called_once_with(
+        mock.ANY,
+        {
+            uuid: {
+                'hostname': 'h1',
+                'device_rp_uuid': RP,
+                'instance_uuid': INSTANCE,
+                'project_id': 'p9',
+            }
+        },
+    )
+
+    # A null project_id means the default, as if it were not given.
+    conductor.arq_bind.reset_mock()
+    ops[-1]['value'] = None
+    response = _request(
+        app, 'PATCH', PATH, {uuid: ops}, headers={**ADMIN, **SERVICE, **V2_1}
+    )
+    assert response.status_int == 202
+    binding = conductor.arq_bind.call_args[0][1][uuid]
+    assert 'project_id' not in binding
+
+    ops[-1]['value'] = 5
+    response = _request(
+        app, 'PATCH', PATH, {uuid: ops}, headers={**ADMIN, **SERVICE, **V2_1}
+    )
+    assert response.status_int == 400
+    assert 'project_id' in _fault(response)
+
+
+# Delete
+
+
+def test_delete_by_uuids(app, conductor, database, seed):
+    first = _insert(database, seed, 1)
+    second = _insert(database, seed, 2)
+    response = _request(
+        app,
+        'DELETE',
+        '%s?arqs=%s,%s,%s' % (PATH, first, second, first),
+        headers=P1,
+    )
+    assert response.status_int == 204
+    assert response.body == b''
+    conductor.arq_delete.assert_called_once_with(
+        mock.ANY, uuids=[first, second]
+    )
+
+
+def test_delete_by_path(app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    response = _request(
+        app, 'DELETE', '%s/%s' % (PATH, uuid.upper()), headers=P1
+    )
+    assert response.status_int == 204
+    conductor.arq_delete.assert_called_once_with(mock.ANY, uuids=[uuid])
+
+
+def test_delete_missing_deletes_nothing(app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    response = _request(
+        app, 'DELETE', '%s?arqs=%s,%s' % (PATH, uuid, MISSING), headers=P1
+    )
+    assert response.status_int == 404
+    assert _fault(response) == 'ExtArq not found with uuid=%s' % MISSING
+    assert not conductor.arq_delete.called
+
+
+def test_delete_bound_needs_a_service_token(app, conductor, database, seed):
+    free = _insert(database, seed, 1)
+    bound = _insert(
+        database, seed, 2, state=states.BOUND, instance=INSTANCE, handle=0
+    )
+    query = '%s?arqs=%s,%s' % (PATH, free, bound)
+    response = _request(app, 'DELETE', query, headers=P1)
+    assert response.status_int == 403
+    assert _fault(response) == (
+        'ARQ %s is bound to instance %s. Use the Compute API to manage '
+        'instance accelerators.' % (bound, INSTANCE)
+    )
+    assert not conductor.arq_delete.called
+    response = _request(app, 'DELETE', query, headers={**P1, **SERVICE})
+    assert response.status_int == 204
+    conductor.arq_delete.assert_called_once_with(mock.ANY, uuids=[free, bound])
+
+
+def test_delete_by_instance(app, conductor, database, seed):
+    query = PATH + '?instance=' + INSTANCE.upper()
+    response = _request(app, 'DELETE', query, headers=P1)
+    assert response.status_int == 403
+    assert _fault(response) == exception.ServiceTokenRequired().message
+    assert not conductor.arq_delete.called
+    # Idempotent: the conductor is asked even when nothing is visible.
+    response = _request(app, 'DELETE', query, headers={**P1, **SERVICE})
+    assert response.status_int == 204
+    conductor.arq_delete.assert_called_once_with(
+        mock.ANY, instance_uuid=INSTANCE
+    )
+
+
+@pytest.mark.parametrize(
+    'path',
+    [
+        PATH,
+        '%s?arqs=%s&instance=%s' % (PATH, A, INSTANCE),
+        '%s?arqs=' % PATH,
+        '%s?arqs=%s,' % (PATH, A),
+        '%s?arqs=%s,nope' % (PATH, A),
+        '%s?instance=nope' % PATH,
+        '%s?value=%s' % (PATH, A),
+        '%s/%s?arqs=%s' % (PATH, A, A),
+        '%s/%s?instance=%s' % (PATH, A, INSTANCE),
+        '%s/nope' % PATH,
+    ],
+)
+def test_delete_rejects(app, conductor, database, seed, path):
+    _insert(database, seed, 1)
+    response = _request(app, 'DELETE', path, headers={**P1, **SERVICE})
+    assert response.status_int == 400, path
+    assert not conductor.arq_delete.called
+
+
+def test_delete_needs_a_member(app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    response = _request(
+        app,
+        'DELETE',
+        '%s/%s' % (PATH, uuid),
+        headers={'X-Project-Id': 'p1', 'X-Roles': 'reader'},
+    )
+    assert response.status_int == 403
+    assert not conductor.arq_delete.called
+
+
+def test_unsupported_methods(app):
+    response = _request(app, 'POST', '%s/%s' % (PATH, A))
+    assert response.status_int == 405
+    assert response.headers['Allow'] == 'DELETE, GET, PATCH'
