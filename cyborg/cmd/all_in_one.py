@@ -16,12 +16,14 @@ from cyborg.agent import discovery
 from cyborg.agent import service as agent_service
 from cyborg.api import app as api_app
 from cyborg.common import config
+from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import embedded_placement
 from cyborg.common import rpc
 from cyborg.common import service
 from cyborg.common import wsgi_server
+from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conf import CONF
 from cyborg.db import api as db_api
@@ -99,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     embedded_placement.ensure_compute_node(
         placement.client(), discovery.resource_provider_name(CONF))
     transport = rpc.get_transport(CONF)
+    notifier = nova_notifier.Notifier(
+        CONF.host, CONF, lambda: nova_client.client_from_conf(CONF))
     services = [
         conductor_service.create(
             CONF, transport,
             lambda: placement_client.PlacementClient.for_endpoint(
-                placement.url)),
+                placement.url), notifier=notifier),
         agent_service.create(CONF, transport),
     ]
     for svc in services:

@@ -2,9 +2,11 @@
 
 import sys
 
+from cyborg.clients import nova as nova_client
 from cyborg.common import config
 from cyborg.common import rpc
 from cyborg.common import service
+from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conf import CONF
 from cyborg.db import api as db_api
@@ -14,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     config.prepare_service(argv or sys.argv)
     db_api.configure(CONF)
     transport = rpc.get_transport(CONF)
-    conductor = conductor_service.create(CONF, transport)
+    notifier = nova_notifier.Notifier(
+        CONF.host, CONF, lambda: nova_client.NovaClient.from_conf(CONF))
+    conductor = conductor_service.create(CONF, transport, notifier=notifier)
     conductor.start()
     service.wait_for_signal()
     conductor.stop()

@@ -62,6 +62,7 @@ def create(conf: cfg.ConfigOpts, transport,
         binder.stop()
         if notifier is not None:
             notifier.stop()
+            notifier.wait(10)
 
     tasks = [
         service.PeriodicTask('conductor-heartbeat', heartbeat,

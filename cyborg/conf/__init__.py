@@ -8,10 +8,11 @@ from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import nova
 from cyborg.conf import placement
 
 CONF = cfg.CONF
 
-for _module in (default, api, conductor, agent, fake_driver, placement,
+for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 database):
     _module.register_opts(CONF)

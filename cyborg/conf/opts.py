@@ -9,9 +9,10 @@ from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import nova
 from cyborg.conf import placement
 
-_MODULES = (default, api, conductor, agent, fake_driver, placement)
+_MODULES = (default, api, conductor, agent, fake_driver, placement, nova)
 
 
 def list_opts():

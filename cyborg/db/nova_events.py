@@ -18,8 +18,10 @@ the instance is gone) have ``last_error`` starting with
 :data:`REJECTED_PREFIX`. ``attempts`` counts the requests that carried the
 event.
 
-Times are naive UTC datetimes (``oslo_utils.timeutils.utcnow()``), passed
-in by the caller so tests control the clock.
+Writers go through :func:`cyborg.db.api.writer` (serialised per process
+on SQLite). Times are naive UTC datetimes
+(``oslo_utils.timeutils.utcnow()``), passed in by the caller so tests
+control the clock.
 """
 
 import datetime
@@ -170,6 +172,26 @@ def release(context, ids: Sequence[int], now: datetime.datetime) -> int:
     They are due again at once (``next_attempt_at`` is left alone).
     """
     return _finish(context, ids, now)
+
+
+@db_api.writer
+def record_outcomes(context, now: datetime.datetime,
+                    sent: Sequence[int] = (),
+                    rejected: Sequence[tuple[Sequence[int], str | None]] = (),
+                    retry: Sequence[tuple[Sequence[int], str | None,
+                                          datetime.datetime]] = ()) -> None:
+    """The outcomes of one batch, in one transaction.
+
+    ``sent`` ids as in :func:`mark_sent`; ``rejected`` (ids, error) pairs
+    as in :func:`mark_rejected`; ``retry`` (ids, error, next_attempt_at)
+    triples as in :func:`mark_retry`.
+    """
+    if sent:
+        mark_sent(context, sent, now)
+    for ids, error in rejected:
+        mark_rejected(context, ids, now, error)
+    for ids, error, next_attempt_at in retry:
+        mark_retry(context, ids, now, error, next_attempt_at)
 
 
 @db_api.main_context_manager.reader.connection

@@ -1,0 +1,265 @@
+"""Delivers the ``nova_events`` outbox to Nova.
+
+Every conductor runs one :class:`Notifier`: a daemon thread that claims
+due events (:func:`cyborg.db.nova_events.claim_due`, leased to the
+conductor's host), posts each batch to Nova in one request and records
+each event's outcome. It runs when woken (:meth:`Notifier.wake`, called
+after a bind's transaction commits) and otherwise every ``[nova]
+poll_interval`` seconds, and loops at once while full batches keep coming.
+
+Events Nova could not take are retried with exponential backoff
+(``retry_interval`` doubled per attempt, capped at ``retry_max_interval``,
+minus up to 20% jitter); events Nova refused are never retried. Nothing
+kills the thread: a failing client, database or Nova is logged and backed
+off from.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from cyborg.clients import nova as nova_client
+from cyborg import context as cyborg_context
+from cyborg.db import nova_events
+
+LOG = logging.getLogger(__name__)
+
+# Fraction of a backoff delay taken off at random, so that events (and
+# conductors) that failed together do not retry in lockstep.
+JITTER = 0.2
+
+
+class ClientUnavailable(Exception):
+    """The client factory failed; nothing was claimed."""
+
+
+class EventSender(Protocol):
+    def send_events(self, events: list[dict[str, Any]]
+                    ) -> dict[str, str]: ...
+
+
+def backoff(attempts: int, interval: float, max_interval: float,
+            rng: random.Random | None = None) -> float:
+    """Seconds to wait after the ``attempts``-th failed attempt (>= 1).
+
+    ``interval * 2 ** (attempts - 1)``, at most ``max_interval``, less a
+    random jitter of up to :data:`JITTER` of it.
+    """
+    exponent = min(max(attempts - 1, 0), 32)
+    delay = min(max_interval, interval * 2 ** exponent)
+    return delay * (1.0 - JITTER * (rng or random).random())
+
+
+class Notifier:
+    """The conductor's Nova event sender; see the module docstring.
+
+    ``conf`` needs the ``[nova]`` group (:mod:`cyborg.conf.nova`);
+    ``client_factory`` builds the client (anything with ``send_events``,
+    e.g. :class:`cyborg.clients.nova.NovaClient`) on first use and again
+    after it failed to. ``start``/``stop``/``wait`` match
+    :class:`cyborg.common.service.PeriodicTask`, so an RPCService can run
+    a notifier as one of its periodic tasks.
+    """
+
+    def __init__(self, host: str, conf,
+                 client_factory: Callable[[], EventSender],
+                 clock: Callable[[], datetime.datetime] = timeutils.utcnow,
+                 rng: random.Random | None = None):
+        self.host = host
+        self.name = 'nova-notifier'
+        self._conf = conf
+        self._client_factory = client_factory
+        self._client: EventSender | None = None
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failures = 0
+        # Counters, for tests and logs.
+        self.sent = 0
+        self.retried = 0
+        self.rejected = 0
+        self.requests = 0
+
+    # Life cycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread (once); it sends what is due at once."""
+        if self._thread is not None:
+            return
+        nova = self._conf.nova
+        if nova.timeout is not None and nova.timeout >= nova.claim_timeout:
+            LOG.warning('[nova] timeout (%ss) is not below claim_timeout '
+                        '(%ss): a slow Nova may get an event twice',
+                        nova.timeout, nova.claim_timeout)
+        self._stop.clear()
+        self._wake.set()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name='nova-notifier-%s' % self.host)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to stop after the batch in flight, if any."""
+        self._stop.set()
+        self._wake.set()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end (after :meth:`stop`)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wake(self) -> None:
+        """Send what is due now; cheap, thread-safe, never blocks.
+
+        Call it after the transaction that enqueued an event committed.
+        """
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # The loop ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        LOG.info('Nova notifier of %s started', self.host)
+        while not self._stop.is_set():
+            self._wake.wait(self._conf.nova.poll_interval)
+            self._wake.clear()
+            while not self._stop.is_set():
+                try:
+                    claimed = self.run_once()
+                except ClientUnavailable as e:
+                    self._failures += 1
+                    delay = self._loop_backoff()
+                    LOG.error('Cannot build the Nova client (%s); events '
+                              'stay queued, next try in %.1fs', e, delay)
+                    self._stop.wait(delay)
+                    break
+                except Exception:
+                    self._failures += 1
+                    delay = self._loop_backoff()
+                    LOG.exception('Nova notifier of %s failed; next try in '
+                                  '%.1fs', self.host, delay)
+                    self._stop.wait(delay)
+                    break
+                self._failures = 0
+                if claimed < self._conf.nova.events_batch_size:
+                    break
+        LOG.info('Nova notifier of %s stopped', self.host)
+
+    def _loop_backoff(self) -> float:
+        nova = self._conf.nova
+        return backoff(self._failures, max(nova.retry_interval,
+                                           nova.poll_interval),
+                       max(nova.retry_max_interval, nova.poll_interval),
+                       self._rng)
+
+    def _get_client(self) -> EventSender:
+        if self._client is None:
+            try:
+                self._client = self._client_factory()
+            except Exception as e:
+                raise ClientUnavailable('%s: %s' % (type(e).__name__, e))
+        return self._client
+
+    def run_once(self) -> int:
+        """Claim, send and settle one batch; the number of events claimed.
+
+        Raises :class:`ClientUnavailable` if the client cannot be built
+        (nothing is claimed then), or the database's error; a failing
+        ``send_events`` is a retry of the batch.
+        """
+        nova = self._conf.nova
+        client = self._get_client()
+        context = cyborg_context.get_admin_context()
+        rows = nova_events.claim_due(context, self.host, self._clock(),
+                                     nova.claim_timeout,
+                                     nova.events_batch_size)
+        if not rows:
+            return 0
+        # One event per ARQ per request: results are keyed by ARQ uuid and
+        # a later event of the same ARQ must not overtake an earlier one.
+        batch: dict[str, dict[str, Any]] = {}
+        later = []
+        for row in rows:
+            if row['arq_uuid'] in batch:
+                later.append(row['id'])
+            else:
+                batch[row['arq_uuid']] = row
+        if later:
+            nova_events.release(context, later, self._clock())
+        events = [nova_client.make_event(row['arq_uuid'],
+                                         row['instance_uuid'], row['status'])
+                  for row in batch.values()]
+        started = time.monotonic()
+        self.requests += 1
+        try:
+            results = client.send_events(events)
+        except Exception as e:
+            LOG.exception('Sending %d event(s) to Nova failed', len(events))
+            self._client = None  # built again next time
+            results = {tag: nova_client.EventResult(
+                nova_client.RETRY, '%s: %s' % (type(e).__name__, e))
+                for tag in batch}
+        elapsed = time.monotonic() - started
+        if elapsed >= nova.claim_timeout:
+            LOG.warning('Sending %d event(s) to Nova took %.1fs, longer '
+                        'than [nova] claim_timeout: another conductor may '
+                        'have sent them too', len(events), elapsed)
+        self._settle(context, batch, results)
+        return len(rows)
+
+    def _settle(self, context, batch: dict[str, dict[str, Any]],
+                results: dict[str, str]) -> None:
+        """Record each event's outcome, all in one transaction.
+
+        Events to retry are grouped by attempt count (one jittered delay
+        per group), rejected ones by reason: a few UPDATEs per batch.
+        """
+        nova = self._conf.nova
+        now = self._clock()
+        sent = []
+        rejected: dict[str | None, list[int]] = {}
+        retry: dict[tuple[int, str | None], list[int]] = {}
+        for tag, row in batch.items():
+            result = results.get(tag)
+            detail = getattr(result, 'detail', None)
+            if result == nova_client.SENT:
+                sent.append(row['id'])
+            elif result == nova_client.REJECTED:
+                rejected.setdefault(detail, []).append(row['id'])
+            else:
+                if result is None:
+                    detail = 'Nova client gave no outcome for this event'
+                retry.setdefault((row['attempts'] + 1, detail),
+                                 []).append(row['id'])
+        retries = []
+        for (attempts, detail), ids in retry.items():
+            delay = backoff(attempts, nova.retry_interval,
+                            nova.retry_max_interval, self._rng)
+            retries.append((ids, detail,
+                            now + datetime.timedelta(seconds=delay)))
+        nova_events.record_outcomes(
+            context, now, sent=sent,
+            rejected=[(ids, detail) for detail, ids in rejected.items()],
+            retry=retries)
+        retried = sum(len(ids) for ids in retry.values())
+        dropped = sum(len(ids) for ids in rejected.values())
+        self.sent += len(sent)
+        self.rejected += dropped
+        self.retried += retried
+        if retried or dropped:
+            LOG.info('Nova events: %d sent, %d to retry, %d rejected',
+                     len(sent), retried, dropped)
+        else:
+            LOG.debug('Nova events: %d sent', len(sent))

@@ -1,0 +1,116 @@
+"""Options of the [nova] group: how cyborg reaches Nova, and the notifier.
+
+The first part are the standard keystoneauth1 session, auth and adapter
+options, as in the ``[placement]`` group. With keystone, set
+``auth_type = password`` and its options (``auth_url``, ``username``,
+...); the endpoint comes from the service catalog (``service_type =
+compute``). The user needs the role Nova's policy requires for
+``os_compute_api:os-server-external-events:create`` (admin or service).
+
+Without keystone, against a Nova running with
+``[api] auth_strategy = noauth2``::
+
+    [nova]
+    auth_type = admin_token
+    endpoint = http://127.0.0.1:8774/v2.1
+    token = admin
+    endpoint_override = http://127.0.0.1:8774/v2.1
+
+The second part tunes the conductor's notifier, which delivers the
+``accelerator-request-bound`` events of the ``nova_events`` outbox.
+``timeout`` (the HTTP timeout) should stay well below ``claim_timeout``:
+an event whose lease expires while its request is still in flight can be
+claimed and delivered again by another conductor.
+"""
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+group = cfg.OptGroup(
+    'nova', title='Nova service client and notifier options',
+    help='How cyborg authenticates to and finds the Nova (compute) API, '
+         'and how it delivers accelerator request events to it.')
+
+DEFAULT_SERVICE_TYPE = 'compute'
+DEFAULT_VALID_INTERFACES = ['internal', 'public']
+# Seconds; keystoneauth's own default is no timeout at all.
+DEFAULT_TIMEOUT = 10
+
+notifier_opts = [
+    cfg.IntOpt(
+        'events_batch_size', default=100, min=1, max=1000,
+        help='Maximum number of events the notifier claims and sends to '
+             'Nova in one POST /os-server-external-events request.'),
+    cfg.FloatOpt(
+        'retry_interval', default=1.0, min=0.0,
+        help='Seconds to wait before the first retry of an event Nova '
+             'could not take (unreachable, 5xx, timeout). The wait doubles '
+             'with every further attempt, up to retry_max_interval, and is '
+             'shortened by a random jitter of up to 20 percent.'),
+    cfg.FloatOpt(
+        'retry_max_interval', default=60.0, min=0.0,
+        help='Longest wait, in seconds, between two attempts to deliver '
+             'the same event.'),
+    cfg.IntOpt(
+        'claim_timeout', default=30, min=1,
+        help='Seconds a conductor holds the events it claimed. If it dies '
+             'before recording the outcome, another conductor delivers '
+             'the events once this lease has expired. Keep it well above '
+             'the HTTP timeout of this group.'),
+    cfg.FloatOpt(
+        'poll_interval', default=1.0, min=0.01,
+        help='Seconds the notifier sleeps when it has nothing to send. '
+             'Events of binds finished by this conductor are sent at '
+             'once; this bounds the delay of retries and of events '
+             'written by other conductors.'),
+]
+
+
+def _adapter_opts() -> list[cfg.Opt]:
+    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
+    cfg.set_defaults(opts, service_type=DEFAULT_SERVICE_TYPE,
+                     valid_interfaces=DEFAULT_VALID_INTERFACES)
+    return opts
+
+
+def _session_opts() -> list[cfg.Opt]:
+    opts = ks_loading.get_session_conf_options()
+    cfg.set_defaults(opts, timeout=DEFAULT_TIMEOUT)
+    return opts
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    # A group object of its own per ConfigOpts: register_group copies it
+    # shallowly, so a shared one would share registered options (and their
+    # overrides) between ConfigOpts instances.
+    conf.register_group(cfg.OptGroup(group.name, title=group.title,
+                                     help=group.help))
+    ks_loading.register_session_conf_options(conf, group.name)
+    ks_loading.register_auth_conf_options(conf, group.name)
+    ks_loading.register_adapter_conf_options(conf, group.name,
+                                             include_deprecated=False)
+    conf.set_default('service_type', DEFAULT_SERVICE_TYPE, group=group.name)
+    conf.set_default('valid_interfaces', DEFAULT_VALID_INTERFACES,
+                     group=group.name)
+    conf.set_default('timeout', DEFAULT_TIMEOUT, group=group.name)
+    conf.register_opts(notifier_opts, group=group)
+
+
+def list_opts():
+    """Every option of the group, for oslo-config-generator.
+
+    The auth plugin options listed are those of the ``password`` plugin,
+    the usual choice with keystone; other plugins load their own options at
+    run time.
+    """
+    opts = []
+    seen = set()
+    for opt in (_session_opts()
+                + ks_loading.get_auth_common_conf_options()
+                + ks_loading.get_auth_plugin_conf_options('password')
+                + _adapter_opts()
+                + notifier_opts):
+        if opt.dest not in seen:
+            seen.add(opt.dest)
+            opts.append(opt)
+    return {group: opts}

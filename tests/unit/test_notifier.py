@@ -1,0 +1,441 @@
+"""Unit tests of the Nova event outbox (cyborg.db.nova_events, on SQLite)
+and of its notifier (cyborg.conductor.notifier, with a fake client)."""
+
+from __future__ import annotations
+
+import datetime
+import random
+import threading
+import time
+import uuid
+
+import pytest
+from oslo_config import cfg
+from oslo_utils import timeutils
+
+from cyborg.clients import nova as nova_client
+from cyborg.conductor import notifier as notifier_mod
+from cyborg.conf import nova as nova_conf
+from cyborg.db import api as db_api
+from cyborg.db import nova_events
+
+T0 = datetime.datetime(2024, 1, 1, 12, 0, 0)
+
+
+def seconds(n: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=n)
+
+
+@db_api.writer
+def _enqueue(context, items, now, status):
+    for arq, server in items:
+        nova_events.enqueue(context.session, arq, server, status, now)
+
+
+def enqueue(context, n=1, now=T0, status='completed', arq=None):
+    """``n`` events in one transaction; their ARQ uuids."""
+    arqs = [arq or str(uuid.uuid4()) for _ in range(n)]
+    _enqueue(context, [(a, str(uuid.uuid4())) for a in arqs], now, status)
+    return arqs
+
+
+def rows(context):
+    return nova_events.event_list(context)
+
+
+def poll(predicate, timeout=5.0):
+    """Wait until ``predicate()`` is true (the notifier settles a batch
+    just after the client returned)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.005)
+
+
+def settled(context, attempts=1):
+    poll(lambda: all(r['attempts'] >= attempts for r in rows(context)))
+
+
+# The outbox ------------------------------------------------------------------
+
+
+def test_enqueue_joins_the_callers_transaction(database, admin_context):
+    with pytest.raises(RuntimeError):
+        with database.begin() as connection:
+            nova_events.enqueue(connection, 'arq-1', 'vm-1', 'completed',
+                                T0)
+            raise RuntimeError('bind failed')
+    assert rows(admin_context) == []
+    with database.begin() as connection:
+        nova_events.enqueue(connection, 'arq-1', 'vm-1', 'failed', T0)
+    (row,) = rows(admin_context)
+    assert row['arq_uuid'] == 'arq-1'
+    assert row['instance_uuid'] == 'vm-1'
+    assert row['status'] == 'failed'
+    assert row['attempts'] == 0
+    assert row['next_attempt_at'] == T0
+    assert row['sent_at'] is None and row['claimed_by'] is None
+
+
+def test_enqueue_checks_status(database):
+    with database.begin() as connection, pytest.raises(ValueError):
+        nova_events.enqueue(connection, 'arq-1', 'vm-1', 'bound', T0)
+
+
+def test_claim_due_leases_oldest_first(database, admin_context):
+    enqueue(admin_context, 3, now=T0)
+    enqueue(admin_context, 2, now=T0 - seconds(5))
+    enqueue(admin_context, 1, now=T0 + seconds(5))  # not due yet
+    claimed = nova_events.claim_due(admin_context, 'c1', T0, 30, limit=4)
+    assert len(claimed) == 4
+    assert [r['next_attempt_at'] for r in claimed] == [
+        T0 - seconds(5)] * 2 + [T0] * 2
+    assert {r['claimed_by'] for r in claimed} == {'c1'}
+    assert {r['claimed_until'] for r in claimed} == {T0 + seconds(30)}
+    # The rest, not the leased ones, for another claimer.
+    other = nova_events.claim_due(admin_context, 'c2', T0, 30, limit=10)
+    assert len(other) == 1
+    assert not {r['id'] for r in other} & {r['id'] for r in claimed}
+    assert nova_events.claim_due(admin_context, 'c3', T0, 30, 10) == []
+    # Leases expire; the future event becomes due.
+    later = nova_events.claim_due(admin_context, 'c3', T0 + seconds(31),
+                                  30, limit=10)
+    assert len(later) == 6
+    assert nova_events.pending_count(admin_context) == 6
+
+
+def test_lease_guard_skips_rows_claimed_meanwhile(database, admin_context):
+    # What a concurrent SQLite claimer between our SELECT and our UPDATE
+    # looks like: one of the selected rows is leased already.
+    enqueue(admin_context, 2)
+    first, second = (r['id'] for r in rows(admin_context))
+    (taken,) = nova_events.claim_due(admin_context, 'other', T0, 30, 1)
+    assert taken['id'] == first
+    with db_api.main_context_manager.writer.using(admin_context) as session:
+        leased = nova_events._lease(session, [first, second], 'me', T0,
+                                    T0 + seconds(30))
+    assert [r['id'] for r in leased] == [second]
+    assert leased[0]['claimed_by'] == 'me'
+    owners = {r['id']: r['claimed_by'] for r in rows(admin_context)}
+    assert owners == {first: 'other', second: 'me'}
+
+
+def test_mark_sent(database, admin_context):
+    enqueue(admin_context, 2)
+    claimed = nova_events.claim_due(admin_context, 'c1', T0, 30, 10)
+    ids = [r['id'] for r in claimed]
+    assert nova_events.mark_sent(admin_context, ids, T0 + seconds(1)) == 2
+    for row in rows(admin_context):
+        assert row['sent_at'] == T0 + seconds(1)
+        assert row['attempts'] == 1
+        assert row['claimed_by'] is None and row['claimed_until'] is None
+        assert row['last_error'] is None
+    assert nova_events.pending_count(admin_context) == 0
+    assert nova_events.claim_due(admin_context, 'c1', T0 + seconds(99), 30,
+                                 10) == []
+    # Finished rows are never changed again.
+    assert nova_events.mark_retry(admin_context, ids, T0, 'x', T0) == 0
+    assert nova_events.mark_sent(admin_context, [], T0) == 0
+
+
+def test_mark_retry(database, admin_context):
+    enqueue(admin_context, 1)
+    (row,) = nova_events.claim_due(admin_context, 'c1', T0, 30, 10)
+    assert nova_events.mark_retry(admin_context, [row['id']], T0,
+                                  'HTTP 503', T0 + seconds(2)) == 1
+    (row,) = rows(admin_context)
+    assert row['attempts'] == 1
+    assert row['claimed_by'] is None and row['claimed_until'] is None
+    assert row['next_attempt_at'] == T0 + seconds(2)
+    assert row['last_error'] == 'HTTP 503'
+    assert row['sent_at'] is None
+    assert nova_events.claim_due(admin_context, 'c1', T0 + seconds(1), 30,
+                                 10) == []
+    (again,) = nova_events.claim_due(admin_context, 'c1', T0 + seconds(2),
+                                     30, 10)
+    assert again['attempts'] == 1
+    nova_events.mark_sent(admin_context, [again['id']], T0 + seconds(3))
+    (row,) = rows(admin_context)
+    assert row['attempts'] == 2 and row['last_error'] is None
+
+
+def test_mark_rejected_is_final(database, admin_context):
+    enqueue(admin_context, 1)
+    (row,) = nova_events.claim_due(admin_context, 'c1', T0, 30, 10)
+    nova_events.mark_rejected(admin_context, [row['id']], T0, 'code 404')
+    (row,) = rows(admin_context)
+    assert row['sent_at'] == T0
+    assert row['last_error'] == nova_events.REJECTED_PREFIX + 'code 404'
+    assert nova_events.pending_count(admin_context) == 0
+    assert nova_events.claim_due(admin_context, 'c1', T0 + seconds(999),
+                                 30, 10) == []
+
+
+def test_release_keeps_attempts(database, admin_context):
+    enqueue(admin_context, 1)
+    (row,) = nova_events.claim_due(admin_context, 'c1', T0, 30, 10)
+    nova_events.release(admin_context, [row['id']], T0)
+    (again,) = nova_events.claim_due(admin_context, 'c2', T0, 30, 10)
+    assert again['attempts'] == 0 and again['claimed_by'] == 'c2'
+
+
+# The notifier ----------------------------------------------------------------
+
+
+class FakeClient:
+    """Records batches; answers per tag from ``outcomes`` (default sent)."""
+
+    def __init__(self):
+        self.calls: list[tuple[float, list[dict]]] = []
+        self.outcomes: dict[str, str] = {}
+        self.default = nova_client.SENT
+        self.error: Exception | None = None
+        self.arrived = threading.Condition()
+
+    def send_events(self, events):
+        with self.arrived:
+            self.calls.append((time.monotonic(), list(events)))
+            self.arrived.notify_all()
+        if self.error is not None:
+            raise self.error
+        return {e['tag']: nova_client.EventResult(
+            self.outcomes.get(e['tag'], self.default), 'fake detail')
+            for e in events}
+
+    def tags(self):
+        return [e['tag'] for _t, events in self.calls for e in events]
+
+    def wait_calls(self, n, timeout=5.0):
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.calls) >= n,
+                                         timeout), self.calls
+            return list(self.calls)
+
+
+@pytest.fixture
+def nova_opts():
+    conf = cfg.ConfigOpts()
+    nova_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override('poll_interval', 30, group='nova')
+    conf.set_override('retry_interval', 0.2, group='nova')
+    conf.set_override('retry_max_interval', 0.3, group='nova')
+    return conf
+
+
+@pytest.fixture
+def client():
+    return FakeClient()
+
+
+@pytest.fixture
+def notifier(database, nova_opts, client):
+    instance = notifier_mod.Notifier('conductor-1', nova_opts,
+                                     lambda: client)
+    yield instance
+    instance.stop()
+    instance.wait(10)
+    assert not instance.running
+
+
+def test_backoff_doubles_with_jitter_and_cap():
+    rng = random.Random(1)
+    for attempts, full in ((1, 1), (2, 2), (3, 4), (6, 32), (7, 60),
+                           (500, 60)):
+        for _ in range(20):
+            delay = notifier_mod.backoff(attempts, 1, 60, rng)
+            assert full * 0.8 <= delay <= full
+
+
+def test_run_once_one_post_per_batch(database, admin_context, nova_opts,
+                                     client):
+    nova_opts.set_override('events_batch_size', 10, group='nova')
+    arqs = enqueue(admin_context, 25, now=timeutils.utcnow())
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    assert [instance.run_once() for _ in range(4)] == [10, 10, 5, 0]
+    assert [len(events) for _t, events in client.calls] == [10, 10, 5]
+    assert client.tags() == arqs
+    event = client.calls[0][1][0]
+    assert event == {'name': 'accelerator-request-bound', 'tag': arqs[0],
+                     'server_uuid': rows(admin_context)[0]['instance_uuid'],
+                     'status': 'completed'}
+    assert nova_events.pending_count(admin_context) == 0
+
+
+def test_run_once_sends_one_event_per_arq_in_order(database, admin_context,
+                                                   nova_opts, client):
+    now = timeutils.utcnow()
+    enqueue(admin_context, 1, now=now, status='failed', arq='arq-1')
+    enqueue(admin_context, 1, now=now, status='completed', arq='arq-1')
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    assert instance.run_once() == 2
+    assert instance.run_once() == 1
+    assert [events[0]['status'] for _t, events in client.calls] == [
+        'failed', 'completed']
+    assert nova_events.pending_count(admin_context) == 0
+
+
+def test_wake_delivers_promptly(notifier, client, admin_context):
+    notifier.start()
+    time.sleep(0.2)  # the first (empty) round is over; now it sleeps 30s
+    latencies = []
+    for _ in range(5):
+        arq = enqueue(admin_context, 1, now=timeutils.utcnow())[0]
+        woken = time.monotonic()
+        notifier.wake()
+        arrived, events = client.wait_calls(len(client.calls) + 1)[-1]
+        assert events[0]['tag'] == arq
+        latencies.append(arrived - woken)
+    assert max(latencies) < 0.1, latencies
+
+
+def test_start_sends_what_is_due(database, admin_context, notifier, client):
+    arqs = enqueue(admin_context, 3, now=timeutils.utcnow())
+    notifier.start()
+    client.wait_calls(1)
+    assert client.tags() == arqs
+
+
+def test_full_batches_loop_without_waiting(database, admin_context,
+                                           nova_opts, notifier, client):
+    nova_opts.set_override('events_batch_size', 100, group='nova')
+    arqs = enqueue(admin_context, 250, now=timeutils.utcnow())
+    started = time.monotonic()
+    notifier.start()
+    calls = client.wait_calls(3)
+    assert calls[-1][0] - started < 5  # not 2 poll intervals (60s)
+    assert [len(events) for _t, events in calls] == [100, 100, 50]
+    assert client.tags() == arqs
+
+
+def test_retry_backs_off_then_sends(database, admin_context, notifier,
+                                    client):
+    arq = enqueue(admin_context, 1, now=timeutils.utcnow())[0]
+    client.default = nova_client.RETRY
+    notifier.start()
+    client.wait_calls(1)
+    settled(admin_context)
+    (row,) = rows(admin_context)
+    assert row['attempts'] == 1 and row['last_error'] == 'fake detail'
+    delay = (row['next_attempt_at'] - row['updated_at']).total_seconds()
+    assert 0.16 <= delay <= 0.2 + 1e-6  # retry_interval less jitter
+    notifier.wake()  # not due yet: nothing is sent
+    time.sleep(0.05)
+    assert len(client.calls) == 1
+    client.default = nova_client.SENT
+    # Due again after the backoff; a wake (or the poll) picks it up.
+    time.sleep(0.25)
+    notifier.wake()
+    calls = client.wait_calls(2)
+    assert calls[1][1][0]['tag'] == arq
+    settled(admin_context, 2)
+    (row,) = rows(admin_context)
+    assert row['sent_at'] is not None and row['attempts'] == 2
+
+
+def test_second_retry_waits_twice_as_long(database, admin_context,
+                                          nova_opts, client):
+    nova_opts.set_override('retry_interval', 1, group='nova')
+    nova_opts.set_override('retry_max_interval', 60, group='nova')
+    clock = [T0]
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client,
+                                     clock=lambda: clock[0])
+    client.default = nova_client.RETRY
+    enqueue(admin_context, 1, now=T0)
+    expected = [1, 2, 4, 8]
+    for full in expected:
+        assert instance.run_once() == 1
+        (row,) = rows(admin_context)
+        delay = (row['next_attempt_at'] - clock[0]).total_seconds()
+        assert full * 0.8 <= delay <= full
+        clock[0] = row['next_attempt_at'] - seconds(0.01)
+        assert instance.run_once() == 0  # not due yet
+        clock[0] = row['next_attempt_at']
+    assert rows(admin_context)[0]['attempts'] == len(expected)
+
+
+def test_rejected_events_are_never_retried(database, admin_context,
+                                           notifier, client):
+    arqs = enqueue(admin_context, 3, now=timeutils.utcnow())
+    client.outcomes[arqs[1]] = nova_client.REJECTED
+    notifier.start()
+    client.wait_calls(1)
+    settled(admin_context)
+    time.sleep(0.5)  # longer than any retry_interval here
+    notifier.wake()
+    time.sleep(0.1)
+    assert len(client.calls) == 1
+    by_arq = {r['arq_uuid']: r for r in rows(admin_context)}
+    assert by_arq[arqs[1]]['last_error'] == (
+        nova_events.REJECTED_PREFIX + 'fake detail')
+    assert all(r['sent_at'] is not None for r in by_arq.values())
+    assert by_arq[arqs[0]]['last_error'] is None
+    assert notifier.rejected == 1 and notifier.sent == 2
+
+
+def test_failing_client_never_kills_the_thread(database, admin_context,
+                                               nova_opts, client, caplog):
+    built = []
+
+    def factory():
+        built.append(1)
+        if len(built) == 1:
+            raise RuntimeError('no Nova configured yet')
+        return client
+
+    nova_opts.set_override('poll_interval', 0.05, group='nova')
+    instance = notifier_mod.Notifier('c1', nova_opts, factory)
+    arq = enqueue(admin_context, 1, now=timeutils.utcnow())[0]
+    client.error = RuntimeError('boom')
+    instance.start()
+    try:
+        client.wait_calls(1)
+        settled(admin_context)
+        # The factory failed, then send_events raised: a retry, with the
+        # client built anew.
+        (row,) = rows(admin_context)
+        assert row['sent_at'] is None and row['attempts'] == 1
+        assert 'boom' in row['last_error']
+        client.error = None
+        calls = client.wait_calls(2)
+        assert calls[1][1][0]['tag'] == arq
+        assert instance.running
+        assert len(built) >= 3
+        assert 'Cannot build the Nova client' in caplog.text
+        assert 'no Nova configured yet' in caplog.text
+        poll(lambda: nova_events.pending_count(admin_context) == 0)
+    finally:
+        instance.stop()
+        instance.wait(10)
+
+
+def test_stop_is_prompt(notifier):
+    notifier.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    notifier.stop()
+    notifier.wait(5)
+    assert not notifier.running
+    assert time.monotonic() - started < 1
+
+
+def test_two_notifiers_on_sqlite_send_each_event_once(
+        database, admin_context, nova_opts):
+    nova_opts.set_override('events_batch_size', 10, group='nova')
+    nova_opts.set_override('poll_interval', 0.05, group='nova')
+    arqs = enqueue(admin_context, 300, now=timeutils.utcnow())
+    clients = [FakeClient(), FakeClient()]
+    instances = [notifier_mod.Notifier('c%d' % i, nova_opts,
+                                       lambda c=c: c)
+                 for i, c in enumerate(clients)]
+    for instance in instances:
+        instance.start()
+    try:
+        poll(lambda: nova_events.pending_count(admin_context) == 0, 20)
+    finally:
+        for instance in instances:
+            instance.stop()
+        for instance in instances:
+            instance.wait(10)
+    tags = clients[0].tags() + clients[1].tags()
+    assert sorted(tags) == sorted(arqs)
