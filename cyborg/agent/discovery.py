@@ -95,6 +95,5 @@ class Discovery:
                 context, self.host, self.rp_name, wire, digest, failed)
         except messaging.MessagingTimeout:
             LOG.warning('The conductor did not answer the inventory report '
-                        'of %s in time; it is sent again next cycle',
-                        self.host)
+                        'of %s in time; it is sent again shortly', self.host)
             return None

@@ -10,6 +10,10 @@ from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import context as cyborg_context
 
 
+# Seconds before a report the conductor did not answer is sent again.
+REPORT_RETRY_DELAY = 5
+
+
 def create(conf: cfg.ConfigOpts, transport) -> service.RPCService:
     """The agent; raises ConfigInvalid for a bad identity or driver list."""
     host = conf.host
@@ -19,13 +23,19 @@ def create(conf: cfg.ConfigOpts, transport) -> service.RPCService:
     drivers = discovery.load_drivers(conf)
     endpoint = manager.AgentManager(host, conductor_api, drivers)
     finder = discovery.Discovery(host, rp_name, drivers, conductor_api)
+    interval = conf.agent.discovery_interval
+
+    def discover_and_report():
+        """Report; retry soon when the conductor did not answer."""
+        if finder.report(cyborg_context.get_admin_context()) is None:
+            return min(REPORT_RETRY_DELAY, interval)
+        return None
+
     tasks = [
         service.PeriodicTask('agent-heartbeat', endpoint.heartbeat,
                              conf.heartbeat_interval),
-        service.PeriodicTask(
-            'agent-discovery',
-            lambda: finder.report(cyborg_context.get_admin_context()),
-            conf.agent.discovery_interval),
+        service.PeriodicTask('agent-discovery', discover_and_report,
+                             interval),
     ]
     return service.RPCService(transport, constants.AGENT_TOPIC, host,
                               endpoint, periodic_tasks=tasks)

@@ -95,7 +95,10 @@ class _LocalClient:
         self._server = server
 
     def prepare(self, server: str | None = None, **_ignored) -> '_LocalClient':
-        return _LocalClient(self._transport, self._topic, server)
+        """A client for ``server``; other options (timeout) do not apply
+        to direct calls."""
+        return _LocalClient(self._transport, self._topic,
+                            server if server is not None else self._server)
 
     def _invoke(self, context, method: str, kwargs: dict[str, Any]):
         if method.startswith('_'):

@@ -15,7 +15,9 @@ class PeriodicTask:
     """Runs ``fn`` every ``interval`` seconds in a daemon thread.
 
     The first run happens at once when ``run_immediately`` is true. A
-    failing run is logged and does not stop later runs.
+    failing run is logged and does not stop later runs. A run that returns
+    a number of seconds is followed by the next one after that delay
+    instead (e.g. to retry sooner).
     """
 
     def __init__(self, name: str, fn: Callable[[], None], interval: float,
@@ -41,11 +43,16 @@ class PeriodicTask:
         if not self._run_immediately and self._stop.wait(self._interval):
             return
         while True:
+            delay = self._interval
             try:
-                self._fn()
+                result = self._fn()
             except Exception:
                 LOG.exception('Periodic task %s failed', self.name)
-            if self._stop.wait(self._interval):
+            else:
+                if isinstance(result, (int, float)) and not isinstance(
+                        result, bool):
+                    delay = result
+            if self._stop.wait(delay):
                 return
 
 

@@ -6,6 +6,11 @@ from cyborg.common import constants
 from cyborg.common import rpc
 
 
+# Seconds an agent waits for the conductor to apply its report. A report
+# lost on the way is sent again a few seconds later, so this stays short.
+REPORT_TIMEOUT = 30
+
+
 class ConductorAPI:
     """Calls the conductor. Version 1.0.
 
@@ -33,7 +38,8 @@ class ConductorAPI:
                          devices: list[dict[str, Any]], digest: str,
                          failed_drivers: list[str]) -> dict[str, bool]:
         """Apply an agent's device tree; see cyborg.conductor.inventory."""
-        return self._client.call(context, 'report_inventory', host=host,
+        client = self._client.prepare(timeout=REPORT_TIMEOUT)
+        return client.call(context, 'report_inventory', host=host,
                                  rp_name=rp_name, devices=devices,
                                  digest=digest,
                                  failed_drivers=failed_drivers)

@@ -175,6 +175,23 @@ class FakeNova:
                     % (count(), timeout, n))
             return list(self.events)
 
+    def wait_tags(self, tags, timeout: float = 10.0) -> dict[str, float]:
+        """Wait until an accepted event arrived for every tag in ``tags``;
+        their arrival times (``time.monotonic()``)."""
+        wanted = set(tags)
+
+        def arrivals():
+            return {e['tag']: e['arrived'] for e in self.events
+                    if e['code'] == 200 and e['tag'] in wanted}
+
+        with self._lock:
+            if not self._lock.wait_for(
+                    lambda: len(arrivals()) == len(wanted), timeout):
+                raise AssertionError('FakeNova got events for %d of %d tags '
+                                     'after %ss' % (len(arrivals()),
+                                                    len(wanted), timeout))
+            return arrivals()
+
     # The WSGI application ----------------------------------------------------
 
     def _app(self, environ, start_response):

@@ -148,3 +148,23 @@ def test_unhealthy_devices_option(conf):
     )
     assert fake.FakeDriver(conf).discover()[0].health == 'unhealthy'
     conf.clear_override('unhealthy_devices', group='fake_driver')
+
+
+def test_periodic_task_retries_sooner_when_asked():
+    import threading
+
+    from cyborg.common import service
+    runs = []
+    done = threading.Event()
+
+    def task():
+        runs.append(1)
+        if len(runs) == 3:
+            done.set()
+        return 0.01  # retry almost at once
+
+    periodic = service.PeriodicTask('t', task, interval=60)
+    periodic.start()
+    assert done.wait(5)
+    periodic.stop()
+    periodic.wait(5)

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Benchmark: Nova's per-instance accelerator cycle, end to end.
+
+Against the multi-process deployment: cyborg-api under gunicorn (2
+workers), one cyborg-conductor, fake-driver cyborg-agents, RabbitMQ,
+PostgreSQL, a real Placement, and a fake Nova receiving the external
+events over HTTP. Each client repeats Nova's cycle for one instance:
+
+    GET /v2/device_profiles?name=X      (scheduling)
+    POST /v2/accelerator_requests       (conductor: create ARQs)
+    PATCH /v2/accelerator_requests      (compute: bind; 202)
+    ... wait for accelerator-request-bound ...
+    GET /v2/accelerator_requests?instance=I&bind_state=resolved
+    DELETE /v2/accelerator_requests?instance=I
+
+Prints cycles per second, p50/p95/p99 per call, bind-to-event latency
+(PATCH sent to event received) and server CPU per cycle (API, conductor
+and agents; PostgreSQL and Placement separately).
+
+    .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid as uuid_lib
+import warnings
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+sys.path.insert(0, ROOT)
+warnings.filterwarnings('ignore')
+
+import psutil  # noqa: E402
+import requests  # noqa: E402
+
+from cyborg.common import embedded_placement  # noqa: E402
+from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
+from tests.functional import placement as placement_server  # noqa: E402
+from tests.functional import servers  # noqa: E402
+
+PROFILE = 'bench-fpga'
+SERVICE = {'X-Service-Roles': 'service'}
+CALLS = ('get_profile', 'create', 'bind', 'get_resolved', 'delete')
+
+
+def cpu_seconds(pids) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            procs = [psutil.Process(pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+    return total
+
+
+def percentile(values, fraction) -> float:
+    values = sorted(values)
+    if not values:
+        return float('nan')
+    return values[min(len(values) - 1, int(fraction * len(values)))]
+
+
+class Deployment:
+    """Every process of the benchmark, started and stopped together."""
+
+    def __init__(self, workdir: str, agents: int):
+        self.workdir = workdir
+        self.agents = agents
+        self.processes: list[servers.CyborgProcess] = []
+
+    def start(self, pg, rabbit, placement, nova) -> None:
+        base = {'DEFAULT': {'transport_url': rabbit.url,
+                            'heartbeat_interval': 10,
+                            'periodic_interval': 10},
+                'database': {'connection': pg.create_database('cyborg'),
+                             'max_pool_size': 10},
+                'placement': {'auth_type': 'admin_token',
+                              'endpoint': placement.url, 'token': 'admin',
+                              'endpoint_override': placement.url},
+                'nova': {'auth_type': 'admin_token', 'endpoint': nova.url,
+                         'token': 'admin', 'endpoint_override': nova.url},
+                'api': {'auth_strategy': 'noauth'}}
+        config = servers.write_config(
+            os.path.join(self.workdir, 'cyborg.conf'), base)
+        servers.run_script('cyborg-dbsync', 'upgrade', config_file=config)
+        self._spawn('cyborg-conductor', dict(base, DEFAULT=dict(
+            base['DEFAULT'], host='bench-conductor')))
+        self.processes[-1].wait_log('Started cyborg-conductor')
+        client = placement.client()
+        for index in range(self.agents):
+            host = 'bench-compute-%d' % index
+            embedded_placement.ensure_compute_node(client, host)
+            self._spawn('cyborg-agent', dict(
+                base, DEFAULT=dict(base['DEFAULT'], host=host),
+                agent={'resource_provider_name': host,
+                       'discovery_interval': 60},
+                fake_driver={'num_devices': 4, 'handle_type': 'PCI',
+                             'accelerators_per_device': 32}),
+                name='agent-%d' % index)
+        self.api_port = servers.free_port()
+        env = dict(os.environ, CYBORG_CONFIG_FILES=config,
+                   PYTHONWARNINGS='ignore')
+        log = os.path.join(self.workdir, 'gunicorn.log')
+        self.api = servers.spawn(
+            [servers.venv_script('gunicorn'), '--workers', '2', '--bind',
+             '127.0.0.1:%d' % self.api_port, '--log-level', 'warning',
+             'cyborg.wsgi.api:application'], log, env=env)
+        self.url = 'http://127.0.0.1:%d/v2' % self.api_port
+        servers.wait_for(lambda: urllib.request.urlopen(self.url, timeout=2),
+                         60, 'cyborg-api', self.api, log)
+
+    def _spawn(self, script, config, name=None):
+        process = servers.CyborgProcess(script, config, self.workdir,
+                                        name=name)
+        self.processes.append(process.start())
+
+    def server_pids(self) -> list[int]:
+        return [self.api.pid] + [p.process.pid for p in self.processes]
+
+    def stop(self) -> None:
+        if getattr(self, 'api', None) is not None:
+            servers.kill_group(self.api)
+        for process in self.processes:
+            process.stop()
+
+
+class Client(threading.Thread):
+    def __init__(self, url, nova, rps, deadline, results, errors):
+        super().__init__(daemon=True)
+        self.url, self.nova, self.rps = url, nova, rps
+        self.deadline, self.results, self.errors = deadline, results, errors
+        self.session = requests.Session()
+
+    def call(self, name, method, path, expected, **kwargs):
+        started = time.monotonic()
+        response = self.session.request(method, self.url + path, timeout=30,
+                                        **kwargs)
+        self.results[name].append(time.monotonic() - started)
+        if response.status_code != expected:
+            raise RuntimeError('%s: %s %s' % (name, response.status_code,
+                                              response.text[:200]))
+        return response
+
+    def cycle(self, index):
+        instance = str(uuid_lib.uuid4())
+        self.call('get_profile', 'GET', '/device_profiles?name=' + PROFILE,
+                  200)
+        arqs = self.call('create', 'POST', '/accelerator_requests', 201,
+                         json={'device_profile_name': PROFILE}).json()['arqs']
+        rp = self.rps[index % len(self.rps)]
+        patch = {arq['uuid']: [
+            {'op': 'add', 'path': '/hostname', 'value': 'compute'},
+            {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
+            {'op': 'add', 'path': '/instance_uuid', 'value': instance}]
+            for arq in arqs}
+        sent = time.monotonic()
+        self.call('bind', 'PATCH', '/accelerator_requests', 202, json=patch,
+                  headers=SERVICE)
+        arrived = self.nova.wait_tags([a['uuid'] for a in arqs], 30)
+        self.results['bind_to_event'].append(max(arrived.values()) - sent)
+        resolved = self.call(
+            'get_resolved', 'GET', '/accelerator_requests?instance=%s'
+            '&bind_state=resolved' % instance, 200).json()['arqs']
+        if {a['state'] for a in resolved} != {'Bound'}:
+            raise RuntimeError('not bound: %s' % resolved)
+        self.call('delete', 'DELETE',
+                  '/accelerator_requests?instance=' + instance, 204,
+                  headers=SERVICE)
+
+    def run(self):
+        index = 0
+        while time.monotonic() < self.deadline:
+            try:
+                self.cycle(index)
+                self.results['cycles'].append(1)
+            except Exception as e:  # counted and printed, not fatal
+                self.errors.append(str(e))
+            index += 1
+
+
+def measure(deployment, nova, rps, clients, duration, pg_pids,
+            placement_pids):
+    results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
+    errors: list[str] = []
+    server, pg, plc = (cpu_seconds(deployment.server_pids()),
+                       cpu_seconds(pg_pids), cpu_seconds(placement_pids))
+    started = time.monotonic()
+    threads = [Client(deployment.url, nova, rps[i::clients] or rps,
+                      started + duration, results, errors)
+               for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    cycles = max(len(results['cycles']), 1)
+    print('\nconcurrency %d: %d cycles in %.1fs = %.1f cycles/s, %d errors'
+          % (clients, len(results['cycles']), elapsed,
+             len(results['cycles']) / elapsed, len(errors)))
+    for error in errors[:3]:
+        print('  error:', error)
+    print('  %-14s %8s %8s %8s' % ('ms', 'p50', 'p95', 'p99'))
+    for name in CALLS + ('bind_to_event',):
+        values = [v * 1000 for v in results[name]]
+        print('  %-14s %8.1f %8.1f %8.1f' % (
+            name, percentile(values, .5), percentile(values, .95),
+            percentile(values, .99)))
+    print('  CPU ms per cycle: cyborg %.1f, PostgreSQL %.1f, Placement %.1f'
+          % ((cpu_seconds(deployment.server_pids()) - server) * 1000 / cycles,
+             (cpu_seconds(pg_pids) - pg) * 1000 / cycles,
+             (cpu_seconds(placement_pids) - plc) * 1000 / cycles),
+          flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--duration', type=int, default=20)
+    parser.add_argument('--clients', default='1,8')
+    parser.add_argument('--agents', type=int, default=3)
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
+    deployment = Deployment(workdir, args.agents)
+    with servers.PostgreSQLServer() as pg, \
+            servers.RabbitMQServer() as rabbit, \
+            placement_server.PlacementServer() as placement, \
+            fake_nova_lib.FakeNova() as nova:
+        try:
+            deployment.start(pg, rabbit, placement, nova)
+            rps = _setup(deployment, args.agents * 4)
+            pg_pids = [p.pid for p in psutil.process_iter(['cmdline'])
+                       if pg.data_dir in ' '.join(p.info['cmdline'] or [])]
+            print('Nova cycle: gunicorn API (2 workers), 1 conductor, %d '
+                  'agents, RabbitMQ, PostgreSQL, Placement, fake Nova; %ds '
+                  'per run' % (args.agents, args.duration))
+            for clients in (int(c) for c in args.clients.split(',')):
+                measure(deployment, nova, rps, clients, args.duration,
+                        pg_pids, [placement.process.pid])
+        finally:
+            deployment.stop()
+    return 0
+
+
+def _setup(deployment, deployables: int) -> list[str]:
+    """The profile, and the deployables' providers once all reported."""
+    requests.post(deployment.url + '/device_profiles', json=[{
+        'name': PROFILE, 'groups': [{'resources:FPGA': '1',
+                                     'trait:CUSTOM_FAKE_DEVICE':
+                                         'required'}]}], timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = requests.get(deployment.url + '/deployables',
+                             headers={'X-Roles': 'admin'},
+                             timeout=30).json()['deployables']
+        if len(found) >= deployables:
+            return [d['rp_uuid'] for d in found]
+        time.sleep(0.5)
+    raise RuntimeError('agents did not report %d deployables: %s'
+                       % (deployables, json.dumps(found)[:200]))
+
+
+if __name__ == '__main__':
+    sys.exit(main())
