@@ -64,13 +64,16 @@ class DiffSummary:
 
 
 @db_api.main_context_manager.reader.connection
-def report_state(context, host: str) -> tuple[str | None, int] | None:
-    """(digest, pending syncs) of the host's last report, or None."""
+def report_state(context, host: str) -> tuple[str | None, bool] | None:
+    """(digest, Placement sync pending) of the host's last report."""
     row = context.connection.execute(
-        sa.select(SERVICES.c.report_hash, SERVICES.c.pending_syncs).where(
+        sa.select(SERVICES.c.report_hash, SERVICES.c.sync_requested,
+                  SERVICES.c.sync_done).where(
             SERVICES.c.host == host,
             SERVICES.c.binary == constants.BINARY_AGENT)).first()
-    return None if row is None else (row.report_hash, row.pending_syncs)
+    if row is None:
+        return None
+    return row.report_hash, row.sync_requested > row.sync_done
 
 
 @db_api.writer
@@ -86,7 +89,7 @@ def apply_report(context, host: str, rp_name: str,
     connection.execute(
         sa.update(SERVICES).where(SERVICES.c.id == service.id).values(
             report_hash=digest, rp_name=rp_name,
-            pending_syncs=SERVICES.c.pending_syncs + 1,
+            sync_requested=SERVICES.c.sync_requested + 1,
             last_seen_up=timeutils.utcnow(), updated_at=timeutils.utcnow()))
     return summary
 
@@ -101,7 +104,7 @@ def _lock_agent_service(connection, host: str):
     now = timeutils.utcnow()
     connection.execute(sa.insert(SERVICES).values(
         host=host, binary=constants.BINARY_AGENT, created_at=now,
-        last_seen_up=now, pending_syncs=0))
+        last_seen_up=now, sync_requested=0, sync_done=0))
     return connection.execute(query.with_for_update()).first()
 
 

@@ -91,7 +91,7 @@ class ConductorManager:
                          summary.updated, summary.removed,
                          summary.kept_missing)
             state = inventory.report_state(context, host)
-        synced = state[1] <= 0 or self.sync_host(context, host)
+        synced = not state[1] or self.sync_host(context, host)
         return {'changed': changed, 'synced': synced}
 
     def sync_host(self, context, host: str) -> bool:

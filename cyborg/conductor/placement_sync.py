@@ -16,6 +16,7 @@ other services, may use them.
 
 import dataclasses
 import hashlib
+import threading
 from typing import Any
 
 from oslo_log import log as logging
@@ -83,7 +84,8 @@ def is_schedulable(device) -> bool:
 @dataclasses.dataclass
 class HostState:
     service_id: int
-    pending_syncs: int
+    sync_requested: int
+    sync_done: int
     rp_name: str | None
     compute_rp_uuid: str | None
     desired: dict[str, ProviderSpec]
@@ -129,7 +131,8 @@ def load_host_state(context, host: str) -> HostState | None:
             traits=traits)
     known = {row.uuid: row for row in connection.execute(
         sa.select(PROVIDERS).where(PROVIDERS.c.host == host))}
-    return HostState(service.id, service.pending_syncs, service.rp_name,
+    return HostState(service.id, service.sync_requested, service.sync_done,
+                     service.rp_name,
                      service.compute_rp_uuid, desired, known)
 
 
@@ -161,10 +164,14 @@ def _forget_provider(context, uuid: str) -> None:
 
 @db_api.writer
 def _mark_synced(context, service_id: int, seen: int) -> None:
-    """Subtract the changes this sync saw; later ones stay pending."""
+    """Record that every change up to ``seen`` is in Placement.
+
+    Never moves backwards, so concurrent syncs finishing in any order
+    leave later changes pending.
+    """
     context.session.execute(sa.update(SERVICES).where(
-        SERVICES.c.id == service_id).values(
-            pending_syncs=SERVICES.c.pending_syncs - seen))
+        SERVICES.c.id == service_id,
+        SERVICES.c.sync_done < seen).values(sync_done=seen))
 
 
 @db_api.writer
@@ -173,7 +180,7 @@ def request_sync(context, host: str) -> None:
     context.session.execute(sa.update(SERVICES).where(
         SERVICES.c.host == host,
         SERVICES.c.binary == constants.BINARY_AGENT).values(
-            pending_syncs=SERVICES.c.pending_syncs + 1))
+            sync_requested=SERVICES.c.sync_requested + 1))
 
 
 @db_api.main_context_manager.reader.connection
@@ -181,7 +188,7 @@ def hosts_pending_sync(context) -> list[str]:
     return [row.host for row in context.connection.execute(
         sa.select(SERVICES.c.host).where(
             SERVICES.c.binary == constants.BINARY_AGENT,
-            SERVICES.c.pending_syncs > 0))]
+            SERVICES.c.sync_requested > SERVICES.c.sync_done))]
 
 
 class PlacementSync:
@@ -195,13 +202,25 @@ class PlacementSync:
         self.client = client
         self._known_classes: set[str] = set()
         self._known_traits: set[str] = set()
+        self._host_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _host_lock(self, host: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._host_locks.setdefault(host, threading.Lock())
 
     def sync_host(self, context, host: str) -> bool:
         """True when Placement matches the database for ``host``.
 
-        Raises PlacementUnavailable when Placement cannot be reached; the
-        host stays pending and is synced again later.
+        One sync per host at a time in this conductor; syncs of one host
+        by several conductors are safe too (see ``_mark_synced``). Raises
+        PlacementUnavailable when Placement cannot be reached; the host
+        stays pending and is synced again later.
         """
+        with self._host_lock(host):
+            return self._sync_host(context, host)
+
+    def _sync_host(self, context, host: str) -> bool:
         state = load_host_state(context, host)
         if state is None:
             return True
@@ -214,8 +233,8 @@ class PlacementSync:
             complete &= self._write(context, host, spec, state.known.get(uuid))
         for uuid in set(state.known) - set(state.desired):
             complete &= self._remove(context, uuid)
-        if complete and state.pending_syncs:
-            _mark_synced(context, state.service_id, state.pending_syncs)
+        if complete and state.sync_requested > state.sync_done:
+            _mark_synced(context, state.service_id, state.sync_requested)
         return complete
 
     def _resolve_compute_node(self, context, host: str,

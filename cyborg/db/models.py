@@ -31,13 +31,17 @@ class Service(Base):
     binary = sa.Column(sa.String(255), nullable=False)
     last_seen_up = sa.Column(sa.DateTime, nullable=True)
     # Agents only: digest of the last device tree applied, the compute
-    # node resource provider, and how many changes Placement has not seen
-    # yet (a sync subtracts what it saw, so changes made meanwhile stay).
+    # node resource provider, and two counters: every change that
+    # Placement must see bumps ``sync_requested``; a complete sync records
+    # the value it started from in ``sync_done``. The host is pending
+    # while requested > done, whatever order concurrent syncs end in.
     report_hash = sa.Column(sa.String(64), nullable=True)
     rp_name = sa.Column(sa.String(255), nullable=True)
     compute_rp_uuid = sa.Column(sa.String(36), nullable=True)
-    pending_syncs = sa.Column(sa.Integer, nullable=False, default=0,
-                              server_default='0')
+    sync_requested = sa.Column(sa.Integer, nullable=False, default=0,
+                               server_default='0')
+    sync_done = sa.Column(sa.Integer, nullable=False, default=0,
+                          server_default='0')
 
 
 class Device(Base):

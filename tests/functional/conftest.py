@@ -5,9 +5,15 @@ Session-scoped, each started once on demand and always stopped:
 * ``postgres``: a private PostgreSQL cluster (:class:`PostgreSQLServer`);
 * ``rabbitmq``: a private RabbitMQ node (:class:`RabbitMQServer`);
 * ``multiprocess``: ``cyborg-dbsync upgrade`` on a fresh PostgreSQL
-  database, then ``cyborg-conductor`` and ``cyborg-api`` (noauth) talking
-  over the private RabbitMQ;
+  database, then ``cyborg-conductor`` (syncing to the real ``placement``),
+  ``cyborg-api`` (noauth) and one ``cyborg-agent`` (host
+  ``functional-agent-1``, fake driver with a devices file that mimics the
+  driver's default: one FPGA device, 4 TEST_PCI handles, trait
+  CUSTOM_FAKE_DEVICE) talking over the private RabbitMQ;
 * ``allinone``: ``cyborg-all-in-one`` on SQLite in a temporary state dir.
+
+Both deployments are yielded only once their agent's device is visible
+through the API, so API tests can rely on at least one device.
 
 A deployment is a :class:`Deployment`; its ``url`` is the API base URL,
 e.g. ``http://127.0.0.1:PORT`` (no trailing slash).
@@ -16,17 +22,43 @@ e.g. ``http://127.0.0.1:PORT`` (no trailing slash).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
 
 import pytest
+import requests
+
+from cyborg.common import embedded_placement
 
 from tests.functional import servers
 from tests.functional.placement import placement  # noqa: F401
 
 DEPLOYMENTS = ('multiprocess', 'allinone')
 START_TIMEOUT = 90
+MULTIPROCESS_AGENT_HOST = 'functional-agent-1'
+# The fake driver's default device, spelled out.
+DEFAULT_FAKE_DEVICES = [{
+    'address': '0000:10:00.0', 'type': 'FPGA', 'resource_class': 'FPGA',
+    'traits': ['CUSTOM_FAKE_DEVICE'], 'accelerators': 4,
+    'handle_type': 'TEST_PCI', 'health': 'healthy'}]
+
+
+def placement_config(url: str) -> dict:
+    """``[placement]`` options to reach a no-keystone Placement."""
+    return {'auth_type': 'admin_token', 'endpoint': url, 'token': 'admin',
+            'endpoint_override': url}
+
+
+def api_devices(url: str, **params) -> list[dict]:
+    """GET /v2/devices as admin at microversion 2.4."""
+    response = requests.get(
+        url + '/v2/devices', params=params, timeout=10,
+        headers={'x-roles': 'admin',
+                 'openstack-api-version': 'accelerator 2.4'})
+    response.raise_for_status()
+    return response.json()['devices']
 
 
 @dataclasses.dataclass
@@ -78,8 +110,9 @@ def _stop_all(processes):
 
 
 @pytest.fixture(scope='session')
-def multiprocess(postgres, rabbitmq, work_dir):
-    """cyborg-conductor + cyborg-api on PostgreSQL and RabbitMQ."""
+def multiprocess(postgres, rabbitmq, placement, work_dir):  # noqa: F811
+    """cyborg-conductor + cyborg-api + one cyborg-agent on PostgreSQL,
+    RabbitMQ and the real Placement."""
     directory = os.path.join(work_dir, 'multiprocess')
     os.makedirs(directory)
     port = servers.free_port()
@@ -89,16 +122,32 @@ def multiprocess(postgres, rabbitmq, work_dir):
             'host': 'functional-multiprocess',
             'state_path': directory,
             'heartbeat_interval': 2,
+            'periodic_interval': 2,
         },
         'database': {'connection': postgres.create_database('cyborg_api')},
         'api': {'auth_strategy': 'noauth', 'host_ip': servers.LOOPBACK,
                 'port': port},
+        'placement': placement_config(placement.url),
     }
     config_file = servers.write_config(
         os.path.join(directory, 'cyborg.conf'), config)
     result = servers.run_script('cyborg-dbsync', 'upgrade',
                                 config_file=config_file)
     assert result.returncode == 0, result.stdout + result.stderr
+    embedded_placement.ensure_compute_node(placement.client(),
+                                           MULTIPROCESS_AGENT_HOST)
+    devices_file = os.path.join(directory, 'agent-devices.json')
+    with open(devices_file, 'w') as f:
+        json.dump(DEFAULT_FAKE_DEVICES, f)
+    agent_config = {
+        'DEFAULT': {'transport_url': rabbitmq.url,
+                    'host': MULTIPROCESS_AGENT_HOST,
+                    'state_path': directory, 'heartbeat_interval': 2},
+        'agent': {'resource_provider_name': MULTIPROCESS_AGENT_HOST,
+                  'discovery_interval': 2,
+                  'enabled_drivers': 'fake_driver'},
+        'fake_driver': {'devices_file': devices_file},
+    }
     processes = []
     try:
         conductor = servers.CyborgProcess(
@@ -112,6 +161,12 @@ def multiprocess(postgres, rabbitmq, work_dir):
         processes.append(api)
         url = 'http://%s:%d' % (servers.LOOPBACK, port)
         api.wait_http(url + '/', START_TIMEOUT)
+        agent = servers.CyborgProcess(
+            'cyborg-agent', agent_config, directory).start()
+        processes.append(agent)
+        servers.wait_for(lambda: api_devices(url), START_TIMEOUT,
+                         'the device of %s in the API'
+                         % MULTIPROCESS_AGENT_HOST, agent.process, agent.log)
         yield Deployment('multiprocess', url, processes)
     finally:
         _stop_all(processes)
@@ -132,6 +187,9 @@ def allinone(work_dir):
         process.wait_log('Cyborg all-in-one is running.', START_TIMEOUT)
         url = 'http://%s:%d' % (servers.LOOPBACK, port)
         process.wait_http(url + '/', START_TIMEOUT)
+        servers.wait_for(lambda: api_devices(url), START_TIMEOUT,
+                         'the device of the all-in-one in the API',
+                         process.process, process.log)
         yield Deployment('allinone', url, [process])
     finally:
         process.stop()

@@ -35,7 +35,7 @@ def _heartbeat(tmp_path, when):
     with engine.begin() as connection:
         connection.execute(sa.insert(models.Service.__table__).values(
             host='h1', binary='cyborg-agent', last_seen_up=when,
-            pending_syncs=0))
+            sync_requested=0, sync_done=0))
     engine.dispose()
 
 

@@ -46,7 +46,7 @@ def test_first_report_creates_the_tree(database, admin_context, fake_conf):
     assert _count(database, models.AttachHandle) == 6
     assert _count(database, models.ControlpathID) == 2
     assert _count(database, models.Attribute, key='rc') == 2
-    assert inventory.report_state(admin_context, 'host1') == (digest, 1)
+    assert inventory.report_state(admin_context, 'host1') == (digest, True)
 
 
 def test_same_digest_is_not_applied_again(database, admin_context, fake_conf):

@@ -126,7 +126,7 @@ def test_first_sync_creates_everything_once(database, admin_context,
     assert provider['inventories'] == {'FPGA': {
         'total': 4, 'reserved': 0, 'min_unit': 1, 'max_unit': 4,
         'step_size': 1, 'allocation_ratio': 1.0}}
-    assert inventory.report_state(admin_context, 'host1')[1] == 0
+    assert inventory.report_state(admin_context, 'host1')[1] is False
 
 
 def test_nothing_is_sent_when_nothing_changed(database, admin_context,
@@ -184,10 +184,10 @@ def test_provider_in_use_is_retried_later(database, admin_context,
     fake_conf.set_override('num_devices', 1, group='fake_driver')
     _report(admin_context, fake_conf)
     assert not sync.sync_host(admin_context, 'host1')
-    assert inventory.report_state(admin_context, 'host1')[1] > 0
+    assert inventory.report_state(admin_context, 'host1')[1] is True
     placement.in_use = set()
     assert sync.sync_host(admin_context, 'host1')
-    assert inventory.report_state(admin_context, 'host1')[1] == 0
+    assert inventory.report_state(admin_context, 'host1')[1] is False
 
 
 def test_generation_conflicts_are_retried(database, admin_context,
@@ -211,7 +211,7 @@ def test_unavailable_placement_leaves_the_host_pending(
     placement.unavailable = True
     with pytest.raises(placement_client.PlacementUnavailable):
         sync.sync_host(admin_context, 'host1')
-    assert inventory.report_state(admin_context, 'host1')[1] == 1
+    assert inventory.report_state(admin_context, 'host1')[1] is True
     placement.unavailable = False
     assert sync.sync_host(admin_context, 'host1')
 
@@ -237,7 +237,7 @@ def test_change_during_sync_stays_pending(database, admin_context,
 
     placement.set_traits = report_meanwhile
     assert sync.sync_host(admin_context, 'host1')
-    assert inventory.report_state(admin_context, 'host1')[1] == 1
+    assert inventory.report_state(admin_context, 'host1')[1] is True
 
 
 def test_custom_names_are_ensured_once(database, admin_context, fake_conf,
@@ -279,3 +279,20 @@ def test_provider_left_from_before_is_adopted(database, admin_context,
     placement_sync.request_sync(admin_context, 'host1')
     assert sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == ['create', 'get', 'inventories', 'traits'] * 2
+
+
+def test_concurrent_syncs_never_lose_a_change(database, admin_context,
+                                              fake_conf, placement, sync):
+    """Two syncs that saw the same changes both finishing (in any order)
+    leave a change made meanwhile pending."""
+    _report(admin_context, fake_conf)
+    state = placement_sync.load_host_state(admin_context, 'host1')
+    placement_sync.request_sync(admin_context, 'host1')  # a later change
+    placement_sync._mark_synced(admin_context, state.service_id,
+                                state.sync_requested)
+    placement_sync._mark_synced(admin_context, state.service_id,
+                                state.sync_requested)
+    assert inventory.report_state(admin_context, 'host1')[1] is True
+    assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
+    assert sync.sync_host(admin_context, 'host1')
+    assert inventory.report_state(admin_context, 'host1')[1] is False

@@ -2,7 +2,7 @@
 
 Revision ID: 0001_initial
 Revises:
-Create Date: 2026-11-22 04:45:43.559828
+Create Date: 2026-11-22 05:05:51.690979
 """
 
 from alembic import op
@@ -127,7 +127,10 @@ def upgrade() -> None:
         sa.Column('rp_name', sa.String(length=255), nullable=True),
         sa.Column('compute_rp_uuid', sa.String(length=36), nullable=True),
         sa.Column(
-            'pending_syncs', sa.Integer(), server_default='0', nullable=False
+            'sync_requested', sa.Integer(), server_default='0', nullable=False
+        ),
+        sa.Column(
+            'sync_done', sa.Integer(), server_default='0', nullable=False
         ),
         sa.Column('created_at', sa.DateTime(), nullable=True),
         sa.Column('updated_at', sa.DateTime(), nullable=True),
