@@ -12,12 +12,6 @@ opts = [
     cfg.PortOpt('port',
                 default=6666,
                 help='Port the standalone cyborg-api server listens on.'),
-    cfg.IntOpt('api_workers',
-               default=1, min=1,
-               help='Number of threads serving requests in the standalone '
-                    'cyborg-api server. For production, run '
-                    'cyborg.wsgi.api:application under uWSGI, gunicorn or '
-                    'mod_wsgi and size the worker pool there.'),
     cfg.StrOpt('public_endpoint',
                help='Public URL of the API, used to build links in '
                     'responses, e.g. "https://cloud.example.com/accelerator". '
