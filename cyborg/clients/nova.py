@@ -23,11 +23,12 @@ from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from oslo_context import context as oslo_context
 from oslo_log import log as logging
+
+from cyborg.clients import ksa
 
 LOG = logging.getLogger(__name__)
 
@@ -115,16 +116,12 @@ class NovaClient:
         :class:`NovaNotConfigured` if it has neither an ``auth_type`` nor
         an ``endpoint_override``.
         """
-        auth = ks_loading.load_auth_from_conf_options(conf, group)
+        auth = ksa.load_auth(conf, group)
         if auth is None and not conf[group].endpoint_override:
             raise NovaNotConfigured(
                 'Nova is not configured: set [%s] auth_type (and its '
                 'options) or endpoint_override' % group)
-        session = ks_loading.load_session_from_conf_options(conf, group,
-                                                            auth=auth)
-        adapter = ks_loading.load_adapter_from_conf_options(
-            conf, group, session=session, auth=auth)
-        return cls(adapter)
+        return cls(ksa.load_adapter(conf, group, auth=auth))
 
     @classmethod
     def for_endpoint(cls, url: str, token: str = 'admin',

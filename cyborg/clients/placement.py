@@ -23,10 +23,11 @@ import os_resource_classes
 import os_traits
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from oslo_context import context as oslo_context
+
+from cyborg.clients import ksa
 
 PLACEMENT_MICROVERSION = '1.26'
 SERVICE_TYPE = 'placement'
@@ -146,12 +147,7 @@ class PlacementClient:
         The group must have been registered with
         :func:`cyborg.conf.placement.register_opts`.
         """
-        auth = ks_loading.load_auth_from_conf_options(conf, group)
-        session = ks_loading.load_session_from_conf_options(conf, group,
-                                                            auth=auth)
-        adapter = ks_loading.load_adapter_from_conf_options(
-            conf, group, session=session, auth=auth)
-        return cls(adapter)
+        return cls(ksa.load_adapter(conf, group))
 
     @classmethod
     def for_endpoint(cls, url: str, token: str = 'admin',

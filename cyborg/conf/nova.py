@@ -23,8 +23,9 @@ an event whose lease expires while its request is still in flight can be
 claimed and delivered again by another conductor.
 """
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+
+from cyborg.conf import ksa
 
 group = cfg.OptGroup(
     'nova', title='Nova service client and notifier options',
@@ -32,7 +33,6 @@ group = cfg.OptGroup(
          'and how it delivers accelerator request events to it.')
 
 DEFAULT_SERVICE_TYPE = 'compute'
-DEFAULT_VALID_INTERFACES = ['internal', 'public']
 # Seconds; keystoneauth's own default is no timeout at all.
 DEFAULT_TIMEOUT = 10
 
@@ -66,51 +66,12 @@ notifier_opts = [
 ]
 
 
-def _adapter_opts() -> list[cfg.Opt]:
-    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
-    cfg.set_defaults(opts, service_type=DEFAULT_SERVICE_TYPE,
-                     valid_interfaces=DEFAULT_VALID_INTERFACES)
-    return opts
-
-
-def _session_opts() -> list[cfg.Opt]:
-    opts = ks_loading.get_session_conf_options()
-    cfg.set_defaults(opts, timeout=DEFAULT_TIMEOUT)
-    return opts
-
-
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # A group object of its own per ConfigOpts: register_group copies it
-    # shallowly, so a shared one would share registered options (and their
-    # overrides) between ConfigOpts instances.
-    conf.register_group(cfg.OptGroup(group.name, title=group.title,
-                                     help=group.help))
-    ks_loading.register_session_conf_options(conf, group.name)
-    ks_loading.register_auth_conf_options(conf, group.name)
-    ks_loading.register_adapter_conf_options(conf, group.name,
-                                             include_deprecated=False)
-    conf.set_default('service_type', DEFAULT_SERVICE_TYPE, group=group.name)
-    conf.set_default('valid_interfaces', DEFAULT_VALID_INTERFACES,
-                     group=group.name)
-    conf.set_default('timeout', DEFAULT_TIMEOUT, group=group.name)
-    conf.register_opts(notifier_opts, group=group)
+    ksa.register(conf, group, DEFAULT_SERVICE_TYPE, timeout=DEFAULT_TIMEOUT)
+    conf.register_opts(notifier_opts, group=group.name)
 
 
 def list_opts():
-    """Every option of the group, for oslo-config-generator.
-
-    The auth plugin options listed are those of the ``password`` plugin,
-    the usual choice with keystone; other plugins load their own options at
-    run time.
-    """
-    opts = []
-    seen = set()
-    for opt in (_session_opts()
-                + ks_loading.get_auth_common_conf_options()
-                + ks_loading.get_auth_plugin_conf_options('password')
-                + _adapter_opts()
-                + notifier_opts):
-        if opt.dest not in seen:
-            seen.add(opt.dest)
-            opts.append(opt)
-    return {group: opts}
+    return {group: ksa.list_options(DEFAULT_SERVICE_TYPE,
+                                    timeout=DEFAULT_TIMEOUT)
+            + notifier_opts}
