@@ -129,6 +129,14 @@ class Deployment:
     def server_pids(self) -> list[int]:
         return [self.api.pid] + [p.process.pid for p in self.processes]
 
+    def pids_by_role(self) -> dict[str, list[int]]:
+        roles = {'api': [self.api.pid], 'conductor': [], 'agents': []}
+        for process in self.processes:
+            role = ('conductor' if process.script == 'cyborg-conductor'
+                    else 'agents')
+            roles[role].append(process.process.pid)
+        return roles
+
     def stop(self) -> None:
         if getattr(self, 'api', None) is not None:
             servers.kill_group(self.api)
@@ -196,6 +204,8 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
     errors: list[str] = []
     server, pg, plc = (cpu_seconds(deployment.server_pids()),
                        cpu_seconds(pg_pids), cpu_seconds(placement_pids))
+    roles = {role: cpu_seconds(pids)
+             for role, pids in deployment.pids_by_role().items()}
     started = time.monotonic()
     threads = [Client(deployment.url, nova, rps[i::clients] or rps,
                       started + duration, results, errors)
@@ -220,8 +230,10 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
     print('  CPU ms per cycle: cyborg %.1f, PostgreSQL %.1f, Placement %.1f'
           % ((cpu_seconds(deployment.server_pids()) - server) * 1000 / cycles,
              (cpu_seconds(pg_pids) - pg) * 1000 / cycles,
-             (cpu_seconds(placement_pids) - plc) * 1000 / cycles),
-          flush=True)
+             (cpu_seconds(placement_pids) - plc) * 1000 / cycles))
+    print('  cyborg CPU ms per cycle by process: %s' % ', '.join(
+        '%s %.1f' % (role, (cpu_seconds(pids) - roles[role]) * 1000 / cycles)
+        for role, pids in deployment.pids_by_role().items()), flush=True)
 
 
 def main() -> int:
