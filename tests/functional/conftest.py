@@ -150,17 +150,8 @@ def multiprocess(postgres, rabbitmq, placement, work_dir):  # noqa: F811
     }
     processes = []
     try:
-        conductor = servers.CyborgProcess(
-            'cyborg-conductor', None, directory,
-            args=['--config-file', config_file]).start()
-        processes.append(conductor)
-        conductor.wait_log('Started cyborg-conductor', START_TIMEOUT)
-        api = servers.CyborgProcess(
-            'cyborg-api', None, directory,
-            args=['--config-file', config_file]).start()
-        processes.append(api)
-        url = 'http://%s:%d' % (servers.LOOPBACK, port)
-        api.wait_http(url + '/', START_TIMEOUT)
+        url = servers.start_control_plane(directory, config_file, port,
+                                          processes, START_TIMEOUT)
         agent = servers.CyborgProcess(
             'cyborg-agent', agent_config, directory).start()
         processes.append(agent)

@@ -689,3 +689,22 @@ def run_script(script: str, *args: str, config_file: str | None = None,
     return subprocess.run(argv + list(args), stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=timeout,
                           check=False)
+
+
+def start_control_plane(directory: str, config_file: str, port: int,
+                        processes: list, timeout: float = 90.0) -> str:
+    """Start cyborg-conductor, then cyborg-api on ``port``; the API URL.
+
+    Both use ``config_file``; they are appended to ``processes`` as they
+    start, so the caller stops whatever did start if this fails.
+    """
+    conductor = CyborgProcess('cyborg-conductor', None, directory,
+                              args=['--config-file', config_file]).start()
+    processes.append(conductor)
+    conductor.wait_log('Started cyborg-conductor', timeout)
+    api = CyborgProcess('cyborg-api', None, directory,
+                        args=['--config-file', config_file]).start()
+    processes.append(api)
+    url = 'http://%s:%d' % (LOOPBACK, port)
+    api.wait_http(url + '/', timeout)
+    return url

@@ -110,8 +110,9 @@ def test_gabbi(request, gabbi_cases, deployment_name, filename, test_name):
                     pytrace=False)
     if result.unexpectedSuccesses:
         pytest.fail('marked xfail in the YAML but passed', pytrace=False)
-    if result.skipped:
-        pytest.skip(result.skipped[0][1])
-    if result.expectedFailures:
-        pytest.xfail('xfail in the YAML: ' + result.expectedFailures[0][1])
+    if result.skipped or result.expectedFailures:
+        pytest.fail('YAML tests may not skip or xfail: a test that does not '
+                    'run proves nothing (%s)' % (result.skipped
+                                                 or result.expectedFailures),
+                    pytrace=False)
     deployment.check_alive()

@@ -354,17 +354,8 @@ def cluster(postgres, rabbitmq, work_dir):
         result = servers.run_script('cyborg-dbsync', 'upgrade',
                                     config_file=config_file)
         assert result.returncode == 0, result.stdout + result.stderr
-        conductor = servers.CyborgProcess(
-            'cyborg-conductor', None, directory,
-            args=['--config-file', config_file]).start()
-        processes.append(conductor)
-        conductor.wait_log('Started cyborg-conductor', START_TIMEOUT)
-        api = servers.CyborgProcess(
-            'cyborg-api', None, directory,
-            args=['--config-file', config_file]).start()
-        processes.append(api)
-        url = 'http://%s:%d' % (servers.LOOPBACK, port)
-        api.wait_http(url + '/', START_TIMEOUT)
+        url = servers.start_control_plane(directory, config_file, port,
+                                          processes, START_TIMEOUT)
         agents = {}
         for host, rp_name in HOSTS.items():
             devices_file = os.path.join(directory, host + '-devices.json')
