@@ -27,6 +27,7 @@ from cyborg.accelerator.drivers import base as driver_base
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import resource_names
+from cyborg.conductor import inventory as inventory_diff
 from cyborg.db import api as db_api
 from cyborg.db import models
 
@@ -124,7 +125,8 @@ def load_host_state(context, host: str) -> HostState | None:
                          if key.startswith('trait')}
                         | {resource_names.OWNER_TRAIT})
         desired[row.rp_uuid] = ProviderSpec(
-            uuid=row.rp_uuid, name='%s_%s' % (host, row.name),
+            uuid=row.rp_uuid, name=inventory_diff.provider_name(host,
+                                                    row.name),
             parent_uuid=service.compute_rp_uuid,
             inventories=inventory(attrs['rc'], row.num_accelerators,
                                   is_schedulable(row)),

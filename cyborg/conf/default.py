@@ -1,11 +1,8 @@
 """Options of the [DEFAULT] group."""
 
-import os
 import socket
 
 from oslo_config import cfg
-
-_PKG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 opts = [
     cfg.StrOpt('host',
@@ -41,8 +38,3 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts():
     return {'DEFAULT': opts}
-
-
-def package_dir() -> str:
-    """Directory of the installed cyborg package."""
-    return _PKG_DIR
