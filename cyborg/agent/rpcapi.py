@@ -12,18 +12,21 @@ class AgentAPI:
     def __init__(self, transport):
         self._client = rpc.get_client(transport, constants.AGENT_TOPIC)
 
+    def _handle_call(self, method: str, context, host: str,
+                     driver: str | None, attach_type: str,
+                     attach_info: dict[str, Any], handle_uuid: str) -> None:
+        self._client.prepare(server=host).call(
+            context, method, driver=driver, attach_type=attach_type,
+            attach_info=attach_info, handle_uuid=handle_uuid)
+
     def prepare_attach_handle(self, context, host: str, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str) -> None:
-        self._client.prepare(server=host).call(
-            context, 'prepare_attach_handle', driver=driver,
-            attach_type=attach_type, attach_info=attach_info,
-            handle_uuid=handle_uuid)
+        self._handle_call('prepare_attach_handle', context, host, driver,
+                          attach_type, attach_info, handle_uuid)
 
     def release_attach_handle(self, context, host: str, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str) -> None:
-        self._client.prepare(server=host).call(
-            context, 'release_attach_handle', driver=driver,
-            attach_type=attach_type, attach_info=attach_info,
-            handle_uuid=handle_uuid)
+        self._handle_call('release_attach_handle', context, host, driver,
+                          attach_type, attach_info, handle_uuid)

@@ -13,9 +13,6 @@ Tests of one file run in order and may refer to earlier ones
 (``$RESPONSE``, ``$HISTORY``); running a single item runs the tests
 before it in its file first, as gabbi does. Each file uses its own
 device profile names, so files do not depend on each other.
-
-Known bugs of the service are listed in ``KNOWN_BUGS`` as strict xfails:
-such a test fails the run once the bug is fixed, so the entry gets removed.
 """
 
 from __future__ import annotations
@@ -33,13 +30,6 @@ from tests.functional import conftest
 
 GABBITS = os.path.join(os.path.dirname(__file__), 'gabbits')
 
-# (deployment or "*" for all, YAML file, test name) -> why it fails today.
-KNOWN_BUGS: dict[tuple[str, str, str], str] = {}
-
-
-def _known_bug(deployment: str, filename: str, name: str) -> str | None:
-    return (KNOWN_BUGS.get((deployment, filename, name))
-            or KNOWN_BUGS.get(('*', filename, name)))
 
 
 def _yaml_files() -> list[str]:
@@ -62,13 +52,8 @@ def _params():
     for deployment in conftest.DEPLOYMENTS:
         for filename in _yaml_files():
             for name in _test_names(filename):
-                marks = []
-                reason = _known_bug(deployment, filename, name)
-                if reason:
-                    marks.append(pytest.mark.xfail(reason=reason,
-                                                   strict=True))
                 params.append(pytest.param(
-                    deployment, filename, name, marks=marks,
+                    deployment, filename, name,
                     id='%s:%s:%s' % (deployment, filename[:-5], name)))
     return params
 

@@ -17,6 +17,7 @@ from oslo_config import cfg
 
 from cyborg.clients import nova
 from cyborg.conf import nova as nova_conf
+from tests.unit import fakes
 
 URL = 'http://nova.test:8774/v2.1'
 SERVER_A = '11111111-1111-4111-8111-111111111111'
@@ -27,41 +28,7 @@ ARQ_B = 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb'
 ARQ_C = 'cccccccc-cccc-4ccc-8ccc-cccccccccccc'
 
 
-class FakeTransport(requests.adapters.BaseAdapter):
-    """Answers requests from a list of replies and records them."""
-
-    def __init__(self):
-        super().__init__()
-        self.replies: list = []
-        self.sent: list[requests.PreparedRequest] = []
-
-    def reply(self, status=200, body=None, text=None):
-        self.replies.append((status, body, text))
-
-    def fail(self, exception: Exception):
-        self.replies.append(exception)
-
-    def send(self, request, **kwargs):
-        self.sent.append(request)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        status, body, text = reply
-        response = requests.Response()
-        response.status_code = status
-        response.reason = 'Fake'
-        response.url = request.url
-        response.request = request
-        response.encoding = 'utf-8'
-        if body is not None:
-            response._content = json.dumps(body).encode()
-            response.headers['Content-Type'] = 'application/json'
-        else:
-            response._content = (text or '').encode()
-        return response
-
-    def close(self):
-        pass
+FakeTransport = fakes.FakeTransport
 
 
 @pytest.fixture

@@ -17,51 +17,13 @@ from oslo_config import cfg
 
 from cyborg.clients import placement
 from cyborg.conf import placement as placement_conf
+from tests.unit import fakes
 
 URL = 'http://placement.test:8778'
 RP = '4e8e5957-649f-477b-9e5b-f1f75b21c03c'
 
 
-class FakeTransport(requests.adapters.BaseAdapter):
-    """Answers requests from a list of replies and records them."""
-
-    def __init__(self):
-        super().__init__()
-        self.replies: list = []
-        self.sent: list[requests.PreparedRequest] = []
-
-    def reply(self, status=200, body=None, headers=None):
-        self.replies.append((status, body, headers or {}))
-
-    def fail(self, exception: Exception):
-        self.replies.append(exception)
-
-    def send(self, request, **kwargs):
-        self.sent.append(request)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        status, body, headers = reply
-        response = requests.Response()
-        response.status_code = status
-        response.reason = 'Fake'
-        response.url = request.url
-        response.request = request
-        response.encoding = 'utf-8'
-        if body is not None:
-            response._content = json.dumps(body).encode()
-            response.headers['Content-Type'] = 'application/json'
-        else:
-            response._content = b''
-        response.headers.update(headers)
-        return response
-
-    def close(self):
-        pass
-
-    @property
-    def last(self) -> requests.PreparedRequest:
-        return self.sent[-1]
+FakeTransport = fakes.FakeTransport
 
 
 @pytest.fixture
@@ -273,7 +235,7 @@ def test_generation_conflict(client, transport):
             placement.CODE_CONCURRENT_UPDATE,
             'resource provider generation conflict',
         ),
-        {'x-openstack-request-id': 'req-9'},
+        headers={'x-openstack-request-id': 'req-9'},
     )
     with pytest.raises(placement.GenerationConflict) as info:
         client.set_traits(RP, 0, [])

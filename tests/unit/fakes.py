@@ -1,0 +1,48 @@
+"""Fakes shared by unit tests."""
+
+import json
+
+import requests
+
+
+class FakeTransport(requests.adapters.BaseAdapter):
+    """A requests transport answering from a list of replies; records
+    every request it was sent."""
+
+    def __init__(self):
+        super().__init__()
+        self.replies: list = []
+        self.sent: list[requests.PreparedRequest] = []
+
+    def reply(self, status=200, body=None, text=None, headers=None):
+        self.replies.append((status, body, text, headers or {}))
+
+    def fail(self, exception: Exception):
+        self.replies.append(exception)
+
+    def send(self, request, **kwargs):
+        self.sent.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        status, body, text, headers = reply
+        response = requests.Response()
+        response.status_code = status
+        response.reason = 'Fake'
+        response.url = request.url
+        response.request = request
+        response.encoding = 'utf-8'
+        if body is not None:
+            response._content = json.dumps(body).encode()
+            response.headers['Content-Type'] = 'application/json'
+        else:
+            response._content = (text or '').encode()
+        response.headers.update(headers)
+        return response
+
+    @property
+    def last(self) -> requests.PreparedRequest:
+        return self.sent[-1]
+
+    def close(self):
+        pass
