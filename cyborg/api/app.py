@@ -8,6 +8,7 @@ from oslo_middleware import request_id
 from oslo_middleware import sizelimit
 import pecan
 
+from cyborg.api import argspec
 from cyborg.api.controllers import root
 from cyborg.api import hooks
 from cyborg.api import middleware
@@ -25,6 +26,7 @@ def setup_app(conf: cfg.ConfigOpts, transport=None):
     ``transport`` is the RPC transport to the conductor; by default the one
     ``[DEFAULT] transport_url`` names.
     """
+    argspec.install()
     if transport is None:
         transport = rpc.get_transport(conf)
     conductor_api = conductor_rpcapi.ConductorAPI(transport)

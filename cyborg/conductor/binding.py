@@ -1,18 +1,23 @@
 """Binding accelerator requests to attach handles.
 
-A bind is a job recorded in the ARQ row itself: ``arq_bind_start`` moves
-the ARQs to BindStarted with the conductor's name and the time, and the
-job then, for each ARQ:
+:func:`bind` runs in the conductor's ``arq_bind`` call, in one
+transaction for the whole batch:
 
-1. claims a free attach handle of the deployable whose resource provider
-   Nova allocated, in the same transaction that records the handle on the
-   ARQ (``SKIP LOCKED`` where the database has it; a handle is never held
-   by two ARQs: the claim is a compare-and-swap on ``in_use`` and the
-   ARQ's handle column is unique);
-2. asks the device's agent to prepare the handle when it needs it (an
-   mdev is created);
-3. moves the ARQ to Bound, or BindFailed with a reason, and queues the
-   ``accelerator-request-bound`` event for Nova in that same transaction.
+1. every ARQ moves to BindStarted, recording the conductor and the time
+   (all or none: one ARQ in a wrong state changes nothing);
+2. for each deployable named by a ``device_rp_uuid``, free attach handles
+   are claimed (``SKIP LOCKED`` where the database has it; a handle is
+   never held by two ARQs: the claim is a compare-and-swap on ``in_use``
+   and the ARQ's handle column is unique);
+3. an ARQ whose handle needs no preparation becomes Bound; one without a
+   deployable or a free handle becomes BindFailed with the reason; either
+   way its ``accelerator-request-bound`` event is queued for Nova in the
+   same transaction (leased to this conductor, which sends it as soon as
+   the transaction commits);
+4. an ARQ whose handle must be prepared by its host's agent (an mdev is
+   created) stays BindStarted with the handle claimed: a job of the
+   :class:`Binder` asks the agent, then :func:`finish` es it (Bound or
+   BindFailed, and the event) in one transaction.
 
 An ARQ unbound or deleted meanwhile stops the job: those paths release
 the handle under the ARQ's row lock, so nothing leaks. A conductor that
@@ -20,21 +25,24 @@ starts resumes its own unfinished jobs, and every conductor fails any job
 older than ``[conductor] bind_timeout``, so no ARQ stays BindStarted.
 """
 
+import collections
 import dataclasses
 import datetime
 import json
 from collections.abc import Callable
 from concurrent import futures
+from typing import Any
 
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from cyborg.common import arq_states as states
+from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import models
+from cyborg.db import nova_events
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +51,13 @@ HANDLES = models.AttachHandle.__table__
 DEPLOYABLES = models.Deployable.__table__
 DEVICES = models.Device.__table__
 
-CLAIM_ATTEMPTS = 5
+# Attach handle types whose device the agent must prepare before Nova can
+# attach it (and release after).
+PREPARED_TYPES = frozenset(['MDEV'])
+
+
+def needs_preparation(attach_type: str) -> bool:
+    return attach_type in PREPARED_TYPES
 
 
 @dataclasses.dataclass
@@ -56,98 +70,188 @@ class Claim:
     driver: str | None
 
 
-def _fail(session, row, reason: str) -> None:
+@dataclasses.dataclass
+class Lease:
+    """Who sends the events a transaction queues, and until when others
+    must leave them alone (see :mod:`cyborg.db.nova_events`)."""
+    owner: str
+    seconds: float
+
+    def until(self, now: datetime.datetime) -> datetime.datetime:
+        return now + datetime.timedelta(seconds=self.seconds)
+
+
+@dataclasses.dataclass
+class BindOutcome:
+    jobs: list[str] = dataclasses.field(default_factory=list)
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+class _Events:
+    """The Nova events of one transaction, inserted together."""
+
+    def __init__(self, session, lease: Lease | None):
+        self._session = session
+        self._lease = lease
+        self._queued: list[tuple[str, str, str]] = []
+
+    def add(self, row, state: str) -> None:
+        if row.instance_uuid:
+            self._queued.append((row.uuid, row.instance_uuid,
+                                 states.EVENT_STATUS[state]))
+
+    def insert(self) -> list[dict[str, Any]]:
+        if not self._queued:
+            return []
+        now = timeutils.utcnow()
+        owner, until = ((self._lease.owner, self._lease.until(now))
+                        if self._lease else (None, None))
+        return nova_events.enqueue_many(self._session, self._queued, now,
+                                        owner, until)
+
+
+def _fail(session, row, reason: str, events: _Events) -> None:
     """BindFailed with ``reason``; releases any claimed handle."""
-    arq_db._release_handle(session, row)
-    arq_db._swap(session, row, states.BIND_FAILED,
-                 dict(bind_error=reason, attach_handle_id=None,
-                      deployable_id=None))
-    _enqueue(session, row, states.BIND_FAILED)
+    arq_db.release_handles(session, [row])
+    arq_db.swap(session, row, states.BIND_FAILED,
+                dict(bind_error=reason, attach_handle_id=None,
+                     deployable_id=None))
+    events.add(row, states.BIND_FAILED)
     LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
 
 
-def _enqueue(session, row, state: str) -> None:
-    from cyborg.db import nova_events
-    if row.instance_uuid:
-        nova_events.enqueue(session.connection(), arq_uuid=row.uuid,
-                            instance_uuid=row.instance_uuid,
-                            status=states.EVENT_STATUS[state],
-                            now=timeutils.utcnow())
+def _deployable(session, rp_uuid: str):
+    return session.execute(
+        sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, DEVICES.c.driver)
+        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+        .where(DEPLOYABLES.c.rp_uuid == rp_uuid)).first()
+
+
+def _claim_free(session, deployable_id: int, count: int) -> list:
+    """Claim up to ``count`` free handles of a deployable; the handles.
+
+    Handles locked by another binding transaction are skipped, not
+    waited for; the UPDATE re-checks ``in_use`` (SQLite, which has no row
+    locks, serialises writers instead).
+    """
+    free = list(session.execute(
+        sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
+                  HANDLES.c.attach_info)
+        .where(HANDLES.c.deployable_id == deployable_id,
+               HANDLES.c.in_use == sa.false())
+        .order_by(HANDLES.c.id).limit(count)
+        .with_for_update(skip_locked=True)))
+    if not free:
+        return []
+    taken = session.execute(
+        sa.update(HANDLES).where(HANDLES.c.id.in_([h.id for h in free]),
+                                 HANDLES.c.in_use == sa.false())
+        .values(in_use=True, updated_at=timeutils.utcnow())).rowcount
+    if taken != len(free):  # only without row locks; start again
+        raise db_api.RetryRequest('attach handles claimed concurrently')
+    return free
+
+
+def _claim(row, handle, deployable) -> Claim:
+    return Claim(row.uuid, handle.uuid, handle.attach_type,
+                 json.loads(handle.attach_info), deployable.hostname,
+                 deployable.driver)
+
+
+def _bind_to_deployable(session, rows, rp_uuid: str, events: _Events,
+                        outcome: BindOutcome) -> None:
+    """Claim handles of ``rp_uuid``'s deployable for started ``rows``."""
+    deployable = _deployable(session, rp_uuid)
+    if deployable is None:
+        for row in rows:
+            _fail(session, row, 'No deployable has resource provider %s'
+                  % rp_uuid, events)
+        return
+    handles = _claim_free(session, deployable.id, len(rows))
+    for row in rows[len(handles):]:
+        _fail(session, row, 'No free attach handle on the device of '
+                            'resource provider %s' % rp_uuid, events)
+    for row, handle in zip(rows[:len(handles)], handles, strict=True):
+        held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
+        if needs_preparation(handle.attach_type):
+            session.execute(sa.update(ARQS).where(ARQS.c.id == row.id)
+                            .values(**held))
+            outcome.jobs.append(row.uuid)
+        else:
+            arq_db.swap(session, row, states.BOUND, held)
+            events.add(row, states.BOUND)
+
+
+@db_api.retrying_writer
+def bind(context, bindings: dict[str, dict[str, str]],
+         project_id: str | None, owner: str,
+         lease: Lease | None = None) -> BindOutcome:
+    """Bind ARQs (all or none start); see the module docstring.
+
+    ``bindings`` maps ARQ uuid to {hostname, device_rp_uuid,
+    instance_uuid[, project_id]}. Returns the ARQs left to a job and the
+    events queued (leased per ``lease``; unleased without one).
+    """
+    session = context.session
+    rows = arq_db.lock(session, list(bindings), project_id)
+    started = arq_db.start_binds(session, rows, bindings, owner)
+    by_provider = collections.defaultdict(list)
+    for row in started:
+        by_provider[row.device_rp_uuid].append(row)
+    events = _Events(session, lease)
+    outcome = BindOutcome()
+    for rp_uuid, group in by_provider.items():
+        _bind_to_deployable(session, group, rp_uuid, events, outcome)
+    outcome.events = events.insert()
+    return outcome
 
 
 def _lock_binding(session, uuid: str):
-    row = session.execute(sa.select(ARQS).where(ARQS.c.uuid == uuid)
-                          .with_for_update()).first()
-    if row is None or row.state != states.BIND_STARTED:
+    rows = arq_db.lock_rows(session, sa.select(ARQS).where(
+        ARQS.c.uuid == uuid))
+    if not rows or rows[0].state != states.BIND_STARTED:
         return None
-    return row
+    return rows[0]
 
 
-def _claim_of(session, row, handle_id: int) -> Claim:
-    handle = session.execute(
-        sa.select(HANDLES.c.uuid, HANDLES.c.attach_type,
-                  HANDLES.c.attach_info, DEVICES.c.hostname,
-                  DEVICES.c.driver)
+@db_api.main_context_manager.reader.connection
+def job_claim(context, uuid: str) -> Claim | None:
+    """The handle a BindStarted ARQ's job prepares; None if none."""
+    row = context.connection.execute(
+        sa.select(ARQS.c.uuid, HANDLES.c.uuid.label('handle_uuid'),
+                  HANDLES.c.attach_type, HANDLES.c.attach_info,
+                  DEVICES.c.hostname, DEVICES.c.driver)
+        .join(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id)
         .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
         .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
-        .where(HANDLES.c.id == handle_id)).first()
-    return Claim(row.uuid, handle.uuid, handle.attach_type,
-                 json.loads(handle.attach_info), handle.hostname,
-                 handle.driver)
+        .where(ARQS.c.uuid == uuid,
+               ARQS.c.state == states.BIND_STARTED)).first()
+    if row is None:
+        return None
+    return Claim(row.uuid, row.handle_uuid, row.attach_type,
+                 json.loads(row.attach_info), row.hostname, row.driver)
 
 
 @db_api.writer
-def claim_handle(context, uuid: str) -> Claim | None:
-    """Claim a handle for a binding ARQ; None if the bind is over."""
+def finish(context, uuid: str, failure: str | None = None,
+           lease: Lease | None = None) -> list[dict[str, Any]]:
+    """Bound (or BindFailed with ``failure``); the event queued for Nova.
+
+    A BindStarted ARQ without a handle (nothing to prepare) fails.
+    """
     session = context.session
     row = _lock_binding(session, uuid)
     if row is None:
-        return None
-    if row.attach_handle_id is not None:  # a resumed job
-        return _claim_of(session, row, row.attach_handle_id)
-    deployable = session.execute(
-        sa.select(DEPLOYABLES.c.id, DEVICES.c.status, DEVICES.c.health,
-                  DEVICES.c.missing)
-        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
-        .where(DEPLOYABLES.c.rp_uuid == row.device_rp_uuid)).first()
-    if deployable is None:
-        _fail(session, row, 'No deployable has resource provider %s'
-              % row.device_rp_uuid)
-        return None
-    for _attempt in range(CLAIM_ATTEMPTS):
-        handle = session.execute(
-            sa.select(HANDLES.c.id)
-            .where(HANDLES.c.deployable_id == deployable.id,
-                   HANDLES.c.in_use == sa.false())
-            .order_by(HANDLES.c.id).limit(1)
-            .with_for_update(skip_locked=True)).first()
-        if handle is None:
-            break
-        taken = session.execute(
-            sa.update(HANDLES).where(HANDLES.c.id == handle.id,
-                                     HANDLES.c.in_use == sa.false())
-            .values(in_use=True, updated_at=timeutils.utcnow())).rowcount
-        if taken:
-            session.execute(sa.update(ARQS).where(ARQS.c.id == row.id).values(
-                attach_handle_id=handle.id, deployable_id=deployable.id))
-            return _claim_of(session, row, handle.id)
-    _fail(session, row, 'No free attach handle on the device of resource '
-                        'provider %s' % row.device_rp_uuid)
-    return None
-
-
-@db_api.writer
-def finish(context, uuid: str, failure: str | None = None) -> None:
-    """Bound (or BindFailed with ``failure``) and the event for Nova."""
-    session = context.session
-    row = _lock_binding(session, uuid)
-    if row is None:
-        return  # unbound or deleted meanwhile; they released the handle
+        return []  # unbound or deleted meanwhile; they released the handle
+    events = _Events(session, lease)
+    if failure is None and row.attach_handle_id is None:
+        failure = 'The bind job found no claimed attach handle'
     if failure is not None:
-        _fail(session, row, failure)
-        return
-    arq_db._swap(session, row, states.BOUND, {})
-    _enqueue(session, row, states.BOUND)
+        _fail(session, row, failure, events)
+    else:
+        arq_db.swap(session, row, states.BOUND, {})
+        events.add(row, states.BOUND)
+    return events.insert()
 
 
 @db_api.main_context_manager.reader.connection
@@ -163,33 +267,33 @@ def unfinished(context, owner: str | None = None,
     return [row.uuid for row in context.connection.execute(query)]
 
 
-@db_api.writer
-def fail_stale(context, uuid: str, timeout: int) -> None:
-    row = _lock_binding(context.session, uuid)
-    if row is not None:
-        _fail(context.session, row,
-              'The bind did not finish within %d seconds' % timeout)
-
-
-@db_api.main_context_manager.reader.connection
-def stale_deleting(context, older_than: datetime.datetime) -> list[str]:
-    return [row.uuid for row in context.connection.execute(
-        sa.select(ARQS.c.uuid).where(ARQS.c.state == states.DELETING,
-                                     ARQS.c.updated_at < older_than))]
-
-
 class Binder:
-    """Runs bind jobs on a thread pool of this conductor."""
+    """Binds ARQs; runs the jobs of handles to prepare on a thread pool.
+
+    ``deliver`` receives the events each transaction queued, once it has
+    committed (the conductor's notifier sends them).
+    """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,
                  prepare: Callable[[object, Claim], None],
-                 on_resolved: Callable[[], None]):
+                 deliver: Callable[[list[dict[str, Any]]], None],
+                 lease: Lease | None = None):
         self.owner = owner
         self._timeout = bind_timeout
         self._prepare = prepare
-        self._on_resolved = on_resolved
+        self._deliver = deliver
+        self._lease = lease
         self._executor = futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix='bind-job')
+
+    def bind(self, context, bindings: dict[str, dict[str, str]],
+             project_id: str | None) -> None:
+        """Bind now what needs no preparation; submit jobs for the rest."""
+        outcome = bind(context, bindings, project_id, self.owner,
+                       self._lease)
+        self._deliver(outcome.events)
+        if outcome.jobs:
+            self.submit(cyborg_context.get_admin_context(), outcome.jobs)
 
     def submit(self, context, uuids: list[str]) -> None:
         for uuid in uuids:
@@ -203,19 +307,16 @@ class Binder:
                           'sweeper fails it after %ds', uuid, self._timeout)
 
     def run(self, context, uuid: str) -> None:
-        try:
-            claim = claim_handle(context, uuid)
-        except db_exc.DBDuplicateEntry:
-            claim = claim_handle(context, uuid)  # lost a race: retry once
+        """Prepare the claimed handle of a BindStarted ARQ and finish."""
+        claim = job_claim(context, uuid)
+        failure = None
         if claim is not None:
-            failure = None
             try:
                 self._prepare(context, claim)
             except Exception as e:
                 failure = 'Preparing attach handle %s failed: %s' % (
                     claim.handle_uuid, e)
-            finish(context, uuid, failure)
-        self._on_resolved()
+        self._deliver(finish(context, uuid, failure, self._lease))
 
     def resume(self, context) -> None:
         """Restart this conductor's unfinished jobs (after a restart)."""
@@ -225,15 +326,13 @@ class Binder:
             self.submit(context, own)
 
     def sweep(self, context) -> None:
-        """Fail every job, of any conductor, older than the bind timeout;
-        remove ARQs stuck in Deleting."""
+        """Fail every job, of any conductor, older than the bind timeout."""
         cutoff = timeutils.utcnow() - datetime.timedelta(
             seconds=self._timeout)
         for uuid in unfinished(context, older_than=cutoff):
-            fail_stale(context, uuid, self._timeout)
-        stale = stale_deleting(context, cutoff)
-        arq_db.arq_purge(context, stale)
-        self._on_resolved()
+            self._deliver(finish(
+                context, uuid, 'The bind did not finish within %d seconds'
+                % self._timeout, self._lease))
 
     def stop(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

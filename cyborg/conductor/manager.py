@@ -11,7 +11,6 @@ from oslo_utils import timeutils
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import exception
-from cyborg import context as cyborg_context
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
@@ -134,11 +133,8 @@ class ConductorManager:
 
     @_expected
     def arq_bind(self, context, bindings: dict[str, dict[str, str]]) -> None:
-        """Start the binds (all or none); jobs finish them in background."""
-        jobs = arq_db.arq_bind_start(context, bindings, _scope(context),
-                                     self.host)
-        if jobs:
-            self._binder.submit(cyborg_context.get_admin_context(), jobs)
+        """Bind (all or none start); handles to prepare finish in jobs."""
+        self._binder.bind(context, bindings, _scope(context))
 
     @_expected
     def arq_unbind(self, context, uuids: list[str]) -> None:
@@ -147,9 +143,7 @@ class ConductorManager:
     @_expected
     def arq_delete(self, context, uuids: list[str] | None = None,
                    instance_uuid: str | None = None) -> None:
-        deleting = arq_db.arq_mark_deleting(context, uuids, instance_uuid,
-                                            _scope(context))
-        arq_db.arq_purge(context, deleting)
+        arq_db.arq_delete(context, uuids, instance_uuid, _scope(context))
 
     def sweep_binds(self, context) -> None:
         """Fail binds (of any conductor) older than the bind timeout."""

@@ -1,11 +1,13 @@
 """Delivers the ``nova_events`` outbox to Nova.
 
-Every conductor runs one :class:`Notifier`: a daemon thread that claims
-due events (:func:`cyborg.db.nova_events.claim_due`, leased to the
-conductor's host), posts each batch to Nova in one request and records
-each event's outcome. It runs when woken (:meth:`Notifier.wake`, called
-after a bind's transaction commits) and otherwise every ``[nova]
-poll_interval`` seconds, and loops at once while full batches keep coming.
+Every conductor runs one :class:`Notifier`: a daemon thread that posts
+batches of events to Nova, one request per batch, and records each
+event's outcome. Events this conductor's binds queued arrive through
+:meth:`Notifier.deliver` right after their transaction committed, already
+leased to the conductor, and go out at once; the thread also claims every
+other due event (:func:`cyborg.db.nova_events.claim_due`: retries, and
+events whose conductor died) every ``[nova] poll_interval`` seconds, and
+loops at once while full batches keep coming.
 
 Events Nova could not take are retried with exponential backoff
 (``retry_interval`` doubled per attempt, capped at ``retry_max_interval``,
@@ -16,6 +18,7 @@ off from.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import random
 import threading
@@ -81,6 +84,7 @@ class Notifier:
         self._clock = clock
         self._rng = rng or random.Random()
         self._wake = threading.Event()
+        self._ready: collections.deque[dict[str, Any]] = collections.deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
@@ -122,6 +126,16 @@ class Notifier:
 
         Call it after the transaction that enqueued an event committed.
         """
+        self._wake.set()
+
+    def deliver(self, rows: list[dict[str, Any]]) -> None:
+        """Send these outbox rows, leased to this conductor, now.
+
+        Thread-safe and never blocks; call it after the transaction that
+        queued them committed. Rows whose lease has ended by the time the
+        thread gets to them are left to :func:`nova_events.claim_due`.
+        """
+        self._ready.extend(rows)
         self._wake.set()
 
     @property
@@ -182,9 +196,10 @@ class Notifier:
         nova = self._conf.nova
         client = self._get_client()
         context = cyborg_context.get_admin_context()
-        rows = nova_events.claim_due(context, self.host, self._clock(),
-                                     nova.claim_timeout,
-                                     nova.events_batch_size)
+        rows = (self._take_ready(nova.events_batch_size)
+                or nova_events.claim_due(context, self.host, self._clock(),
+                                         nova.claim_timeout,
+                                         nova.events_batch_size))
         if not rows:
             return 0
         # One event per ARQ per request: results are keyed by ARQ uuid and
@@ -218,6 +233,16 @@ class Notifier:
                         'have sent them too', len(events), elapsed)
         self._settle(context, batch, results)
         return len(rows)
+
+    def _take_ready(self, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` delivered rows whose lease is still ours."""
+        now = self._clock()
+        rows = []
+        while self._ready and len(rows) < limit:
+            row = self._ready.popleft()
+            if row['claimed_by'] == self.host and row['claimed_until'] > now:
+                rows.append(row)
+        return rows
 
     def _settle(self, context, batch: dict[str, dict[str, Any]],
                 results: dict[str, str]) -> None:

@@ -20,7 +20,7 @@ def _preparer(transport):
     agent_api = agent_rpcapi.AgentAPI(transport)
 
     def prepare(context, claim: binding.Claim) -> None:
-        if claim.attach_type == 'MDEV':
+        if binding.needs_preparation(claim.attach_type):
             agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)
@@ -34,16 +34,20 @@ def create(conf: cfg.ConfigOpts, transport,
     """The conductor.
 
     Placement comes from ``[placement]`` by default; ``notifier`` (with
-    ``start``, ``stop`` and ``wake``) delivers Nova events.
+    ``start``, ``stop`` and ``deliver``) sends Nova events.
     """
     host = conf.host
     if placement_factory is None:
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
+    if notifier is not None:
+        deliver, lease = notifier.deliver, binding.Lease(
+            host, conf.nova.claim_timeout)
+    else:
+        deliver, lease = (lambda rows: None), None
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        _preparer(transport),
-        notifier.wake if notifier is not None else (lambda: None))
+        _preparer(transport), deliver, lease)
     endpoint = manager.ConductorManager(host, placement_factory, binder)
 
     def admin():

@@ -11,6 +11,7 @@ import json
 import threading
 from typing import Any
 
+from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_utils import uuidutils
@@ -57,6 +58,27 @@ def writer(fn):
         with _sqlite_write_lock:
             return transactional(*args, **kwargs)
     return wrapper
+
+
+
+class RetryRequest(db_exc.RetryRequest):
+    """Raised inside a :func:`retrying_writer` transaction that lost a
+    race it can only win by starting again."""
+
+    def __init__(self, reason: str):
+        super().__init__(RuntimeError(reason))
+
+
+def retrying_writer(fn):
+    """:func:`writer`, run again (a few times, after a short pause) when
+    its transaction deadlocked, hit a unique constraint or raised
+    :class:`RetryRequest`."""
+    return oslo_db_api.wrap_db_retry(
+        max_retries=3, retry_interval=0.02, max_retry_interval=0.2,
+        inc_retry_interval=True, retry_on_deadlock=True,
+        jitter=True,
+        exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry),
+    )(writer(fn))
 
 _DP = models.DeviceProfile.__table__
 _ARQ = models.ExtendedAcceleratorRequest.__table__

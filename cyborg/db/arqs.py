@@ -6,6 +6,7 @@ a compare-and-swap against :mod:`cyborg.common.arq_states`.
 """
 
 import json
+import types
 from typing import Any
 
 from oslo_utils import timeutils
@@ -77,7 +78,8 @@ def arq_create(context, device_profile_name: str,
                project_id: str | None) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically."""
     session = context.session
-    profile = session.execute(sa.select(PROFILES).where(
+    profile = session.execute(sa.select(PROFILES.c.id,
+                                        PROFILES.c.profile_json).where(
         PROFILES.c.name == device_profile_name)).first()
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
@@ -91,24 +93,37 @@ def arq_create(context, device_profile_name: str,
             for _ in range(dp_rules.accelerator_count(group))]
     if rows:
         session.execute(sa.insert(ARQS), rows)
-    connection = session.connection()
-    return [_to_dict(row) for row in connection.execute(
-        _select().where(ARQS.c.uuid.in_([r['uuid'] for r in rows]))
-        .order_by(ARQS.c.id))] if rows else []
+    return [dict(row, device_profile_name=device_profile_name,
+                 updated_at=None, **_NEW_ARQ) for row in rows]
 
 
-# Writes (conductor only)
+# What a new ARQ holds besides the values it is created with.
+_NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
+                attach_handle_id=None, deployable_id=None, bind_owner=None,
+                bind_started_at=None, bind_error=None,
+                attach_handle_uuid=None, attach_handle_type=None,
+                attach_handle_info={})
+
+
+# Writes (conductor only). Rows are locked, then changed only through
+# _swap, which keeps the in-memory row equal to the database's.
 
 BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 
 
-def _lock(session, uuids, project_id: str | None) -> list:
-    """The ARQs, locked in id order (so concurrent calls cannot deadlock);
-    ARQNotFound for the first uuid that is missing or not visible."""
-    rows = list(session.execute(
-        _scoped(sa.select(ARQS), project_id)
-        .where(ARQS.c.uuid.in_(list(uuids)))
-        .order_by(ARQS.c.id).with_for_update()))
+def lock_rows(session, query) -> list[types.SimpleNamespace]:
+    """The ARQs ``query`` selects, locked in id order (so concurrent
+    writers cannot deadlock), as mutable rows for :func:`swap`."""
+    return [types.SimpleNamespace(**row._mapping) for row in session.execute(
+        query.order_by(ARQS.c.id).with_for_update())]
+
+
+def lock(session, uuids, project_id: str | None
+         ) -> list[types.SimpleNamespace]:
+    """The ARQs ``uuids``, locked; ARQNotFound for the first uuid that is
+    missing or not visible to ``project_id``."""
+    rows = lock_rows(session, _scoped(sa.select(ARQS), project_id)
+                     .where(ARQS.c.uuid.in_(list(uuids))))
     found = {row.uuid for row in rows}
     for uuid in uuids:
         if uuid not in found:
@@ -116,27 +131,35 @@ def _lock(session, uuids, project_id: str | None) -> list:
     return rows
 
 
-def _swap(session, row, target: str, values: dict[str, Any]) -> None:
-    """Compare-and-swap ``row`` from its state to ``target``."""
+def check_transition(row, target: str) -> None:
+    """ARQBadState unless ``row`` may move to ``target``."""
     if not states.allowed(row.state, target):
         raise exception.ARQBadState(state=row.state, uuid=row.uuid,
                                     expected=sorted(states.sources(target)))
+
+
+def swap(session, row, target: str, values: dict[str, Any]) -> None:
+    """Compare-and-swap locked ``row`` from its state to ``target``."""
+    check_transition(row, target)
+    now = timeutils.utcnow()
     updated = session.execute(
         sa.update(ARQS).where(ARQS.c.id == row.id,
                               ARQS.c.state == row.state)
-        .values(state=target, updated_at=timeutils.utcnow(),
-                **values)).rowcount
+        .values(state=target, updated_at=now, **values)).rowcount
     if updated != 1:
         raise exception.ARQBadState(state='(changed concurrently)',
                                     uuid=row.uuid,
                                     expected=sorted(states.sources(target)))
+    vars(row).update(values, state=target, updated_at=now)
 
 
-def _release_handle(session, row) -> None:
-    if row.attach_handle_id is not None:
-        session.execute(sa.update(HANDLES).where(
-            HANDLES.c.id == row.attach_handle_id).values(
-                in_use=False, updated_at=timeutils.utcnow()))
+def release_handles(session, rows) -> None:
+    """Free the attach handles ``rows`` hold (one UPDATE)."""
+    ids = [row.attach_handle_id for row in rows
+           if row.attach_handle_id is not None]
+    if ids:
+        session.execute(sa.update(HANDLES).where(HANDLES.c.id.in_(ids))
+                        .values(in_use=False, updated_at=timeutils.utcnow()))
 
 
 _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
@@ -144,71 +167,66 @@ _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 bind_started_at=None)
 
 
-@db_api.writer
-def arq_bind_start(context, bindings: dict[str, dict[str, str]],
-                   project_id: str | None, owner: str) -> list[str]:
-    """Move every ARQ to BindStarted, or none; the uuids to bind.
+def start_binds(session, rows, bindings: dict[str, dict[str, str]],
+                owner: str) -> list[types.SimpleNamespace]:
+    """Move every locked ARQ to BindStarted, or none; the rows started.
 
     Binding an ARQ again to the same host, provider and instance while it
-    is binding or bound changes nothing (Nova retries are safe).
+    is binding or bound changes nothing (Nova retries are safe). Every
+    transition is checked before the first write, so a batch with one
+    ARQ in a wrong state changes nothing.
     """
-    session = context.session
-    jobs = []
-    for row in _lock(session, list(bindings), project_id):
+    todo = []
+    for row in rows:
         wanted = bindings[row.uuid]
         same = all(getattr(row, f) == wanted[f] for f in BIND_FIELDS)
         if same and row.state in (states.BIND_STARTED, states.BOUND):
             continue
+        check_transition(row, states.BIND_STARTED)
+        todo.append(row)
+    now = timeutils.utcnow()
+    for row in todo:
+        wanted = bindings[row.uuid]
         values = {f: wanted[f] for f in BIND_FIELDS}
         if wanted.get('project_id'):
             values['project_id'] = wanted['project_id']
-        _swap(session, row, states.BIND_STARTED,
-              dict(values, bind_owner=owner, bind_error=None,
-                   bind_started_at=timeutils.utcnow(),
-                   attach_handle_id=None, deployable_id=None))
-        jobs.append(row.uuid)
-    return jobs
+        swap(session, row, states.BIND_STARTED,
+             dict(values, bind_owner=owner, bind_error=None,
+                  bind_started_at=now, attach_handle_id=None,
+                  deployable_id=None))
+    return todo
 
 
 @db_api.writer
 def arq_unbind(context, uuids: list[str], project_id: str | None) -> None:
     """Unbind ARQs and release their handles (idempotent per ARQ)."""
     session = context.session
-    for row in _lock(session, uuids, project_id):
-        if row.state in (states.INITIAL, states.UNBOUND):
-            continue
-        _release_handle(session, row)
-        _swap(session, row, states.UNBOUND, dict(_CLEARED))
+    rows = [row for row in lock(session, uuids, project_id)
+            if row.state not in (states.INITIAL, states.UNBOUND)]
+    release_handles(session, rows)
+    for row in rows:
+        swap(session, row, states.UNBOUND, dict(_CLEARED))
 
 
 @db_api.writer
-def arq_mark_deleting(context, uuids: list[str] | None,
-                      instance_uuid: str | None,
-                      project_id: str | None) -> list[str]:
-    """Move ARQs to Deleting and release their handles; their uuids.
+def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
+               project_id: str | None) -> list[str]:
+    """Delete ARQs, releasing their handles; the uuids deleted.
 
-    By uuid every ARQ must exist; by instance, none may.
+    By uuid every ARQ must exist; by instance, none may. The ARQs pass
+    through Deleting inside this one transaction, so nobody sees it.
     """
     session = context.session
     if uuids is not None:
-        rows = _lock(session, uuids, project_id)
+        rows = lock(session, uuids, project_id)
     else:
-        rows = list(session.execute(
-            _scoped(sa.select(ARQS), project_id)
-            .where(ARQS.c.instance_uuid == instance_uuid)
-            .order_by(ARQS.c.id).with_for_update()))
+        rows = lock_rows(session, _scoped(sa.select(ARQS), project_id)
+                         .where(ARQS.c.instance_uuid == instance_uuid))
     for row in rows:
         if row.state != states.DELETING:
-            _release_handle(session, row)
-            _swap(session, row, states.DELETING,
-                  dict(attach_handle_id=None))
+            check_transition(row, states.DELETING)
+    release_handles(session, rows)
+    if rows:
+        session.execute(sa.delete(ARQS).where(
+            ARQS.c.id.in_([row.id for row in rows])))
     return [row.uuid for row in rows]
-
-
-@db_api.writer
-def arq_purge(context, uuids: list[str]) -> None:
-    """Remove ARQs that reached Deleting."""
-    if uuids:
-        context.session.execute(sa.delete(ARQS).where(
-            ARQS.c.uuid.in_(list(uuids)),
-            ARQS.c.state == states.DELETING))

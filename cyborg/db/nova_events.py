@@ -47,20 +47,46 @@ _SKIP_LOCKED_DIALECTS = ('postgresql', 'mysql', 'mariadb')
 
 def enqueue(connection, arq_uuid: str, instance_uuid: str, status: str,
             now: datetime.datetime) -> None:
-    """Queue an ``accelerator-request-bound`` event, due at ``now``.
+    """Queue one ``accelerator-request-bound`` event, due at ``now``;
+    see :func:`enqueue_many`."""
+    enqueue_many(connection, [(arq_uuid, instance_uuid, status)], now)
 
-    A plain INSERT on ``connection`` (a SQLAlchemy Connection or Session),
+
+def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
+                 now: datetime.datetime, owner: str | None = None,
+                 lease_until: datetime.datetime | None = None
+                 ) -> list[dict[str, Any]]:
+    """Queue ``(arq_uuid, instance_uuid, status)`` events, due at ``now``;
+    the rows written.
+
+    One INSERT on ``connection`` (a SQLAlchemy Connection or Session),
     inside whatever transaction it is in: call it in the transaction that
-    records the bind's outcome, then wake the notifier once that
-    transaction has committed. ``status`` is ``'completed'`` or
-    ``'failed'``.
+    records the binds' outcomes. ``status`` is ``'completed'`` or
+    ``'failed'``. With an ``owner``, the rows are leased to it until
+    ``lease_until``: it sends them once the transaction has committed,
+    and nobody else does before the lease ends.
     """
-    if status not in STATUSES:
-        raise ValueError('status must be one of %s, not %r'
-                         % (', '.join(STATUSES), status))
-    connection.execute(sa.insert(EVENTS).values(
-        arq_uuid=arq_uuid, instance_uuid=instance_uuid, status=status,
-        attempts=0, next_attempt_at=now, created_at=now))
+    for _arq, _instance, status in events:
+        if status not in STATUSES:
+            raise ValueError('status must be one of %s, not %r'
+                             % (', '.join(STATUSES), status))
+    rows = [dict(arq_uuid=arq, instance_uuid=instance, status=status,
+                 attempts=0, next_attempt_at=now, created_at=now,
+                 claimed_by=owner, claimed_until=lease_until)
+            for arq, instance, status in events]
+    if not rows:
+        return []
+    dialect = (connection.dialect if hasattr(connection, 'dialect')
+               else connection.get_bind().dialect)
+    if dialect.insert_returning:
+        return [_row(row) for row in connection.execute(
+            sa.insert(EVENTS).values(rows).returning(*EVENTS.c))]
+    written = []
+    for row in rows:
+        result = connection.execute(sa.insert(EVENTS).values(row))
+        written.append(dict(row, id=result.inserted_primary_key[0],
+                            sent_at=None, last_error=None, updated_at=None))
+    return written
 
 
 def _claimable(now: datetime.datetime):

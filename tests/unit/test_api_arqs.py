@@ -277,14 +277,6 @@ def test_project_isolation(app, conductor, database, seed):
     response = _request(app, 'GET', PATH + '?instance=' + INSTANCE, headers=P1)
     assert response.json == {'arqs': []}
 
-    response = _request(
-        app, 'PATCH', one, _bind_ops(), headers={**P1, **SERVICE}
-    )
-    assert response.status_int == 404
-    response = _request(
-        app, 'PATCH', PATH, {theirs: UNBIND_OPS}, headers={**P1, **SERVICE}
-    )
-    assert response.status_int == 404
     response = _request(app, 'DELETE', one, headers={**P1, **SERVICE})
     assert response.status_int == 404
     response = _request(
@@ -298,6 +290,25 @@ def test_project_isolation(app, conductor, database, seed):
     )
     assert response.status_int == 202
     conductor.arq_unbind.assert_called_once_with(mock.ANY, [theirs])
+
+
+def test_patch_is_scoped_by_the_conductor(app, conductor, database, seed):
+    """Bind and unbind go to the conductor with the caller's context,
+    which limits them to the caller's project (tests/unit/test_binding.py
+    and the functional tests show it); its 404 is the API's."""
+    theirs = _insert(database, seed, 2, project='p2', instance=INSTANCE)
+    one = '%s/%s' % (PATH, theirs)
+    missing = exception.ARQNotFound(uuid=theirs)
+    conductor.arq_bind.side_effect = missing
+    conductor.arq_unbind.side_effect = missing
+    for path, body in ((one, _bind_ops()), (PATH, {theirs: UNBIND_OPS})):
+        response = _request(app, 'PATCH', path, body,
+                            headers={**P1, **SERVICE})
+        assert response.status_int == 404
+        assert _fault(response) == 'ExtArq not found with uuid=%s' % theirs
+    for method in (conductor.arq_bind, conductor.arq_unbind):
+        context = method.call_args[0][0]
+        assert (context.project_id, context.is_admin) == ('p1', False)
 
 
 def test_list_filters(app, database, seed):

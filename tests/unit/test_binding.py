@@ -1,4 +1,5 @@
-"""ARQ creation, binding jobs, unbind and delete on SQLite."""
+"""ARQ creation, binding (in one transaction, or by a job for handles to
+prepare), unbind and delete on SQLite."""
 
 import datetime
 
@@ -17,29 +18,66 @@ from cyborg.db import hardware
 from cyborg.db import models
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
+OTHER_INSTANCE = '11111111-2222-4333-8444-555555555555'
+LEASE = binding.Lease('cond1', 30)
+
+
+def _report(context, conf, host, handle_type):
+    conf.set_override('handle_type', handle_type, group='fake_driver')
+    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    inventory.apply_report(context, host, host, wire,
+                           base.tree_digest(wire), [])
+    return next(d['rp_uuid'] for d in hardware.deployable_list(context)
+                if hardware.deployable_host(context, d['id']) == host)
 
 
 @pytest.fixture
-def host(database, admin_context, conf):
-    """One fake device with 4 handles on host1; its deployable rp uuid."""
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
-    inventory.apply_report(admin_context, 'host1', 'host1', wire,
-                           base.tree_digest(wire), [])
+def profiles(database, admin_context):
     db_api.device_profile_create(admin_context, {
         'name': 'two', 'groups': [{'resources:FPGA': '1'},
                                   {'resources:FPGA': '1'}]})
     db_api.device_profile_create(admin_context, {
         'name': 'five', 'groups': [{'resources:FPGA': '5'}]})
-    return hardware.deployable_list(admin_context)[0]['rp_uuid']
 
 
 @pytest.fixture
-def binder():
-    resolved = []
-    prepared = []
-    job = binding.Binder('cond1', 2, 60, lambda ctx, c: prepared.append(c),
-                         lambda: resolved.append(True))
-    job.prepared = prepared
+def host(profiles, admin_context, conf):
+    """One fake device with 4 PCI handles on host1: its rp uuid."""
+    return _report(admin_context, conf, 'host1', 'PCI')
+
+
+@pytest.fixture
+def mdev_host(profiles, admin_context, conf):
+    """One fake device with 4 MDEV handles on host2: its rp uuid."""
+    return _report(admin_context, conf, 'host2', 'MDEV')
+
+
+class Recorder:
+    """A Binder's collaborators: what was prepared and delivered."""
+
+    def __init__(self, refuse=None):
+        self.prepared = []
+        self.delivered = []
+        self.refuse = refuse
+
+    def prepare(self, context, claim):
+        if self.refuse:
+            raise RuntimeError(self.refuse)
+        self.prepared.append(claim)
+
+    def deliver(self, rows):
+        self.delivered.extend(rows)
+
+
+@pytest.fixture
+def recorder():
+    return Recorder()
+
+
+@pytest.fixture
+def binder(recorder):
+    job = binding.Binder('cond1', 2, 60, recorder.prepare, recorder.deliver,
+                         LEASE)
     yield job
     job.stop()
 
@@ -66,12 +104,14 @@ def _handles_in_use(engine):
             models.AttachHandle.in_use == sa.true())).scalar()
 
 
-def _bind(context, binder, arqs, rp, **kwargs):
-    jobs = arq_db.arq_bind_start(context, _bindings(arqs, rp, **kwargs),
-                                 None, binder.owner)
-    for uuid in jobs:
+def _bind(context, arqs, rp, **kwargs):
+    return binding.bind(context, _bindings(arqs, rp, **kwargs), None,
+                        'cond1', LEASE)
+
+
+def _run_jobs(context, binder, outcome):
+    for uuid in outcome.jobs:
         binder.run(context, uuid)
-    return jobs
 
 
 def test_create_one_arq_per_accelerator(host, admin_context):
@@ -79,62 +119,80 @@ def test_create_one_arq_per_accelerator(host, admin_context):
     assert [a['device_profile_group_id'] for a in arqs] == [0, 1]
     assert {a['state'] for a in arqs} == {states.INITIAL}
     assert arqs[0]['project_id'] == 'p1'
+    assert arqs[0]['device_profile_name'] == 'two'
+    stored = arq_db.arq_list(admin_context, 'p1')
+    assert [(a['uuid'], a['state'], a['created_at']) for a in arqs] == [
+        (a['uuid'], a['state'], a['created_at']) for a in stored]
     with pytest.raises(exception.DeviceProfileNotFound):
         arq_db.arq_create(admin_context, 'nope', 'p1')
 
 
-def test_bind_claims_handles_and_queues_events(host, admin_context, binder,
-                                               database):
+def test_bind_without_preparation_is_one_transaction(host, admin_context,
+                                                     database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, binder, arqs, host)
+    outcome = _bind(admin_context, arqs, host)
+    assert outcome.jobs == []
     bound = [arq_db.arq_get(admin_context, a['uuid'], None) for a in arqs]
     assert [b['state'] for b in bound] == [states.BOUND] * 2
+    assert {b['bind_owner'] for b in bound} == {'cond1'}
     assert bound[0]['attach_handle_uuid'] != bound[1]['attach_handle_uuid']
+    assert bound[0]['attach_handle_type'] == 'PCI'
     assert bound[0]['attach_handle_info']['bus'] == '10'
     assert _handles_in_use(database) == 2
     assert _events(database) == [(a['uuid'], 'completed') for a in arqs]
+    # The events come back leased to the conductor, ready to send.
+    assert [(e['arq_uuid'], e['claimed_by']) for e in outcome.events] == [
+        (a['uuid'], 'cond1') for a in arqs]
+    assert all(e['claimed_until'] > datetime.datetime.utcnow()
+               for e in outcome.events)
 
 
-def test_rebinding_the_same_way_is_a_no_op(host, admin_context, binder,
-                                           database):
+def test_events_without_a_lease_are_due_for_anyone(host, admin_context,
+                                                   database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, binder, arqs, host)
-    assert _bind(admin_context, binder, arqs, host) == []
+    outcome = binding.bind(admin_context, _bindings(arqs, host), None,
+                           'cond1')
+    assert [e['claimed_by'] for e in outcome.events] == [None, None]
+
+
+def test_rebinding_the_same_way_is_a_no_op(host, admin_context, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _bind(admin_context, arqs, host)
+    outcome = _bind(admin_context, arqs, host)
+    assert (outcome.jobs, outcome.events) == ([], [])
     assert len(_events(database)) == 2
     with pytest.raises(exception.ARQBadState) as error:
-        _bind(admin_context, binder, arqs, host,
-              instance='11111111-2222-4333-8444-555555555555')
+        _bind(admin_context, arqs, host, instance=OTHER_INSTANCE)
     assert error.value.code == 409
 
 
-def test_batch_is_all_or_nothing(host, admin_context, binder):
+def test_batch_is_all_or_nothing(host, admin_context, database):
     first = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, binder, first[:1], host)
+    _bind(admin_context, first[:1], host)
     second = arq_db.arq_create(admin_context, 'two', 'p1')
     with pytest.raises(exception.ARQBadState):
-        arq_db.arq_bind_start(
-            admin_context,
-            dict(_bindings(second, host),
-                 **_bindings(first[:1], host, instance=second[0]['uuid'])),
-            None, 'cond1')
+        binding.bind(admin_context,
+                     dict(_bindings(second, host),
+                          **_bindings(first[:1], host,
+                                      instance=OTHER_INSTANCE)),
+                     None, 'cond1')
     assert _states(admin_context, second) == [states.INITIAL] * 2
+    assert _handles_in_use(database) == 1
+    assert len(_events(database)) == 1
 
 
-def test_unknown_provider_fails_the_bind(host, admin_context, binder,
-                                         database):
+def test_unknown_provider_fails_the_bind(host, admin_context, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, binder, arqs,
-          'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee')
+    _bind(admin_context, arqs, 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee')
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILED
     assert 'No deployable has resource provider' in failed['bind_error']
     assert {e[1] for e in _events(database)} == {'failed'}
 
 
-def test_never_more_binds_than_handles(host, admin_context, binder,
-                                       database):
+def test_never_more_binds_than_handles(host, admin_context, database):
     arqs = arq_db.arq_create(admin_context, 'five', 'p1')
-    _bind(admin_context, binder, arqs, host)
+    _bind(admin_context, arqs, host)
     assert sorted(_states(admin_context, arqs)) == sorted(
         [states.BOUND] * 4 + [states.BIND_FAILED])
     assert _handles_in_use(database) == 4
@@ -142,45 +200,54 @@ def test_never_more_binds_than_handles(host, admin_context, binder,
         admin_context, a['uuid'], None)['state'] == states.BIND_FAILED]
     assert 'No free attach handle' in arq_db.arq_get(
         admin_context, failed[0]['uuid'], None)['bind_error']
+    assert sorted(e[1] for e in _events(database)) == (
+        ['completed'] * 4 + ['failed'])
 
 
-def test_unbind_releases_and_allows_rebind(host, admin_context, binder,
-                                           database):
+def test_a_lost_claim_race_starts_the_transaction_again(
+        host, admin_context, database, monkeypatch):
+    real = binding._claim_free
+    calls = []
+
+    def lose_first(session, deployable_id, count):
+        calls.append(count)
+        if len(calls) == 1:
+            real(session, deployable_id, count)  # written, then undone
+            raise db_api.RetryRequest('attach handles claimed concurrently')
+        return real(session, deployable_id, count)
+
+    monkeypatch.setattr(binding, '_claim_free', lose_first)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, binder, arqs, host)
+    _bind(admin_context, arqs, host)
+    assert calls == [2, 2]
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+    assert _handles_in_use(database) == 2
+    assert len(_events(database)) == 2
+
+
+def test_unbind_releases_and_allows_rebind(host, admin_context, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _bind(admin_context, arqs, host)
     arq_db.arq_unbind(admin_context, [a['uuid'] for a in arqs], None)
     assert _states(admin_context, arqs) == [states.UNBOUND] * 2
     assert _handles_in_use(database) == 0
     unbound = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert unbound['instance_uuid'] is None
     assert unbound['project_id'] == 'p1'
-    _bind(admin_context, binder, arqs, host)
+    _bind(admin_context, arqs, host)
     assert _states(admin_context, arqs) == [states.BOUND] * 2
 
 
-def test_unbind_during_binding_leaks_nothing(host, admin_context, binder,
-                                             database):
-    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    jobs = arq_db.arq_bind_start(admin_context, _bindings(arqs, host), None,
-                                 'cond1')
-    binding.claim_handle(admin_context, jobs[0])
-    arq_db.arq_unbind(admin_context, jobs, None)
-    for uuid in jobs:
-        binder.run(admin_context, uuid)
-    assert _states(admin_context, arqs) == [states.UNBOUND] * 2
-    assert _handles_in_use(database) == 0
-    assert _events(database) == []
-
-
-def test_delete_during_binding(host, admin_context, binder, database):
-    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    jobs = arq_db.arq_bind_start(admin_context, _bindings(arqs, host), None,
-                                 'cond1')
-    binding.claim_handle(admin_context, jobs[0])
-    deleting = arq_db.arq_mark_deleting(admin_context, None, INSTANCE, None)
-    arq_db.arq_purge(admin_context, deleting)
-    for uuid in jobs:
-        binder.run(admin_context, uuid)
+def test_delete_releases_handles(host, admin_context, database):
+    arqs = arq_db.arq_create(admin_context, 'five', 'p1')
+    _bind(admin_context, arqs[:2], host)
+    _bind(admin_context, arqs[2:4], host, instance=OTHER_INSTANCE)
+    deleted = arq_db.arq_delete(admin_context, None, INSTANCE, None)
+    assert deleted == [a['uuid'] for a in arqs[:2]]
+    assert _handles_in_use(database) == 2
+    assert arq_db.arq_delete(admin_context, None, INSTANCE, None) == []
+    arq_db.arq_delete(admin_context, [a['uuid'] for a in arqs[2:]], None,
+                      None)
     assert arq_db.arq_list(admin_context, None) == []
     assert _handles_in_use(database) == 0
 
@@ -188,30 +255,105 @@ def test_delete_during_binding(host, admin_context, binder, database):
 def test_delete_by_uuid_needs_every_arq(host, admin_context):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     with pytest.raises(exception.ARQNotFound):
-        arq_db.arq_mark_deleting(
+        arq_db.arq_delete(
             admin_context,
             [arqs[0]['uuid'], 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee'],
             None, None)
     assert _states(admin_context, arqs) == [states.INITIAL] * 2
 
 
-def test_other_projects_are_invisible(host, admin_context, binder):
+def test_other_projects_are_invisible(host, admin_context):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     with pytest.raises(exception.ARQNotFound):
         arq_db.arq_get(admin_context, arqs[0]['uuid'], 'p2')
     with pytest.raises(exception.ARQNotFound):
-        arq_db.arq_bind_start(admin_context, _bindings(arqs, host), 'p2',
-                              'cond1')
+        binding.bind(admin_context, _bindings(arqs, host), 'p2', 'cond1')
+    with pytest.raises(exception.ARQNotFound):
+        arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], 'p2')
+    with pytest.raises(exception.ARQNotFound):
+        arq_db.arq_delete(admin_context, [arqs[0]['uuid']], None, 'p2')
+    assert arq_db.arq_delete(admin_context, None, INSTANCE, 'p2') == []
     assert arq_db.arq_list(admin_context, 'p2') == []
+    assert _states(admin_context, arqs) == [states.INITIAL] * 2
 
 
-def test_sweeper_fails_stale_binds_and_purges_deleting(
-        host, admin_context, binder, database):
+# Handles the agent prepares: a job per ARQ ------------------------------
+
+def test_handles_to_prepare_are_claimed_then_prepared_by_a_job(
+        mdev_host, admin_context, binder, recorder, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    arq_db.arq_bind_start(admin_context, _bindings(arqs[:1], host), None,
-                          'dead-conductor')
-    binding.claim_handle(admin_context, arqs[0]['uuid'])
-    arq_db.arq_mark_deleting(admin_context, [arqs[1]['uuid']], None, None)
+    outcome = _bind(admin_context, arqs, mdev_host, host='host2')
+    assert outcome.jobs == [a['uuid'] for a in arqs]
+    assert outcome.events == []
+    assert _states(admin_context, arqs) == [states.BIND_STARTED] * 2
+    assert _handles_in_use(database) == 2
+    _run_jobs(admin_context, binder, outcome)
+    assert [c.attach_type for c in recorder.prepared] == ['MDEV', 'MDEV']
+    assert {c.device_host for c in recorder.prepared} == {'host2'}
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+    assert [(e['arq_uuid'], e['status'], e['claimed_by'])
+            for e in recorder.delivered] == [
+        (a['uuid'], 'completed', 'cond1') for a in arqs]
+
+
+def test_binder_binds_delivers_and_submits(mdev_host, host, admin_context,
+                                           binder, recorder, database):
+    pci = arq_db.arq_create(admin_context, 'two', 'p1')
+    mdev = arq_db.arq_create(admin_context, 'two', 'p1')
+    binder.bind(admin_context, _bindings(pci, host), None)
+    assert [e['arq_uuid'] for e in recorder.delivered] == [
+        a['uuid'] for a in pci]
+    binder.bind(admin_context, _bindings(mdev, mdev_host, host='host2',
+                                         instance=OTHER_INSTANCE), None)
+    binder.stop()  # waits for the jobs
+    assert _states(admin_context, pci + mdev) == [states.BOUND] * 4
+    assert len(recorder.prepared) == 2
+    assert len(recorder.delivered) == 4
+
+
+def test_unbind_during_a_job_leaks_nothing(mdev_host, admin_context,
+                                           binder, recorder, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, mdev_host, host='host2')
+    arq_db.arq_unbind(admin_context, outcome.jobs, None)
+    _run_jobs(admin_context, binder, outcome)
+    assert _states(admin_context, arqs) == [states.UNBOUND] * 2
+    assert _handles_in_use(database) == 0
+    assert _events(database) == []
+    assert recorder.prepared == []
+
+
+def test_delete_during_a_job(mdev_host, admin_context, binder, recorder,
+                             database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, mdev_host, host='host2')
+    arq_db.arq_delete(admin_context, None, INSTANCE, None)
+    _run_jobs(admin_context, binder, outcome)
+    assert arq_db.arq_list(admin_context, None) == []
+    assert _handles_in_use(database) == 0
+    assert _events(database) == []
+
+
+def test_failed_preparation_fails_the_bind(mdev_host, admin_context,
+                                           database):
+    recorder = Recorder(refuse='mdev create failed')
+    job = binding.Binder('cond1', 1, 60, recorder.prepare, recorder.deliver)
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _run_jobs(admin_context, job, _bind(admin_context, arqs[:1], mdev_host,
+                                        host='host2'))
+    job.stop()
+    failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
+    assert failed['state'] == states.BIND_FAILED
+    assert 'mdev create failed' in failed['bind_error']
+    assert _handles_in_use(database) == 0
+    assert [e['status'] for e in recorder.delivered] == ['failed']
+
+
+def test_sweeper_fails_stale_jobs(mdev_host, admin_context, binder,
+                                  recorder, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    binding.bind(admin_context, _bindings(arqs[:1], mdev_host, host='host2'),
+                 None, 'dead-conductor')
     old = datetime.datetime(2020, 1, 1)
     with database.begin() as connection:
         connection.execute(sa.update(models.ExtendedAcceleratorRequest
@@ -222,32 +364,30 @@ def test_sweeper_fails_stale_binds_and_purges_deleting(
     assert swept['state'] == states.BIND_FAILED
     assert 'did not finish within 60 seconds' in swept['bind_error']
     assert _handles_in_use(database) == 0
-    assert [a['uuid'] for a in arq_db.arq_list(admin_context, None)] == [
-        arqs[0]['uuid']]
+    assert [e['status'] for e in recorder.delivered] == ['failed']
+    assert _states(admin_context, arqs[1:]) == [states.INITIAL]
 
 
-def test_restarted_conductor_resumes_its_jobs(host, admin_context, binder,
-                                              database):
+def test_restarted_conductor_resumes_its_jobs(mdev_host, admin_context,
+                                              binder, recorder, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    arq_db.arq_bind_start(admin_context, _bindings(arqs, host), None,
-                          'cond1')
-    binding.claim_handle(admin_context, arqs[0]['uuid'])  # then "killed"
+    _bind(admin_context, arqs, mdev_host, host='host2')  # then "killed"
     binder.resume(admin_context)
     binder.stop()
     assert _states(admin_context, arqs) == [states.BOUND] * 2
     assert _handles_in_use(database) == 2
     assert len(_events(database)) == 2
+    assert len(recorder.prepared) == 2
 
 
-def test_failed_preparation_fails_the_bind(host, admin_context, database):
-    def refuse(context, claim):
-        raise RuntimeError('mdev create failed')
-
-    job = binding.Binder('cond1', 1, 60, refuse, lambda: None)
+def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
+                                              recorder):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, job, arqs[:1], host)
-    job.stop()
+    with db_api.main_context_manager.writer.using(admin_context) as session:
+        rows = arq_db.lock(session, [arqs[0]['uuid']], None)
+        arq_db.start_binds(session, rows, _bindings(arqs[:1], host),
+                           'cond1')
+    binder.run(admin_context, arqs[0]['uuid'])
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILED
-    assert 'mdev create failed' in failed['bind_error']
-    assert _handles_in_use(database) == 0
+    assert 'no claimed attach handle' in failed['bind_error']

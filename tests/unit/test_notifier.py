@@ -289,6 +289,65 @@ def test_wake_delivers_promptly(notifier, client, admin_context):
     assert max(latencies) < 0.1, latencies
 
 
+@db_api.writer
+def _enqueue_leased(context, n, owner, now, lease_seconds):
+    return nova_events.enqueue_many(
+        context.session, [(str(uuid.uuid4()), str(uuid.uuid4()),
+                           'completed') for _ in range(n)],
+        now, owner, now + seconds(lease_seconds))
+
+
+def test_enqueue_many_leases_to_the_owner(database, admin_context):
+    written = _enqueue_leased(admin_context, 3, 'c1', T0, 30)
+    assert [r['id'] for r in written] == [r['id'] for r in rows(
+        admin_context)]
+    assert {(r['claimed_by'], r['claimed_until'], r['attempts'])
+            for r in rows(admin_context)} == {('c1', T0 + seconds(30), 0)}
+    # Leased: nobody else claims them before the lease ends.
+    assert nova_events.claim_due(admin_context, 'c2', T0, 30, 10) == []
+    assert len(nova_events.claim_due(admin_context, 'c2', T0 + seconds(31),
+                                     30, 10)) == 3
+
+
+def test_delivered_rows_go_out_without_a_claim(database, admin_context,
+                                                nova_opts, client,
+                                                monkeypatch):
+    now = timeutils.utcnow()
+    mine = _enqueue_leased(admin_context, 2, 'c1', now, 30)
+    expired = _enqueue_leased(admin_context, 1, 'c1', now - seconds(60), 30)
+    others = _enqueue_leased(admin_context, 1, 'c2', now, 30)
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    claims = []
+    real_claim = nova_events.claim_due
+    monkeypatch.setattr(nova_events, 'claim_due',
+                        lambda *a: claims.append(a) or real_claim(*a))
+    instance.deliver(mine + expired + others)
+    assert instance.run_once() == 2
+    assert claims == []
+    assert client.tags() == [r['arq_uuid'] for r in mine]
+    # The expired lease is anyone's (ours included) through claim_due;
+    # the other conductor's row is left to it.
+    assert instance.run_once() == 1
+    assert len(claims) == 1
+    assert client.tags()[-1] == expired[0]['arq_uuid']
+    assert nova_events.pending_count(admin_context) == 1
+    assert others[0]['arq_uuid'] not in client.tags()
+
+
+def test_deliver_wakes_the_thread(notifier, client, admin_context):
+    notifier.start()
+    time.sleep(0.2)  # the first (empty) round is over; now it sleeps 30s
+    rows_ = _enqueue_leased(admin_context, 1, 'conductor-1',
+                            timeutils.utcnow(), 30)
+    delivered = time.monotonic()
+    notifier.deliver(rows_)
+    arrived, events = client.wait_calls(1)[-1]
+    assert events[0]['tag'] == rows_[0]['arq_uuid']
+    assert arrived - delivered < 0.1
+    settled(admin_context)
+    assert nova_events.pending_count(admin_context) == 0
+
+
 def test_start_sends_what_is_due(database, admin_context, notifier, client):
     arqs = enqueue(admin_context, 3, now=timeutils.utcnow())
     notifier.start()

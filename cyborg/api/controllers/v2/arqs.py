@@ -260,7 +260,7 @@ class ARQsController(routing.Resource):
         if unbinds and len(unbinds) != len(bindings):
             raise _patch_error('A request must either bind or unbind all '
                                'of its ARQs')
-        _lookup(context, list(bindings))
+        # The conductor answers 404 for ARQs the caller cannot see.
         conductor = pecan.request.conductor_api
         if unbinds:
             conductor.arq_unbind(context, unbinds)
