@@ -2,7 +2,10 @@
 
 Every call is made at microversion :data:`PLACEMENT_MICROVERSION` (1.26:
 providers are returned on create (1.20), errors carry codes (1.23) and an
-inventory may reserve all of its total (1.26)); no call needs more.
+inventory may reserve all of its total (1.26)), except
+:meth:`PlacementClient.reshape_inventories`, which needs the reshaper
+(:data:`RESHAPER_MICROVERSION`, 1.30) and is optional: callers fall back
+to :meth:`PlacementClient.set_inventories` when Placement refuses it.
 
 Errors are typed (:class:`PlacementError` and its subclasses) and no 4xx
 is swallowed: the only "expected" failures, a 404 from
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 from urllib import parse
 
@@ -30,6 +34,8 @@ from oslo_context import context as oslo_context
 from cyborg.clients import ksa
 
 PLACEMENT_MICROVERSION = '1.26'
+# POST /reshaper: the inventories of many providers in one request.
+RESHAPER_MICROVERSION = '1.30'
 SERVICE_TYPE = 'placement'
 CONF_GROUP = 'placement'
 
@@ -97,6 +103,14 @@ class InventoryInUse(PlacementError):
     """409 on setting inventories: allocations use removed inventory."""
 
 
+class Forbidden(PlacementError):
+    """403 on a reshape: Placement's policy does not allow it."""
+
+
+class MicroversionUnsupported(PlacementError):
+    """406 on a reshape: Placement is older than microversion 1.30."""
+
+
 _ERRORS_BY_CODE: dict[str, type[PlacementError]] = {
     CODE_CONCURRENT_UPDATE: GenerationConflict,
     CODE_DUPLICATE_NAME: ProviderConflict,
@@ -151,15 +165,19 @@ class PlacementClient:
 
     @classmethod
     def for_endpoint(cls, url: str, token: str = 'admin',
-                     timeout: float | None = 60.0) -> PlacementClient:
+                     timeout: float | None = 60.0,
+                     roles: Sequence[str] | None = None) -> PlacementClient:
         """A client of a Placement at ``url`` without keystone.
 
         For a Placement running with ``[api] auth_strategy = noauth2``:
         every request carries ``X-Auth-Token: <token>``, which noauth2
         reads as ``<user>[:<project>]``; the user ``admin`` gets the admin
-        role.
+        role. ``roles`` (e.g. ``('admin', 'service')``, what a service
+        user's keystone token carries) replaces that with an ``X-Roles``
+        header.
         """
-        return cls(adapter_from_endpoint(url, token=token, timeout=timeout))
+        return cls(adapter_from_endpoint(url, token=token, timeout=timeout,
+                                         roles=roles))
 
     # Request plumbing -----------------------------------------------------
 
@@ -299,6 +317,43 @@ class PlacementClient:
                   'inventories': inventories})
         return response.json()['resource_provider_generation']
 
+    def reshape_inventories(self, providers: dict[str, tuple[int, dict]]
+                            ) -> None:
+        """Replace the inventories of several providers in one request.
+
+        ``providers`` maps a provider uuid to ``(generation, inventories)``
+        as :meth:`set_inventories` takes them. Sends ``POST /reshaper``
+        (microversion 1.30) without allocations: every provider's
+        inventories are replaced, all of them or none. Placement returns
+        no generations: each provider's generation afterwards is unknown
+        (re-read it with :meth:`get_provider`).
+
+        Raises :class:`Forbidden` when Placement's policy
+        (``placement:reshaper:reshape``, the ``service`` role by default)
+        denies it, :class:`MicroversionUnsupported` when Placement is older
+        than 1.30, :class:`GenerationConflict` when a generation is stale,
+        :class:`InventoryInUse` when allocations use removed inventory and
+        :class:`PlacementError` (400) e.g. for a provider that does not
+        exist.
+        """
+        body = {
+            'inventories': {
+                uuid: {'resource_provider_generation': generation,
+                       'inventories': inventories}
+                for uuid, (generation, inventories) in providers.items()},
+            'allocations': {},
+        }
+        try:
+            self.request('POST', '/reshaper', json=body,
+                         microversion=RESHAPER_MICROVERSION, not_found=None)
+        except PlacementError as e:
+            refused = {403: Forbidden, 406: MicroversionUnsupported}.get(
+                e.status_code or 0)
+            if refused is None or type(e) is not PlacementError:
+                raise
+            raise refused(str(e), status_code=e.status_code, code=e.code,
+                          detail=e.detail, request_id=e.request_id) from None
+
     def get_traits(self, uuid: str) -> tuple[int, list[str]]:
         """(provider generation, traits)."""
         response = self.request('GET', '/resource_providers/%s/traits'
@@ -373,16 +428,20 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 
 def adapter_from_endpoint(url: str, token: str = 'admin',
-                          timeout: float | None = 60.0
+                          timeout: float | None = 60.0,
+                          roles: Sequence[str] | None = None
                           ) -> ks_adapter.Adapter:
     """A keystoneauth1 Adapter for a Placement at ``url``, no keystone.
 
     Uses the fixed-token plugin (what ``auth_type = admin_token`` loads):
     every request carries ``X-Auth-Token: <token>`` and goes to ``url``;
-    nothing is looked up in a catalog.
+    nothing is looked up in a catalog. ``roles``, when given, are sent as
+    ``X-Roles`` (which Placement's noauth2 takes as the token's roles).
     """
     url = url.rstrip('/')
     auth = token_endpoint.Token(url, token)
-    session = ks_session.Session(auth=auth, timeout=timeout)
+    headers = {'X-Roles': ','.join(roles)} if roles is not None else None
+    session = ks_session.Session(auth=auth, timeout=timeout,
+                                 additional_headers=headers)
     return ks_adapter.Adapter(session, service_type=SERVICE_TYPE,
                               endpoint_override=url)

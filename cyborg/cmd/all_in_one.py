@@ -31,6 +31,11 @@ from cyborg.db import migration
 
 LOG = logging.getLogger(__name__)
 
+# The roles of the conductor in the embedded Placement: those keystone
+# gives a service user (the service role lets it set the inventories of
+# many providers with one POST /reshaper).
+CONDUCTOR_PLACEMENT_ROLES = ('admin', 'service')
+
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser('~'), '.local', 'share',
                                  'cyborg')
 
@@ -107,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         conductor_service.create(
             CONF, transport,
             lambda: placement_client.PlacementClient.for_endpoint(
-                placement.url), notifier=notifier),
+                placement.url, roles=CONDUCTOR_PLACEMENT_ROLES),
+            notifier=notifier),
         agent_service.create(CONF, transport),
     ]
     for svc in services:

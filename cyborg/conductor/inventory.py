@@ -4,7 +4,9 @@ A report is the whole tree of one host. An unchanged tree (same digest as
 the last one applied) costs one indexed read. A changed tree is diffed
 against the host's rows in one transaction that first locks the host's
 service row, so reports of one host are applied one at a time by any
-number of conductors. The host's rows are read with one query per table.
+number of conductors. The host's rows are read with one query per table,
+and new rows are written with one or two statements per table, however
+many devices a report adds.
 
 Devices vanish from the database only when nothing holds them: a device
 that disappears while one of its attach handles is in use is kept and
@@ -168,10 +170,20 @@ class _HostDiff:
                 self._update_device(row, wanted[address])
             elif row.driver not in self.failed_drivers:
                 self._remove_device(row)
-        for address, device in wanted.items():
-            if address not in self.devices:
-                self._add_device(device)
+        self._add_devices([device for address, device in wanted.items()
+                           if address not in self.devices])
         return self.summary
+
+    def _insert(self, table, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert rows (each with its ``uuid``) with one statement; their
+        ids, in order (read back with a second statement)."""
+        if not rows:
+            return []
+        self.connection.execute(sa.insert(table), rows)
+        ids = dict(self.connection.execute(
+            sa.select(table.c.uuid, table.c.id).where(
+                table.c.uuid.in_([row['uuid'] for row in rows]))).all())
+        return [ids[row['uuid']] for row in rows]
 
     # Devices
 
@@ -186,18 +198,28 @@ class _HostDiff:
             'driver': device.get('driver'), 'missing': False,
         }
 
-    def _add_device(self, device: dict[str, Any]) -> None:
-        values = self._device_values(device)
-        device_id = self.connection.execute(sa.insert(DEVICES).values(
-            uuid=uuidutils.generate_uuid(), hostname=self.host,
-            address=device['address'], created_at=self.now,
-            **values)).inserted_primary_key[0]
-        cpid_ids = [self._add_cpid(device_id, cpid)
-                    for cpid in device['controlpath_ids']]
-        for deployable in device['deployables']:
-            self._add_deployable(device_id, device['address'], cpid_ids[0],
-                                 deployable)
-        self.summary.added += 1
+    def _add_devices(self, devices: list[dict[str, Any]]) -> None:
+        """Add new devices and everything under them, with one statement
+        (or two) per table whatever their number."""
+        device_ids = self._insert(DEVICES, [dict(
+            self._device_values(device), uuid=uuidutils.generate_uuid(),
+            hostname=self.host, address=device['address'],
+            created_at=self.now) for device in devices])
+        cpids = [(device_id, cpid) for device, device_id
+                 in zip(devices, device_ids, strict=True)
+                 for cpid in device['controlpath_ids']]
+        cpid_ids = self._insert(CPIDS, [self._cpid_values(device_id, cpid)
+                                        for device_id, cpid in cpids])
+        first_cpid: dict[int, int] = {}
+        for (device_id, _cpid), cpid_id in zip(cpids, cpid_ids,
+                                                strict=True):
+            first_cpid.setdefault(device_id, cpid_id)
+        self._add_deployables([
+            (device_id, device['address'], first_cpid.get(device_id),
+             deployable)
+            for device, device_id in zip(devices, device_ids, strict=True)
+            for deployable in device['deployables']])
+        self.summary.added += len(devices)
 
     def _update_device(self, row, device: dict[str, Any]) -> None:
         values = self._device_values(device)
@@ -212,14 +234,15 @@ class _HostDiff:
         existing = {dep.name: dep for dep in self._children(
             self.deployables, 'device_id', row.id)}
         wanted = {dep['name']: dep for dep in device['deployables']}
+        new = []
         for name, deployable in wanted.items():
             if name in existing:
                 changed |= self._update_deployable(existing[name],
                                                    deployable, cpid_ids[0])
             else:
-                self._add_deployable(row.id, row.address, cpid_ids[0],
-                                     deployable)
+                new.append((row.id, row.address, cpid_ids[0], deployable))
                 changed = True
+        self._add_deployables(new)
         for name, dep_row in existing.items():
             if name not in wanted:
                 changed |= self._remove_deployable(dep_row)
@@ -250,12 +273,16 @@ class _HostDiff:
 
     # Control paths
 
+    def _cpid_values(self, device_id: int,
+                     cpid: dict[str, Any]) -> dict[str, Any]:
+        return dict(uuid=uuidutils.generate_uuid(), device_id=device_id,
+                    cpid_type=cpid['cpid_type'],
+                    cpid_info=driver_base.canonical_json(cpid['cpid_info']),
+                    created_at=self.now)
+
     def _add_cpid(self, device_id: int, cpid: dict[str, Any]) -> int:
         return self.connection.execute(sa.insert(CPIDS).values(
-            uuid=uuidutils.generate_uuid(), device_id=device_id,
-            cpid_type=cpid['cpid_type'],
-            cpid_info=driver_base.canonical_json(cpid['cpid_info']),
-            created_at=self.now)).inserted_primary_key[0]
+            **self._cpid_values(device_id, cpid))).inserted_primary_key[0]
 
     def _sync_cpids(self, device_id: int,
                     wanted: list[dict[str, Any]]) -> list[int]:
@@ -269,17 +296,29 @@ class _HostDiff:
 
     # Deployables
 
-    def _add_deployable(self, device_id: int, address: str, cpid_id: int,
-                        deployable: dict[str, Any]) -> None:
-        deployable_id = self.connection.execute(sa.insert(DEPLOYABLES).values(
+    def _add_deployables(self, new: list[tuple[int, str, int | None,
+                                               dict[str, Any]]]) -> None:
+        """Add deployables, given as (device id, device address, control
+        path id, reported deployable), with their handles and attributes:
+        one statement (or two) per table."""
+        ids = self._insert(DEPLOYABLES, [dict(
             uuid=uuidutils.generate_uuid(), name=deployable['name'],
             num_accelerators=deployable['num_accelerators'],
             device_id=device_id, driver_name=deployable.get('driver_name'),
             rp_uuid=provider_uuid(self.host, address, deployable['name']),
-            created_at=self.now)).inserted_primary_key[0]
-        self._add_handles(deployable_id, cpid_id,
-                          deployable['attach_handles'])
-        self._add_attributes(deployable_id, _attributes(deployable))
+            created_at=self.now)
+            for device_id, address, _cpid, deployable in new])
+        handles, attributes = [], []
+        for (_device, _address, cpid_id, deployable), deployable_id in zip(
+                new, ids, strict=True):
+            handles += self._handle_rows(deployable_id, cpid_id,
+                                         deployable['attach_handles'])
+            attributes += self._attribute_rows(deployable_id,
+                                               _attributes(deployable))
+        if handles:
+            self.connection.execute(sa.insert(HANDLES), handles)
+        if attributes:
+            self.connection.execute(sa.insert(ATTRIBUTES), attributes)
 
     def _update_deployable(self, row, deployable: dict[str, Any],
                            cpid_id: int) -> bool:
@@ -319,17 +358,21 @@ class _HostDiff:
 
     # Attach handles
 
-    def _add_handles(self, deployable_id: int, cpid_id: int,
-                     handles: list[dict[str, Any]]) -> None:
-        """Insert handles with one statement."""
-        if not handles:
-            return
-        self.connection.execute(sa.insert(HANDLES), [
+    def _handle_rows(self, deployable_id: int, cpid_id: int | None,
+                     handles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
             {'uuid': uuidutils.generate_uuid(),
              'deployable_id': deployable_id, 'cpid_id': cpid_id,
              'in_use': False, 'attach_type': handle['attach_type'],
              'attach_info': driver_base.canonical_json(handle['attach_info']),
-             'created_at': self.now} for handle in handles])
+             'created_at': self.now} for handle in handles]
+
+    def _add_handles(self, deployable_id: int, cpid_id: int,
+                     handles: list[dict[str, Any]]) -> None:
+        """Insert handles with one statement."""
+        if handles:
+            self.connection.execute(sa.insert(HANDLES), self._handle_rows(
+                deployable_id, cpid_id, handles))
 
     def _sync_handles(self, deployable_id: int, cpid_id: int,
                       wanted: list[dict[str, Any]]) -> bool:
@@ -359,15 +402,19 @@ class _HostDiff:
 
     # Attributes
 
+    def _attribute_rows(self, deployable_id: int,
+                        values: dict[str, str]) -> list[dict[str, Any]]:
+        return [{'uuid': uuidutils.generate_uuid(),
+                 'deployable_id': deployable_id, 'key': key, 'value': value,
+                 'created_at': self.now} for key, value in values.items()]
+
     def _add_attributes(self, deployable_id: int,
                         values: dict[str, str]) -> None:
         """Insert attributes with one statement."""
-        if not values:
-            return
-        self.connection.execute(sa.insert(ATTRIBUTES), [
-            {'uuid': uuidutils.generate_uuid(),
-             'deployable_id': deployable_id, 'key': key, 'value': value,
-             'created_at': self.now} for key, value in values.items()])
+        if values:
+            self.connection.execute(sa.insert(ATTRIBUTES),
+                                    self._attribute_rows(deployable_id,
+                                                         values))
 
     def _sync_attributes(self, deployable_id: int,
                          wanted: dict[str, str]) -> bool:

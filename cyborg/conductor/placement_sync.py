@@ -12,6 +12,24 @@ only what changed: nothing at all when nothing changed. Generation
 conflicts are retried with a fresh generation. Custom resource classes and
 traits are created when needed and never deleted: other providers, and
 other services, may use them.
+
+A sync creates the new providers and sets traits one provider at a time
+(Placement has no call for several), then sets the inventories of all
+providers that need it with one ``POST /reshaper`` when Placement's
+policy allows it (the ``service`` role by default): 18 requests instead
+of 25 for a new host with 8 devices. The reshaper answers no generations,
+so they are recorded as unknown; the next sync that writes several
+providers of the host reads them with one request for the host's tree (a
+provider written alone reads its own). When the reshaper is refused
+(403, or a Placement older than microversion 1.30), the inventories are
+set one provider at a time, from then on (until the conductor restarts);
+when it fails otherwise (a generation conflict, inventory in use...), for
+that sync. The reshaper replaces the inventories of all its providers or
+of none, so a failed one leaves nothing half written.
+
+What a sync wrote is recorded in one transaction at its end, also when it
+ends early (Placement unreachable): the host then stays pending, and the
+next sync sends only what is left.
 """
 
 import dataclasses
@@ -92,10 +110,20 @@ class HostState:
     desired: dict[str, ProviderSpec]
     known: dict[str, Any]
 
+    def set_compute_rp(self, uuid: str) -> None:
+        """Hang every desired provider under compute node ``uuid``."""
+        self.compute_rp_uuid = uuid
+        for spec in self.desired.values():
+            spec.parent_uuid = uuid
+
 
 @db_api.main_context_manager.reader.connection
 def load_host_state(context, host: str) -> HostState | None:
-    """The host's desired providers and what was last written."""
+    """The host's desired providers and what was last written.
+
+    Until the host's compute node provider is known, the desired
+    providers have no parent (see :meth:`HostState.set_compute_rp`).
+    """
     connection = context.connection
     service = connection.execute(sa.select(SERVICES).where(
         SERVICES.c.host == host,
@@ -119,7 +147,7 @@ def load_host_state(context, host: str) -> HostState | None:
     desired = {}
     for row in rows:
         attrs = attributes.get(row.id, {})
-        if 'rc' not in attrs or service.compute_rp_uuid is None:
+        if 'rc' not in attrs:
             continue
         traits = sorted({value for key, value in attrs.items()
                          if key.startswith('trait')}
@@ -138,30 +166,128 @@ def load_host_state(context, host: str) -> HostState | None:
                      service.compute_rp_uuid, desired, known)
 
 
-@db_api.writer
-def _save_compute_rp(context, service_id: int, rp_uuid: str) -> None:
-    context.session.execute(sa.update(SERVICES).where(
-        SERVICES.c.id == service_id).values(compute_rp_uuid=rp_uuid))
+@dataclasses.dataclass
+class _Write:
+    """One provider's write in a sync, and how far it got.
+
+    Starts from the provider's last written row (nothing for a provider
+    cyborg has no record of). ``generation`` is the provider's generation
+    as far as known (None: unknown, e.g. after a reshape; read before the
+    next write); ``parent_uuid`` and the hashes describe what Placement
+    has: the spec's once that part is written.
+    """
+
+    spec: ProviderSpec
+    known: bool
+    exists: bool
+    generation: int | None
+    parent_uuid: str | None
+    inventory_hash: str | None
+    traits_hash: str | None
+    changed: bool = False
+    failed: bool = False
+
+    @classmethod
+    def plan(cls, spec: ProviderSpec, row) -> '_Write | None':
+        """The write ``spec`` needs given its last written ``row``;
+        None when Placement has it already."""
+        if row is None:
+            return cls(spec, False, False, None, spec.parent_uuid, None,
+                       None)
+        write = cls(spec, True, True, row.generation, row.parent_uuid,
+                    row.inventory_hash, row.traits_hash)
+        return write if write.pending else None
+
+    @property
+    def inventory_pending(self) -> bool:
+        return (self.parent_uuid != self.spec.parent_uuid
+                or self.inventory_hash != self.spec.inventory_hash)
+
+    @property
+    def traits_pending(self) -> bool:
+        return self.traits_hash != self.spec.traits_hash
+
+    @property
+    def pending(self) -> bool:
+        return self.inventory_pending or self.traits_pending
+
+    def created(self, generation: int) -> None:
+        """The provider was (re)created: it has nothing yet."""
+        self.exists = self.changed = True
+        self.generation = generation
+        self.inventory_hash = self.traits_hash = None
+
+    def inventory_written(self, generation: int | None) -> None:
+        self.changed = True
+        self.generation = generation
+        self.parent_uuid = self.spec.parent_uuid
+        self.inventory_hash = self.spec.inventory_hash
+
+    def traits_written(self, generation: int) -> None:
+        self.changed = True
+        self.generation = generation
+        self.traits_hash = self.spec.traits_hash
+
+    def row(self, host: str) -> dict[str, Any]:
+        return dict(uuid=self.spec.uuid, host=host, name=self.spec.name,
+                    parent_uuid=self.parent_uuid, generation=self.generation,
+                    inventory_hash=self.inventory_hash,
+                    traits_hash=self.traits_hash)
 
 
 @db_api.writer
-def _save_provider(context, host: str, spec: ProviderSpec,
-                   generation: int) -> None:
+def _save_sync(context, host: str, service_id: int,
+               compute_rp_uuid: str | None, writes: list[_Write],
+               forgotten: list[str], seen: int | None) -> None:
+    """Record a sync's progress in one transaction.
+
+    ``compute_rp_uuid``: the host's compute node provider, when newly
+    found; ``writes``: the providers written; ``forgotten``: providers
+    deleted from Placement; ``seen``: the change count to mark synced, if
+    complete. Locks the host's service row first, so that syncs of the
+    host by several conductors record one after the other: a row another
+    sync inserted meanwhile is updated, not inserted twice.
+    """
     session = context.session
-    values = dict(host=host, name=spec.name, parent_uuid=spec.parent_uuid,
-                  generation=generation, inventory_hash=spec.inventory_hash,
-                  traits_hash=spec.traits_hash, updated_at=timeutils.utcnow())
-    updated = session.execute(sa.update(PROVIDERS).where(
-        PROVIDERS.c.uuid == spec.uuid).values(**values)).rowcount
-    if not updated:
-        session.execute(sa.insert(PROVIDERS).values(
-            uuid=spec.uuid, created_at=timeutils.utcnow(), **values))
+    session.execute(sa.select(SERVICES.c.id).where(
+        SERVICES.c.id == service_id).with_for_update())
+    if compute_rp_uuid is not None:
+        session.execute(sa.update(SERVICES).where(
+            SERVICES.c.id == service_id).values(
+                compute_rp_uuid=compute_rp_uuid))
+    _save_providers(session, host, writes)
+    if forgotten:
+        session.execute(sa.delete(PROVIDERS).where(
+            PROVIDERS.c.uuid.in_(forgotten)))
+    if seen is not None:
+        _mark_synced_in(session, service_id, seen)
 
 
-@db_api.writer
-def _forget_provider(context, uuid: str) -> None:
-    context.session.execute(sa.delete(PROVIDERS).where(
-        PROVIDERS.c.uuid == uuid))
+def _save_providers(session, host: str, writes: list[_Write]) -> None:
+    """Update the rows of ``writes``, inserting the missing ones with one
+    statement."""
+    now = timeutils.utcnow()
+    unrecorded = [write.spec.uuid for write in writes if not write.known]
+    recorded = set(session.execute(sa.select(PROVIDERS.c.uuid).where(
+        PROVIDERS.c.uuid.in_(unrecorded))).scalars()) if unrecorded else set()
+    new = []
+    for write in writes:
+        values = write.row(host)
+        uuid = values.pop('uuid')
+        if write.known or uuid in recorded:
+            updated = session.execute(sa.update(PROVIDERS).where(
+                PROVIDERS.c.uuid == uuid).values(updated_at=now, **values))
+            if updated.rowcount:
+                continue
+        new.append(dict(values, uuid=uuid, created_at=now, updated_at=now))
+    if new:
+        session.execute(sa.insert(PROVIDERS), new)
+
+
+def _mark_synced_in(session, service_id: int, seen: int) -> None:
+    session.execute(sa.update(SERVICES).where(
+        SERVICES.c.id == service_id,
+        SERVICES.c.sync_done < seen).values(sync_done=seen))
 
 
 @db_api.writer
@@ -171,9 +297,7 @@ def _mark_synced(context, service_id: int, seen: int) -> None:
     Never moves backwards, so concurrent syncs finishing in any order
     leave later changes pending.
     """
-    context.session.execute(sa.update(SERVICES).where(
-        SERVICES.c.id == service_id,
-        SERVICES.c.sync_done < seen).values(sync_done=seen))
+    _mark_synced_in(context.session, service_id, seen)
 
 
 @db_api.writer
@@ -193,15 +317,31 @@ def hosts_pending_sync(context) -> list[str]:
             SERVICES.c.sync_requested > SERVICES.c.sync_done))]
 
 
+def _record(context, host: str, state: HostState,
+            new_compute_rp: str | None, writes: list[_Write],
+            forgotten: list[str], complete: bool) -> None:
+    """Save a sync's outcome, if there is anything to save."""
+    seen = (state.sync_requested if complete
+            and state.sync_requested > state.sync_done else None)
+    changed = [write for write in writes if write.changed]
+    if new_compute_rp or changed or forgotten or seen is not None:
+        _save_sync(context, host, state.service_id, new_compute_rp, changed,
+                   forgotten, seen)
+
+
 class PlacementSync:
     """Writes a host's providers to Placement; see the module docstring.
 
     Remembers which custom resource classes and traits it already made
-    sure exist, so each is created at most once per conductor.
+    sure exist, so each is created at most once per conductor, and
+    whether Placement lets it use the reshaper (``use_reshaper``: try it
+    at all).
     """
 
-    def __init__(self, client: placement_client.PlacementClient):
+    def __init__(self, client: placement_client.PlacementClient,
+                 use_reshaper: bool = True):
         self.client = client
+        self.reshaper_allowed = use_reshaper
         self._known_classes: set[str] = set()
         self._known_traits: set[str] = set()
         self._host_locks: dict[str, threading.Lock] = {}
@@ -215,7 +355,8 @@ class PlacementSync:
         """True when Placement matches the database for ``host``.
 
         One sync per host at a time in this conductor; syncs of one host
-        by several conductors are safe too (see ``_mark_synced``). Raises
+        by several conductors record their outcome one at a time and never
+        mark a later change synced (see ``_save_sync``). Raises
         PlacementUnavailable when Placement cannot be reached; the host
         stays pending and is synced again later.
         """
@@ -226,21 +367,33 @@ class PlacementSync:
         state = load_host_state(context, host)
         if state is None:
             return True
-        if state.compute_rp_uuid is None:
-            if not self._resolve_compute_node(context, host, state):
+        new_compute_rp = None
+        if state.compute_rp_uuid is None and state.desired:
+            new_compute_rp = self._find_compute_node(host, state)
+            if new_compute_rp is None:
                 return False
-            state = load_host_state(context, host)
-        complete = True
-        for uuid, spec in state.desired.items():
-            complete &= self._write(context, host, spec, state.known.get(uuid))
-        for uuid in set(state.known) - set(state.desired):
-            complete &= self._remove(context, uuid)
-        if complete and state.sync_requested > state.sync_done:
-            _mark_synced(context, state.service_id, state.sync_requested)
+            state.set_compute_rp(new_compute_rp)
+        writes = [write for write in (
+            _Write.plan(spec, state.known.get(uuid))
+            for uuid, spec in state.desired.items()) if write is not None]
+        forgotten: list[str] = []
+        try:
+            complete = self._write(state.compute_rp_uuid, writes)
+            for uuid in set(state.known) - set(state.desired):
+                if self._remove(uuid):
+                    forgotten.append(uuid)
+                else:
+                    complete = False
+        except BaseException:
+            # What Placement has now is not to be sent again.
+            _record(context, host, state, new_compute_rp, writes, forgotten,
+                    False)
+            raise
+        _record(context, host, state, new_compute_rp, writes, forgotten,
+                complete)
         return complete
 
-    def _resolve_compute_node(self, context, host: str,
-                              state: HostState) -> bool:
+    def _find_compute_node(self, host: str, state: HostState) -> str | None:
         provider = self.client.find_provider_by_name(state.rp_name)
         if provider is None:
             LOG.error('No compute node resource provider named %r in '
@@ -248,30 +401,113 @@ class PlacementSync:
                       'resource_provider_name on that host to the name '
                       'nova-compute registered. Its devices are not '
                       'schedulable until then.', state.rp_name, host)
-            return False
-        _save_compute_rp(context, state.service_id, provider['uuid'])
-        return True
+            return None
+        return provider['uuid']
 
-    def _write(self, context, host: str, spec: ProviderSpec, row) -> bool:
-        inventory_changed = (row is None or row.parent_uuid != spec.parent_uuid
-                             or row.inventory_hash != spec.inventory_hash)
-        traits_changed = row is None or row.traits_hash != spec.traits_hash
-        if not (inventory_changed or traits_changed):
-            return True
+    def _write(self, root_uuid: str | None, writes: list[_Write]) -> bool:
+        """Bring the providers of ``writes`` in line; False if any is
+        not (the reason is logged).
+
+        Per provider: create it if new, then set its traits. Then the
+        inventories: those of several providers with known generations
+        in one reshape when Placement allows it, the others (all of them
+        when the reshape fails) one provider at a time.
+        """
+        self._read_generations(root_uuid, writes)
+        for write in writes:
+            self._attempt(write, self._prepare)
+        batch = [write for write in writes if not write.failed
+                 and write.inventory_pending and write.generation is not None]
+        if len(batch) > 1 and self.reshaper_allowed:
+            self._reshape(batch)
+        for write in writes:
+            if not write.failed and write.pending:
+                self._attempt(write, self._finish)
+        return not any(write.failed or write.pending for write in writes)
+
+    def _read_generations(self, root_uuid: str | None,
+                          writes: list[_Write]) -> None:
+        """Read the unknown generations (left by a reshape) with one
+        request for the host's tree, when several providers are written.
+
+        The generation of a provider written alone, or not in the tree,
+        is read on its own when it is written (see :meth:`_put`).
+        """
+        unknown = {write.spec.uuid: write for write in writes
+                   if write.exists and write.generation is None}
+        if not unknown or len(writes) < 2 or root_uuid is None:
+            return
         try:
-            self._ensure_names(spec)
-            generation = (row.generation if row is not None
-                          else self._ensure_provider(spec))
-            generation = self._put(spec, generation, inventory_changed,
-                                   traits_changed)
+            tree = self.client.provider_tree(root_uuid)
+        except placement_client.PlacementUnavailable:
+            raise
+        except placement_client.PlacementError as e:
+            LOG.debug('Cannot read the providers under %s (%s); reading '
+                      'them one at a time', root_uuid, e)
+            return
+        for provider in tree:
+            write = unknown.get(provider['uuid'])
+            if write is not None:
+                write.generation = provider['generation']
+
+    def _attempt(self, write: _Write, step) -> None:
+        try:
+            step(write)
         except placement_client.PlacementUnavailable:
             raise
         except placement_client.PlacementError as e:
             LOG.error('Cannot write resource provider %s (%s) to '
-                      'Placement: %s', spec.uuid, spec.name, e)
-            return False
-        _save_provider(context, host, spec, generation)
-        return True
+                      'Placement: %s', write.spec.uuid, write.spec.name, e)
+            write.failed = True
+
+    def _prepare(self, write: _Write) -> None:
+        self._ensure_names(write.spec)
+        if not write.exists:
+            write.created(self._ensure_provider(write.spec))
+        if write.traits_pending:
+            write.traits_written(self._put(write, traits=True))
+
+    def _finish(self, write: _Write) -> None:
+        """Write what is still pending, one request per part: the
+        inventories, and the traits again if setting the inventories
+        found the provider gone and created it again."""
+        if write.inventory_pending:
+            write.inventory_written(self._put(write, inventory=True))
+        if write.traits_pending:
+            write.traits_written(self._put(write, traits=True))
+
+    def _reshape(self, batch: list[_Write]) -> None:
+        """Set the inventories of ``batch`` with one request.
+
+        When Placement refuses, leaves them pending (to be written one at
+        a time); when its policy or version does not allow the reshaper,
+        never tries it again.
+        """
+        try:
+            self.client.reshape_inventories({
+                write.spec.uuid: (write.generation, write.spec.inventories)
+                for write in batch})
+        except (placement_client.Forbidden,
+                placement_client.MicroversionUnsupported) as e:
+            self.reshaper_allowed = False
+            LOG.info('Placement does not let cyborg set the inventories of '
+                     'many providers at once (%s); setting them one '
+                     'provider at a time from now on. Grant cyborg\'s user '
+                     'the role that policy placement:reshaper:reshape '
+                     'requires (service, by default) for faster syncs.', e)
+            return
+        except placement_client.PlacementUnavailable as e:
+            if e.status_code is None:  # no answer at all
+                raise
+            LOG.warning('Placement failed to set %d inventories at once '
+                        '(%s); setting them one at a time', len(batch), e)
+            return
+        except placement_client.PlacementError as e:
+            LOG.debug('Placement refused to set %d inventories at once '
+                      '(%s); setting them one at a time', len(batch), e)
+            return
+        for write in batch:
+            write.inventory_written(None)
 
     def _ensure_names(self, spec: ProviderSpec) -> None:
         for resource_class in spec.inventories:
@@ -298,34 +534,50 @@ class PlacementSync:
                 raise
         return provider['generation']
 
-    def _put(self, spec: ProviderSpec, generation: int,
-             inventory_changed: bool, traits_changed: bool) -> int:
-        for attempt in range(GENERATION_RETRIES):
-            try:
-                if inventory_changed:
-                    generation = self.client.set_inventories(
-                        spec.uuid, generation, spec.inventories)
-                    inventory_changed = False
-                if traits_changed:
-                    generation = self.client.set_traits(
-                        spec.uuid, generation, spec.traits)
-                return generation
-            except placement_client.GenerationConflict:
-                if attempt == GENERATION_RETRIES - 1:
-                    raise
-                provider = self.client.get_provider(spec.uuid)
-                if provider is None:
-                    provider = self.client.create_provider(
-                        spec.uuid, spec.name, spec.parent_uuid)
-                generation = provider['generation']
-        return generation
+    def _put(self, write: _Write, inventory: bool = False,
+             traits: bool = False) -> int:
+        """Set the provider's inventories or traits; its new generation.
 
-    def _remove(self, context, uuid: str) -> bool:
+        An unknown or stale generation is read again from Placement; a
+        provider gone from Placement is created again (its other part is
+        then pending again).
+        """
+        spec = write.spec
+        generation = write.generation
+        attempt = 1
+        while True:
+            try:
+                if generation is None:
+                    provider = self.client.get_provider(spec.uuid)
+                    if provider is None:
+                        write.created(self._ensure_provider(spec))
+                        provider = {'generation': write.generation}
+                    generation = provider['generation']
+                if inventory:
+                    return self.client.set_inventories(
+                        spec.uuid, generation, spec.inventories)
+                return self.client.set_traits(spec.uuid, generation,
+                                              spec.traits)
+            except (placement_client.GenerationConflict,
+                    placement_client.ProviderNotFound):
+                if attempt == GENERATION_RETRIES:
+                    raise
+                attempt += 1
+                generation = None
+
+    def _remove(self, uuid: str) -> bool:
+        """Delete a provider whose deployable is gone; False if it is
+        still there (the reason is logged)."""
         try:
             self.client.delete_provider(uuid)
+        except placement_client.PlacementUnavailable:
+            raise
         except placement_client.ProviderInUse:
             LOG.warning('Resource provider %s of a removed deployable still '
                         'has allocations; removing it later', uuid)
             return False
-        _forget_provider(context, uuid)
+        except placement_client.PlacementError as e:
+            LOG.error('Cannot remove resource provider %s from Placement: '
+                      '%s', uuid, e)
+            return False
         return True

@@ -11,6 +11,10 @@ URL)::
 
 The ``placement`` fixture (session scope) gives every test the same
 server; tests use unique provider names.
+
+The token ``admin`` has the admin role only; :data:`SERVICE_TOKEN` stands
+for cyborg's service user, with the roles keystone gives it (admin and
+service: Placement's reshaper needs the latter).
 """
 
 from __future__ import annotations
@@ -24,6 +28,25 @@ import pytest
 from cyborg.clients import placement as placement_client
 from tests.functional import servers
 
+# The token of cyborg's service user in test deployments (``[placement]
+# token`` of a conductor), and the roles keystone would give it. noauth2
+# gives roles only from an X-Roles header (admin to the token "admin"), so
+# the test servers add these to requests with this token and no X-Roles.
+SERVICE_TOKEN = 'cyborg-service'
+SERVICE_ROLES = ('admin', 'service')
+
+# Wraps the WSGI application ``app`` to do so.
+SERVICE_ROLES_WRAPPER = '''
+_placement_app = app
+
+
+def app(environ, start_response):
+    if (environ.get('HTTP_X_AUTH_TOKEN') == %(token)r
+            and 'HTTP_X_ROLES' not in environ):
+        environ['HTTP_X_ROLES'] = %(roles)r
+    return _placement_app(environ, start_response)
+''' % {'token': SERVICE_TOKEN, 'roles': ','.join(SERVICE_ROLES)}
+
 # openstack-placement installs no placement-api console script: this
 # serves placement.wsgi.init_application() (which reads
 # $OS_PLACEMENT_CONFIG_DIR/placement.conf) with a threaded wsgiref server.
@@ -32,11 +55,18 @@ import sys, threading
 from placement import wsgi
 from cyborg.common import wsgi_server
 app = wsgi.init_application()
+''' + SERVICE_ROLES_WRAPPER + '''
 server = wsgi_server.WSGIServer(app, sys.argv[1], int(sys.argv[2]))
 server.start()
 print('Placement listening on port %d' % server.port, flush=True)
 threading.Event().wait()
 '''
+
+# The same application as a module, for gunicorn.
+APP_MODULE = '''
+from placement import wsgi
+app = wsgi.init_application()
+''' + SERVICE_ROLES_WRAPPER
 
 
 class PlacementServer(servers._Server):
@@ -68,6 +98,11 @@ class PlacementServer(servers._Server):
         """A new client of this server (admin, via noauth2)."""
         return placement_client.PlacementClient.for_endpoint(self.url)
 
+    def service_client(self) -> placement_client.PlacementClient:
+        """A new client of this server as cyborg's service user."""
+        return placement_client.PlacementClient.for_endpoint(
+            self.url, token=SERVICE_TOKEN)
+
     def _write_config(self) -> None:
         os.makedirs(self.config_dir, exist_ok=True)
         database = {'connection': self.database_url}
@@ -89,11 +124,14 @@ class PlacementServer(servers._Server):
                    OS_PLACEMENT_CONFIG_DIR=self.config_dir)
         if self.workers > 1:
             # As deployed: several processes under a WSGI server.
+            with open(os.path.join(self.base_dir, 'placement_app.py'),
+                      'w') as f:
+                f.write(APP_MODULE)
             argv = [servers.venv_script('gunicorn'), '--workers',
                     str(self.workers), '--bind',
                     '%s:%d' % (servers.LOOPBACK, self.port),
-                    '--log-level', 'warning',
-                    'placement.wsgi:init_application()']
+                    '--log-level', 'warning', '--chdir', self.base_dir,
+                    'placement_app:app']
         else:
             argv = [sys.executable, '-c', LAUNCHER, servers.LOOPBACK,
                     str(self.port)]

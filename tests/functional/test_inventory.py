@@ -349,7 +349,10 @@ def cluster(postgres, rabbitmq, work_dir):
                 'database': {'connection': database},
                 'api': {'auth_strategy': 'noauth',
                         'host_ip': servers.LOOPBACK, 'port': port},
-                'placement': conftest.placement_config(placement.url),
+                # As cyborg's keystone service user: with the service
+                # role, which lets the conductor use POST /reshaper.
+                'placement': dict(conftest.placement_config(placement.url),
+                                  token=placement_lib.SERVICE_TOKEN),
             })
         result = servers.run_script('cyborg-dbsync', 'upgrade',
                                     config_file=config_file)
@@ -458,6 +461,15 @@ def test_first_reports(baseline):
         response = client.adapter.get('/traits/' + trait, raise_exc=False,
                                       microversion='1.6')
         assert response.status_code == 204, response.text
+
+
+def test_inventories_set_with_the_reshaper(baseline):
+    """The conductor, as a service user, sets the inventories of a host's
+    new providers with one POST /reshaper (host A has two)."""
+    seen = [(method, path, status) for method, path, status
+            in baseline.placement_requests() if path == '/reshaper']
+    assert ('POST', '/reshaper', '204') in seen
+    assert not [r for r in seen if r[2] in ('403', '406')], seen
 
 
 def _candidates_query(groups: list[dict[str, str]]) -> str:

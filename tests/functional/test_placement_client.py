@@ -16,6 +16,7 @@ import pytest
 
 from cyborg.clients import placement as placement_client
 from cyborg.common import embedded_placement
+from tests.functional import placement as placement_lib
 from tests.functional import servers
 
 # Until tests/functional/conftest.py exposes the fixture.
@@ -149,6 +150,80 @@ def test_generation_conflicts(client, tree):
     assert info.value.code == placement_client.CODE_CONCURRENT_UPDATE
     with pytest.raises(placement_client.GenerationConflict):
         client.set_traits(child, generation, [])
+
+
+def _generations(client, *uuids) -> dict[str, int]:
+    return {uuid: client.get_provider(uuid)['generation'] for uuid in uuids}
+
+
+def _totals(client, rc, *uuids) -> dict[str, int | None]:
+    return {uuid: client.get_inventories(uuid)[1].get(rc, {}).get('total')
+            for uuid in uuids}
+
+
+@pytest.fixture
+def two_children(client, tree):
+    """A compute node with two children, and a custom resource class."""
+    root, child = tree
+    other = new_uuid()
+    client.create_provider(other, unique('device'), parent_uuid=root)
+    rc = unique('CUSTOM_RESHAPED')
+    client.ensure_resource_class(rc)
+    return child, other, rc
+
+
+@pytest.mark.parametrize('how', ['service token', 'X-Roles service'])
+def test_reshape_inventories(placement, client, two_children, how):
+    child, other, rc = two_children
+    service = (placement.service_client() if how == 'service token' else
+               placement_client.PlacementClient.for_endpoint(
+                   placement.url, roles=['service']))
+    before = _generations(client, child, other)
+    service.reshape_inventories({
+        child: (before[child], {rc: {'total': 2, 'reserved': 0}}),
+        other: (before[other], {rc: {'total': 3, 'reserved': 3}}),
+    })
+    assert service.request_count == 1
+    assert _totals(client, rc, child, other) == {child: 2, other: 3}
+    assert client.get_inventories(other)[1][rc]['reserved'] == 3
+    after = _generations(client, child, other)
+    assert all(after[uuid] > before[uuid] for uuid in after)
+    # Replaced, not merged: an empty inventory removes the class.
+    service.reshape_inventories({child: (after[child], {})})
+    assert _totals(client, rc, child) == {child: None}
+
+
+def test_reshape_is_all_or_nothing(placement, client, two_children):
+    child, other, rc = two_children
+    service = placement.service_client()
+    generations = _generations(client, child, other)
+    with pytest.raises(placement_client.GenerationConflict) as info:
+        service.reshape_inventories({
+            child: (generations[child], {rc: {'total': 1}}),
+            other: (generations[other] + 1, {rc: {'total': 1}}),
+        })
+    assert info.value.code == placement_client.CODE_CONCURRENT_UPDATE
+    with pytest.raises(placement_client.PlacementError) as info:
+        service.reshape_inventories({
+            child: (generations[child], {rc: {'total': 1}}),
+            new_uuid(): (0, {rc: {'total': 1}}),
+        })
+    assert info.value.status_code == 400
+    assert _totals(client, rc, child, other) == {child: None, other: None}
+    assert _generations(client, child, other) == generations
+
+
+def test_reshape_needs_the_service_role(placement, client, two_children):
+    child, _other, rc = two_children
+    generation = client.get_provider(child)['generation']
+    admin_only = placement_client.PlacementClient.for_endpoint(
+        placement.url, token=placement_lib.SERVICE_TOKEN, roles=['admin'])
+    for user in (client, admin_only):
+        with pytest.raises(placement_client.Forbidden) as info:
+            user.reshape_inventories({child: (generation, {rc: {'total': 1}})})
+        assert info.value.status_code == 403
+        assert 'placement:reshaper:reshape' in str(info.value)
+    assert client.get_provider(child)['generation'] == generation
 
 
 def test_missing_provider(client):

@@ -101,3 +101,90 @@ def test_provider_uuids_are_stable_and_host_scoped():
     first = inventory.provider_uuid('h1', '0000:10:00.0', 'd')
     assert first == inventory.provider_uuid('h1', '0000:10:00.0', 'd')
     assert first != inventory.provider_uuid('h2', '0000:10:00.0', 'd')
+
+
+class _Statements:
+    """Counts the statements an engine runs inside ``with``."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.count = 0
+
+    def _count(self, *_args):
+        self.count += 1
+
+    def __enter__(self):
+        sa.event.listen(self.engine, 'before_cursor_execute', self._count)
+        return self
+
+    def __exit__(self, *_exc):
+        sa.event.remove(self.engine, 'before_cursor_execute', self._count)
+
+
+def _statements_to_add(database, context, conf, devices: int) -> int:
+    conf.set_override('num_devices', devices, group='fake_driver')
+    wire, digest = _report(conf)
+    with _Statements(database) as statements:
+        summary = inventory.apply_report(
+            context, 'host-%d' % devices, 'node', wire, digest, [])
+    assert summary.added == devices
+    return statements.count
+
+
+def test_new_devices_cost_a_bounded_number_of_statements(
+    database, admin_context, fake_conf
+):
+    """Rows of new devices are inserted with one or two statements per
+    table, whatever their number."""
+    one = _statements_to_add(database, admin_context, fake_conf, 1)
+    many = _statements_to_add(database, admin_context, fake_conf, 12)
+    assert many == one
+    assert many <= 20
+    assert _count(database, models.Device, hostname='host-12') == 12
+    assert _count(database, models.Deployable) == 13
+    assert _count(database, models.AttachHandle) == 13 * 3
+    assert _count(database, models.ControlpathID) == 13
+    assert _count(database, models.Attribute, key='rc') == 13
+
+
+def test_new_rows_are_linked_to_their_parents(
+    database, admin_context, fake_conf
+):
+    fake_conf.set_override('num_devices', 5, group='fake_driver')
+    wire, digest = _report(fake_conf)
+    _apply(admin_context, wire, digest)
+    devices = models.Device.__table__
+    deployables = models.Deployable.__table__
+    handles = models.AttachHandle.__table__
+    cpids = models.ControlpathID.__table__
+    with database.connect() as connection:
+        rows = connection.execute(
+            sa.select(devices.c.address, deployables.c.rp_uuid,
+                      deployables.c.name, handles.c.attach_info,
+                      cpids.c.cpid_info)
+            .join(deployables, deployables.c.device_id == devices.c.id)
+            .join(handles, handles.c.deployable_id == deployables.c.id)
+            .join(cpids, cpids.c.id == handles.c.cpid_id)
+        ).all()
+    assert len(rows) == 5 * 3
+    for row in rows:
+        # Every handle and control path belongs to its own device.
+        bus = row.address.split(':')[1]
+        assert '"bus":"%s"' % bus in row.attach_info
+        assert '"bus":"%s"' % bus in row.cpid_info
+        assert row.rp_uuid == inventory.provider_uuid(
+            'host1', row.address, row.name)
+
+
+def test_new_deployables_of_a_known_device_are_added(
+    database, admin_context, fake_conf
+):
+    wire, digest = _report(fake_conf)
+    _apply(admin_context, wire, digest)
+    for device in wire:
+        extra = dict(device['deployables'][0], name='extra')
+        device['deployables'].append(extra)
+    summary = _apply(admin_context, wire, 'with-extra')
+    assert (summary.added, summary.updated) == (0, 2)
+    assert _count(database, models.Deployable, name='extra') == 2
+    assert _count(database, models.AttachHandle) == 12

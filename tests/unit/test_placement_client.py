@@ -158,6 +158,92 @@ def test_provider_tree(client, transport):
     assert transport.last.url == URL + '/resource_providers?in_tree=' + RP
 
 
+RP2 = '0b6a4a47-2f5e-4d8a-9d1e-3c2b1a0f9e8d'
+
+
+def test_reshape_inventories_request(client, transport):
+    inventories = {'CUSTOM_X': {'total': 2, 'reserved': 0}}
+    transport.reply(204)
+    client.reshape_inventories({RP: (3, inventories), RP2: (0, {})})
+    sent = transport.last
+    assert sent.method == 'POST'
+    assert sent.url == URL + '/reshaper'
+    assert sent.headers['OpenStack-API-Version'] == 'placement 1.30'
+    assert body_of(sent) == {
+        'inventories': {
+            RP: {'resource_provider_generation': 3,
+                 'inventories': inventories},
+            RP2: {'resource_provider_generation': 0, 'inventories': {}},
+        },
+        'allocations': {},
+    }
+    assert client.request_count == 1
+
+
+@pytest.mark.parametrize(
+    'status, expected',
+    [
+        (403, placement.Forbidden),
+        (406, placement.MicroversionUnsupported),
+        (400, placement.PlacementError),
+        (404, placement.PlacementError),
+    ],
+)
+def test_reshape_refusals(client, transport, status, expected):
+    transport.reply(status, error(status, None, 'refused'),
+                    headers={'x-openstack-request-id': 'req-3'})
+    with pytest.raises(expected, match='POST /reshaper .*refused') as info:
+        client.reshape_inventories({RP: (1, {})})
+    assert type(info.value) is expected
+    assert info.value.status_code == status
+    assert info.value.request_id == 'req-3'
+
+
+@pytest.mark.parametrize(
+    'code, expected',
+    [
+        (placement.CODE_CONCURRENT_UPDATE, placement.GenerationConflict),
+        (placement.CODE_INVENTORY_IN_USE, placement.InventoryInUse),
+    ],
+)
+def test_reshape_conflicts(client, transport, code, expected):
+    transport.reply(409, error(409, code))
+    with pytest.raises(expected):
+        client.reshape_inventories({RP: (1, {})})
+
+
+def test_reshape_server_error_is_unavailable(client, transport):
+    transport.reply(503, error(503))
+    with pytest.raises(placement.PlacementUnavailable) as info:
+        client.reshape_inventories({RP: (1, {})})
+    assert info.value.status_code == 503
+
+
+def test_roles_are_sent_as_x_roles(transport):
+    adapter = placement.adapter_from_endpoint(URL, roles=('admin',
+                                                          'service'))
+    adapter.session.session.mount('http://', transport)
+    client = placement.PlacementClient(adapter)
+    transport.reply(200, {'uuid': RP, 'generation': 0})
+    client.get_provider(RP)
+    assert transport.last.headers['X-Roles'] == 'admin,service'
+    assert transport.last.headers['X-Auth-Token'] == 'admin'
+
+
+def test_no_roles_header_by_default(client, transport):
+    transport.reply(200, {'uuid': RP, 'generation': 0})
+    client.get_provider(RP)
+    assert 'X-Roles' not in transport.last.headers
+
+
+def test_for_endpoint_with_roles():
+    client = placement.PlacementClient.for_endpoint(
+        URL, token='cyborg', roles=['service'])
+    assert client.adapter.session.additional_headers == {
+        'X-Roles': 'service'}
+    assert client.adapter.session.auth.token == 'cyborg'
+
+
 def test_standard_resource_class_and_trait_cost_nothing(client, transport):
     client.ensure_resource_class('VGPU')
     client.ensure_resource_class('FPGA')

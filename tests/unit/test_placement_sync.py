@@ -16,7 +16,12 @@ STANDARD = {'FPGA', 'PGPU', 'OWNER_CYBORG'}
 
 
 class FakePlacement:
-    """Records calls; keeps providers with generations like Placement."""
+    """Records calls; keeps providers with generations like Placement.
+
+    ``reshaper`` is what ``POST /reshaper`` answers: None (it works), or
+    the exception it raises every time (e.g. Forbidden when the policy
+    does not allow it).
+    """
 
     def __init__(self):
         self.calls = []
@@ -25,6 +30,7 @@ class FakePlacement:
         self.conflicts = 0
         self.unavailable = False
         self.in_use = set()
+        self.reshaper = None
 
     def _call(self, *call):
         if self.unavailable:
@@ -51,11 +57,11 @@ class FakePlacement:
 
     def _bump(self, uuid, generation, key, value):
         provider = self.providers[uuid]
-        if self.conflicts:
+        if self.conflicts:  # a concurrent writer got there first
             self.conflicts -= 1
             provider['generation'] += 1
+        if provider['generation'] != generation:
             raise placement_client.GenerationConflict('conflict')
-        assert provider['generation'] == generation
         provider[key] = value
         provider['generation'] += 1
         return provider['generation']
@@ -67,6 +73,38 @@ class FakePlacement:
     def set_traits(self, uuid, generation, traits):
         self._call('traits', uuid)
         return self._bump(uuid, generation, 'traits', traits)
+
+    def reshape_inventories(self, providers):
+        """Placement's reshaper without allocations: checks every
+        generation first, then replaces every inventory, or nothing.
+
+        Like Placement, bumps a generation twice (interim and final
+        inventory), once for an empty inventory, and answers none.
+        """
+        self._call('reshape', *sorted(providers))
+        if self.reshaper is not None:
+            raise self.reshaper
+        for uuid, (generation, _inventories) in providers.items():
+            provider = self.providers.get(uuid)
+            if provider is None:
+                raise placement_client.PlacementError(
+                    'provider not found', status_code=400)
+            if self.conflicts:  # a concurrent writer got there first
+                self.conflicts -= 1
+                provider['generation'] += 1
+            if provider['generation'] != generation:
+                raise placement_client.GenerationConflict('conflict')
+        for uuid, (_generation, inventories) in providers.items():
+            provider = self.providers[uuid]
+            provider['inventories'] = inventories
+            provider['generation'] += 2 if inventories else 1
+
+    def provider_tree(self, root_uuid):
+        """The providers under compute node ``root_uuid`` (the fake
+        keeps no root providers)."""
+        self._call('tree', root_uuid)
+        return [dict(provider) for provider in self.providers.values()
+                if provider['parent'] == root_uuid]
 
     def delete_provider(self, uuid):
         self._call('delete', uuid)
@@ -106,6 +144,12 @@ def sync(placement):
     return placement_sync.PlacementSync(placement)
 
 
+@pytest.fixture
+def put_sync(placement):
+    """A sync that sets inventories one provider at a time."""
+    return placement_sync.PlacementSync(placement, use_reshaper=False)
+
+
 def _report(context, conf):
     wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1.example', wire,
@@ -117,8 +161,7 @@ def test_first_sync_creates_everything_once(database, admin_context,
     _report(admin_context, fake_conf)
     assert sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == [
-        'find', 'trait', 'create', 'inventories', 'traits',
-        'create', 'inventories', 'traits']
+        'find', 'trait', 'create', 'traits', 'create', 'traits', 'reshape']
     provider = next(iter(placement.providers.values()))
     assert provider['parent'] == COMPUTE_RP
     assert provider['name'].startswith('host1_0000_1')
@@ -126,6 +169,18 @@ def test_first_sync_creates_everything_once(database, admin_context,
     assert provider['inventories'] == {'FPGA': {
         'total': 4, 'reserved': 0, 'min_unit': 1, 'max_unit': 4,
         'step_size': 1, 'allocation_ratio': 1.0}}
+    assert inventory.report_state(admin_context, 'host1')[1] is False
+
+
+def test_first_sync_one_provider_at_a_time(database, admin_context,
+                                           fake_conf, placement, put_sync):
+    _report(admin_context, fake_conf)
+    assert put_sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == [
+        'find', 'trait', 'create', 'traits', 'create', 'traits',
+        'inventories', 'inventories']
+    assert all(p['inventories']['FPGA']['total'] == 4
+               for p in placement.providers.values())
     assert inventory.report_state(admin_context, 'host1')[1] is False
 
 
@@ -147,8 +202,9 @@ def test_unhealthy_device_only_changes_its_inventory(
                            group='fake_driver')
     _report(admin_context, fake_conf)
     assert sync.sync_host(admin_context, 'host1')
-    assert placement.kinds() == ['inventories']
-    uuid = placement.calls[0][1]
+    # The reshape left the generation unknown: read it first.
+    assert placement.kinds() == ['get', 'inventories']
+    uuid = placement.calls[1][1]
     assert placement.providers[uuid]['inventories']['FPGA']['reserved'] == 4
 
 
@@ -161,7 +217,12 @@ def test_disabled_device_reserves_everything(database, admin_context,
     hardware.device_set_status(admin_context, device['uuid'], 'maintaining')
     placement_sync.request_sync(admin_context, 'host1')
     assert sync.sync_host(admin_context, 'host1')
-    assert placement.kinds() == ['inventories']
+    assert placement.kinds() == ['get', 'inventories']
+    placement.calls.clear()
+    hardware.device_set_status(admin_context, device['uuid'], 'enabled')
+    placement_sync.request_sync(admin_context, 'host1')
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == ['inventories']  # generation known now
 
 
 def test_removed_device_removes_its_provider(database, admin_context,
@@ -191,7 +252,8 @@ def test_provider_in_use_is_retried_later(database, admin_context,
 
 
 def test_generation_conflicts_are_retried(database, admin_context,
-                                          fake_conf, placement, sync):
+                                          fake_conf, placement, put_sync):
+    sync = put_sync
     _report(admin_context, fake_conf)
     sync.sync_host(admin_context, 'host1')
     placement.calls.clear()
@@ -278,7 +340,9 @@ def test_provider_left_from_before_is_adopted(database, admin_context,
     placement.calls.clear()
     placement_sync.request_sync(admin_context, 'host1')
     assert sync.sync_host(admin_context, 'host1')
-    assert placement.kinds() == ['create', 'get', 'inventories', 'traits'] * 2
+    assert placement.kinds() == ['create', 'get', 'traits'] * 2 + ['reshape']
+    assert all(p['inventories']['FPGA']['total'] == 4
+               for p in placement.providers.values())
 
 
 def test_concurrent_syncs_never_lose_a_change(database, admin_context,
@@ -296,3 +360,231 @@ def test_concurrent_syncs_never_lose_a_change(database, admin_context,
     assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
     assert sync.sync_host(admin_context, 'host1')
     assert inventory.report_state(admin_context, 'host1')[1] is False
+
+
+# Inventories of several providers with one POST /reshaper
+
+
+def _totals(placement):
+    return {p['inventories']['FPGA']['total']
+            for p in placement.providers.values()}
+
+
+def _change_every_provider(context, conf, accelerators=6):
+    conf.set_override('accelerators_per_device', accelerators,
+                      group='fake_driver')
+    _report(context, conf)
+
+
+def test_new_host_costs_one_request_per_provider_part(
+        database, admin_context, fake_conf, placement, sync):
+    """8 devices: the compute node lookup, a create and a traits request
+    per provider, and one reshape for all the inventories."""
+    fake_conf.set_override('num_devices', 8, group='fake_driver')
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    kinds = placement.kinds()
+    assert kinds.count('find') == 1
+    assert kinds.count('create') == kinds.count('traits') == 8
+    assert kinds.count('reshape') == 1
+    assert 'inventories' not in kinds and 'get' not in kinds
+    assert len(kinds) == 1 + 1 + 8 + 8 + 1  # and the custom trait once
+    assert len(placement.calls[-1]) == 1 + 8  # every provider in it
+    assert _totals(placement) == {4}
+    assert inventory.report_state(admin_context, 'host1')[1] is False
+    # The reshape answered no generations: none is recorded.
+    state = placement_sync.load_host_state(admin_context, 'host1')
+    assert {row.generation for row in state.known.values()} == {None}
+
+
+@pytest.mark.parametrize('refusal', [
+    placement_client.Forbidden('policy', status_code=403),
+    placement_client.MicroversionUnsupported('1.29', status_code=406),
+])
+def test_refused_reshaper_falls_back_for_good(
+        database, admin_context, fake_conf, placement, sync, refusal):
+    placement.reshaper = refusal
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == [
+        'find', 'trait', 'create', 'traits', 'create', 'traits', 'reshape',
+        'inventories', 'inventories']
+    assert _totals(placement) == {4}
+    assert not sync.reshaper_allowed
+    placement.calls.clear()
+    _change_every_provider(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == ['inventories', 'inventories']
+    assert _totals(placement) == {6}
+    assert inventory.report_state(admin_context, 'host1')[1] is False
+
+
+def test_reshape_conflict_falls_back_to_one_provider_at_a_time(
+        database, admin_context, fake_conf, placement, sync):
+    _report(admin_context, fake_conf)
+    real_reshape = placement.reshape_inventories
+
+    def conflicting(providers):
+        placement.conflicts = 1  # someone bumps the first generation
+        return real_reshape(providers)
+
+    placement.reshape_inventories = conflicting
+    assert sync.sync_host(admin_context, 'host1')
+    # The provider whose generation moved is read again and retried.
+    assert placement.kinds()[-5:] == [
+        'reshape', 'inventories', 'get', 'inventories', 'inventories']
+    assert _totals(placement) == {4}
+    assert sync.reshaper_allowed  # tried again next time
+    assert inventory.report_state(admin_context, 'host1')[1] is False
+
+
+def test_single_pending_provider_is_not_reshaped(
+        database, admin_context, fake_conf, placement, sync):
+    fake_conf.set_override('num_devices', 1, group='fake_driver')
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == [
+        'find', 'trait', 'create', 'traits', 'inventories']
+
+
+def test_unknown_generations_are_read_with_one_request(
+        database, admin_context, fake_conf, placement, sync):
+    """After a reshape, a change of every provider reads the host's tree
+    once and reshapes again."""
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    placement.calls.clear()
+    _change_every_provider(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == ['tree', 'reshape']
+    assert _totals(placement) == {6}
+
+
+def test_new_and_changed_providers_share_the_reshape(
+        database, admin_context, fake_conf, placement, sync):
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    placement.calls.clear()
+    fake_conf.set_override('num_devices', 3, group='fake_driver')
+    _change_every_provider(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == ['tree', 'create', 'traits', 'reshape']
+    assert len(placement.calls[-1]) == 1 + 3
+    assert _totals(placement) == {6}
+
+
+def test_reshape_without_answer_keeps_the_rest(database, admin_context,
+                                                fake_conf, placement, sync):
+    """Placement gone during the reshape: the host stays pending, and the
+    next sync sends only the inventories (the providers and their traits
+    were recorded)."""
+    _report(admin_context, fake_conf)
+    placement.reshaper = placement_client.PlacementUnavailable('timed out')
+    with pytest.raises(placement_client.PlacementUnavailable):
+        sync.sync_host(admin_context, 'host1')
+    assert inventory.report_state(admin_context, 'host1')[1] is True
+    assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
+    placement.reshaper = None
+    placement.calls.clear()
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds() == ['reshape']
+    assert _totals(placement) == {4}
+    assert inventory.report_state(admin_context, 'host1')[1] is False
+
+
+def test_reshape_server_error_falls_back(database, admin_context, fake_conf,
+                                         placement, sync):
+    _report(admin_context, fake_conf)
+    placement.reshaper = placement_client.PlacementUnavailable(
+        'HTTP 500', status_code=500)
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.kinds()[-3:] == ['reshape', 'inventories', 'inventories']
+    assert sync.reshaper_allowed
+    assert _totals(placement) == {4}
+
+
+def test_inventory_in_use_in_reshape_fails_only_its_provider(
+        database, admin_context, fake_conf, placement, sync):
+    _report(admin_context, fake_conf)
+    sync.sync_host(admin_context, 'host1')
+    in_use = sorted(placement.providers)[0]
+    real_set = placement.set_inventories
+
+    def set_inventories(uuid, generation, inventories):
+        if uuid == in_use:
+            placement._call('inventories', uuid)
+            raise placement_client.InventoryInUse('in use')
+        return real_set(uuid, generation, inventories)
+
+    placement.set_inventories = set_inventories
+    placement.reshaper = placement_client.InventoryInUse('in use')
+    _change_every_provider(admin_context, fake_conf, accelerators=2)
+    assert not sync.sync_host(admin_context, 'host1')
+    assert {uuid: p['inventories']['FPGA']['total']
+            for uuid, p in placement.providers.items()}[in_use] == 4
+    assert _totals(placement) == {2, 4}
+    assert inventory.report_state(admin_context, 'host1')[1] is True
+
+
+def test_provider_deleted_behind_our_back_is_created_again(
+        database, admin_context, fake_conf, placement, put_sync):
+    _report(admin_context, fake_conf)
+    put_sync.sync_host(admin_context, 'host1')
+    gone = sorted(placement.providers)[0]
+    del placement.providers[gone]
+    real_set = placement.set_inventories
+
+    def set_inventories(uuid, generation, inventories):
+        if uuid not in placement.providers:
+            placement._call('inventories', uuid)
+            raise placement_client.ProviderNotFound('404')
+        return real_set(uuid, generation, inventories)
+
+    placement.set_inventories = set_inventories
+    placement.calls.clear()
+    _change_every_provider(admin_context, fake_conf)
+    assert put_sync.sync_host(admin_context, 'host1')
+    assert placement.providers[gone]['traits'] == ['CUSTOM_FAST',
+                                                   'OWNER_CYBORG']
+    assert _totals(placement) == {6}
+    assert inventory.report_state(admin_context, 'host1')[1] is False
+
+
+def test_failed_removal_is_logged_and_retried(database, admin_context,
+                                              fake_conf, placement, sync):
+    _report(admin_context, fake_conf)
+    sync.sync_host(admin_context, 'host1')
+
+    def refuse(uuid):
+        placement._call('delete', uuid)
+        raise placement_client.PlacementError('no', status_code=400)
+
+    placement.delete_provider = refuse
+    fake_conf.set_override('num_devices', 1, group='fake_driver')
+    _report(admin_context, fake_conf)
+    assert not sync.sync_host(admin_context, 'host1')
+    assert inventory.report_state(admin_context, 'host1')[1] is True
+    del placement.delete_provider
+    assert sync.sync_host(admin_context, 'host1')
+    assert len(placement.providers) == 1
+
+
+def test_rows_another_sync_recorded_are_updated(database, admin_context,
+                                                fake_conf, placement, sync):
+    """Two syncs of a new host (e.g. by two conductors) both record its
+    providers: the second one updates the rows the first inserted."""
+    _report(admin_context, fake_conf)
+    state = placement_sync.load_host_state(admin_context, 'host1')
+    state.set_compute_rp(COMPUTE_RP)
+    writes = [placement_sync._Write.plan(spec, None)
+              for spec in state.desired.values()]
+    assert sync.sync_host(admin_context, 'host1')
+    for write in writes:  # what the other sync wrote
+        write.created(7)
+        write.inventory_written(None)
+        write.traits_written(8)
+    placement_sync._save_sync(admin_context, 'host1', state.service_id,
+                              None, writes, [], None)
+    state = placement_sync.load_host_state(admin_context, 'host1')
+    assert len(state.known) == 2
+    assert {row.generation for row in state.known.values()} == {8}

@@ -9,7 +9,9 @@ PostgreSQL, in three phases:
 2. steady state: every host reports the same tree again;
 3. churn: 1% of the hosts change one device.
 
-Prints wall time, DB statements and Placement requests per report.
+Prints wall time, DB statements and Placement requests per report, and
+the CPU milliseconds per report of the conductor (this process), of
+Placement (all its gunicorn processes) and of PostgreSQL.
 
     .venv/bin/python tools/bench/inventory_sync.py [--hosts 1000]
 """
@@ -27,6 +29,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
+import psutil  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
 from cyborg.accelerator.drivers import base  # noqa: E402
@@ -75,9 +78,60 @@ class StatementCounter:
             self.count += 1
 
 
-def run_phase(name, conductor_api, hosts, trees, workers, counter, client):
+def process_cpu(pids) -> float:
+    """CPU seconds used so far by ``pids`` and their descendants.
+
+    Counts the children that have exited too (PostgreSQL backends of
+    closed connections, restarted gunicorn workers): their parent's
+    ``children_*`` times, so that the total never goes down.
+    """
+    total = 0.0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            procs = [proc] + proc.children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for p in procs:
+            try:
+                times = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += (times.user + times.system + times.children_user
+                      + times.children_system)
+    return total
+
+
+def postgres_pids(data_dir: str) -> list[int]:
+    pids = []
+    for proc in psutil.process_iter(['name', 'cmdline']):
+        cmdline = ' '.join(proc.info['cmdline'] or [])
+        if 'postgres' in (proc.info['name'] or '') and data_dir in cmdline:
+            pids.append(proc.pid)
+    return pids
+
+
+class CPUMeter:
+    """CPU seconds of this process, Placement and PostgreSQL."""
+
+    def __init__(self, placement_pids, pg_pids):
+        self.groups = {'conductor': [os.getpid()],
+                       'placement': list(placement_pids),
+                       'postgres': list(pg_pids)}
+
+    def sample(self) -> dict[str, float]:
+        own = psutil.Process().cpu_times()
+        result = {name: process_cpu(pids) for name, pids in
+                  self.groups.items() if name != 'conductor'}
+        result['conductor'] = own.user + own.system
+        return result
+
+
+def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
+              cpu):
     context = cyborg_context.get_admin_context()
     statements, requests = counter.count, client.request_count
+    cpu_before = cpu.sample()
     started = time.monotonic()
 
     def report(host):
@@ -89,11 +143,15 @@ def run_phase(name, conductor_api, hosts, trees, workers, counter, client):
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(report, hosts))
     elapsed = time.monotonic() - started
+    cpu_after = cpu.sample()
     unsynced = sum(1 for r in results if not r['synced'])
-    print('%-13s %7d %9.1f %12.1f %14.2f %9d' % (
+    cpu_ms = {key: (cpu_after[key] - cpu_before[key]) * 1000 / len(hosts)
+              for key in cpu_after}
+    print('%-13s %7d %9.1f %12.1f %14.2f %9d %9.1f %9.1f %9.1f' % (
         name, len(hosts), elapsed,
         (counter.count - statements) / len(hosts),
-        (client.request_count - requests) / len(hosts), unsynced),
+        (client.request_count - requests) / len(hosts), unsynced,
+        cpu_ms['conductor'], cpu_ms['placement'], cpu_ms['postgres']),
         flush=True)
 
 
@@ -105,6 +163,9 @@ def main() -> int:
                         help='reports sent concurrently (8)')
     parser.add_argument('--placement-workers', type=int, default=2,
                         help='Placement processes under gunicorn (2)')
+    parser.add_argument('--roles', default='admin,service',
+                        help="the conductor's roles in Placement "
+                        '(admin,service; admin alone: no reshaper)')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-inventory-')
     with servers.PostgreSQLServer(base_dir=workdir) as pg:
@@ -113,10 +174,12 @@ def main() -> int:
                 base_dir=os.path.join(workdir, 'placement'),
                 database_url=pg.create_database('placement'),
                 workers=args.placement_workers) as placement:
-            return _run(args, cyborg_url, placement.url)
+            cpu = CPUMeter([placement.process.pid],
+                           postgres_pids(pg.data_dir))
+            return _run(args, cyborg_url, placement.url, cpu)
 
 
-def _run(args, cyborg_url, placement_url) -> int:
+def _run(args, cyborg_url, placement_url, cpu) -> int:
     CONF([], project='cyborg', default_config_files=[])
     rpc.register_opts(CONF)
     CONF.set_override('connection', cyborg_url, group='database')
@@ -132,29 +195,35 @@ def _run(args, cyborg_url, placement_url) -> int:
         list(pool.map(lambda h: embedded_placement.ensure_compute_node(
             setup_client, h), hosts))
 
-    client = placement_client.PlacementClient.for_endpoint(placement_url)
+    # The conductor's Placement user, as deployed: a service user, with
+    # the service role besides admin (what POST /reshaper needs).
+    client = placement_client.PlacementClient.for_endpoint(
+        placement_url, roles=args.roles.split(','))
     transport = rpc.get_transport(CONF)
     conductor = conductor_service.create(CONF, transport, lambda: client)
     conductor.start()
     counter = StatementCounter(db_api.get_engine())
     conductor_api = rpcapi.ConductorAPI(transport)
     print('%d hosts x %d devices, %d concurrent reports, PostgreSQL, real '
-          'Placement (%d gunicorn workers)' % (
-              args.hosts, args.devices, args.workers, args.placement_workers))
-    print('%-13s %7s %9s %12s %14s %9s' % (
+          'Placement (%d gunicorn workers), conductor roles %s' % (
+              args.hosts, args.devices, args.workers, args.placement_workers,
+              args.roles))
+    print('%-13s %7s %9s %12s %14s %9s %9s %9s %9s' % (
         'phase', 'reports', 'wall s', 'DB stmts/rep', 'Placement/rep',
-        'unsynced'))
+        'unsynced', 'cond ms', 'plc ms', 'pg ms'))
+    print('(cond/plc/pg ms: CPU milliseconds per report of the conductor, '
+          'Placement and PostgreSQL)')
     trees = {host: device_tree(args.devices) for host in hosts}
     try:
         run_phase('registration', conductor_api, hosts, trees, args.workers,
-                  counter, client)
+                  counter, client, cpu)
         run_phase('steady state', conductor_api, hosts, trees, args.workers,
-                  counter, client)
+                  counter, client, cpu)
         changed = hosts[::100]
         for host in changed:
             trees[host] = device_tree(args.devices, changed=True)
         run_phase('1% changed', conductor_api, hosts, trees, args.workers,
-                  counter, client)
+                  counter, client, cpu)
     finally:
         conductor.stop()
         rpc.cleanup(transport)
