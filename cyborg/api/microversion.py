@@ -7,6 +7,7 @@ Versions and what each adds:
 * 2.2 - ``GET /v2/device_profiles/{name}`` accepts a name.
 * 2.3 - devices show ``status`` (and the device list filters by it).
 * 2.4 - devices show ``health`` and ``missing``.
+* 2.5 - ARQs show ``bind_error``: why a bind failed.
 """
 
 import functools
@@ -17,7 +18,7 @@ HEADER = 'OpenStack-API-Version'
 ENVIRON_KEY = 'cyborg.api_version'
 
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 4)
+MAX_VERSION = (2, 5)
 
 _VERSION_RE = re.compile(r'^\s*(\d+)\.(\d+)\s*$')
 

@@ -31,12 +31,13 @@ import datetime
 import json
 from collections.abc import Callable
 from concurrent import futures
-from typing import Any
+from typing import Any, Protocol
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from cyborg.accelerator.drivers import base as driver_base
 from cyborg.common import arq_states as states
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
@@ -51,13 +52,7 @@ HANDLES = models.AttachHandle.__table__
 DEPLOYABLES = models.Deployable.__table__
 DEVICES = models.Device.__table__
 
-# Attach handle types whose device the agent must prepare before Nova can
-# attach it (and release after).
-PREPARED_TYPES = frozenset(['MDEV'])
-
-
-def needs_preparation(attach_type: str) -> bool:
-    return attach_type in PREPARED_TYPES
+needs_preparation = driver_base.needs_preparation
 
 
 @dataclasses.dataclass
@@ -83,8 +78,12 @@ class Lease:
 
 @dataclasses.dataclass
 class BindOutcome:
+    """What a binding transaction leaves to do once committed: jobs to
+    run, events to send, prepared handles to release."""
     jobs: list[str] = dataclasses.field(default_factory=list)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    released: list[arq_db.PreparedHandle] = dataclasses.field(
+        default_factory=list)
 
 
 class _Events:
@@ -110,9 +109,10 @@ class _Events:
                                         owner, until)
 
 
-def _fail(session, row, reason: str, events: _Events) -> None:
+def _fail(session, row, reason: str, events: _Events,
+          outcome: BindOutcome) -> None:
     """BindFailed with ``reason``; releases any claimed handle."""
-    arq_db.release_handles(session, [row])
+    outcome.released += arq_db.release_handles(session, [row])
     arq_db.swap(session, row, states.BIND_FAILED,
                 dict(bind_error=reason, attach_handle_id=None,
                      deployable_id=None))
@@ -165,12 +165,13 @@ def _bind_to_deployable(session, rows, rp_uuid: str, events: _Events,
     if deployable is None:
         for row in rows:
             _fail(session, row, 'No deployable has resource provider %s'
-                  % rp_uuid, events)
+                  % rp_uuid, events, outcome)
         return
     handles = _claim_free(session, deployable.id, len(rows))
     for row in rows[len(handles):]:
         _fail(session, row, 'No free attach handle on the device of '
-                            'resource provider %s' % rp_uuid, events)
+                            'resource provider %s' % rp_uuid, events,
+              outcome)
     for row, handle in zip(rows[:len(handles)], handles, strict=True):
         held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
         if needs_preparation(handle.attach_type):
@@ -234,24 +235,27 @@ def job_claim(context, uuid: str) -> Claim | None:
 
 @db_api.writer
 def finish(context, uuid: str, failure: str | None = None,
-           lease: Lease | None = None) -> list[dict[str, Any]]:
-    """Bound (or BindFailed with ``failure``); the event queued for Nova.
+           lease: Lease | None = None) -> BindOutcome:
+    """Bound (or BindFailed with ``failure``); the event queued for Nova
+    and, on failure, the prepared handle to release.
 
     A BindStarted ARQ without a handle (nothing to prepare) fails.
     """
     session = context.session
+    outcome = BindOutcome()
     row = _lock_binding(session, uuid)
     if row is None:
-        return []  # unbound or deleted meanwhile; they released the handle
+        return outcome  # unbound or deleted meanwhile: handle released
     events = _Events(session, lease)
     if failure is None and row.attach_handle_id is None:
         failure = 'The bind job found no claimed attach handle'
     if failure is not None:
-        _fail(session, row, failure, events)
+        _fail(session, row, failure, events, outcome)
     else:
         arq_db.swap(session, row, states.BOUND, {})
         events.add(row, states.BOUND)
-    return events.insert()
+    outcome.events = events.insert()
+    return outcome
 
 
 @db_api.main_context_manager.reader.connection
@@ -267,20 +271,29 @@ def unfinished(context, owner: str | None = None,
     return [row.uuid for row in context.connection.execute(query)]
 
 
+class HandlePreparer(Protocol):
+    """Asks a handle's agent to prepare it and to release it."""
+
+    def prepare(self, context, claim: Claim) -> None: ...
+
+    def release(self, context, handle: arq_db.PreparedHandle) -> None: ...
+
+
 class Binder:
-    """Binds ARQs; runs the jobs of handles to prepare on a thread pool.
+    """Binds, unbinds and deletes ARQs; runs the jobs of handles to
+    prepare, and the releases of prepared handles, on a thread pool.
 
     ``deliver`` receives the events each transaction queued, once it has
     committed (the conductor's notifier sends them).
     """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,
-                 prepare: Callable[[object, Claim], None],
+                 agents: HandlePreparer,
                  deliver: Callable[[list[dict[str, Any]]], None],
                  lease: Lease | None = None):
         self.owner = owner
         self._timeout = bind_timeout
-        self._prepare = prepare
+        self._agents = agents
         self._deliver = deliver
         self._lease = lease
         self._executor = futures.ThreadPoolExecutor(
@@ -294,6 +307,48 @@ class Binder:
         self._deliver(outcome.events)
         if outcome.jobs:
             self.submit(cyborg_context.get_admin_context(), outcome.jobs)
+        self._release_later(outcome.released)
+
+    def unbind(self, context, uuids: list[str],
+               project_id: str | None) -> None:
+        """Unbind ARQs; their prepared handles are released after."""
+        self._release_later(arq_db.arq_unbind(context, uuids, project_id))
+
+    def delete(self, context, uuids: list[str] | None,
+               instance_uuid: str | None, project_id: str | None) -> None:
+        """Delete ARQs; their prepared handles are released after."""
+        self._release_later(arq_db.arq_delete(context, uuids, instance_uuid,
+                                              project_id))
+
+    def _release_later(self, handles: list[arq_db.PreparedHandle]) -> None:
+        if handles:
+            self._executor.submit(self._release_logged,
+                                  cyborg_context.get_admin_context(), handles)
+
+    def _release_logged(self, context, handles) -> None:
+        try:
+            self.release(context, handles)
+        except Exception:
+            LOG.exception('Releasing %d attach handles failed; the sweeper '
+                          'tries again after %ds', len(handles),
+                          self._timeout)
+
+    def release(self, context,
+                handles: list[arq_db.PreparedHandle]) -> None:
+        """Ask the agents to undo the handles' preparation; free those
+        released. A handle whose agent fails stays in use for the
+        sweeper to try again."""
+        released = []
+        for handle in handles:
+            try:
+                self._agents.release(context, handle)
+            except Exception as e:
+                LOG.warning('Releasing attach handle %s on %s failed (%s); '
+                            'it stays in use and is tried again after %ds',
+                            handle.uuid, handle.host, e, self._timeout)
+            else:
+                released.append(handle.id)
+        arq_db.free_prepared(context, released)
 
     def submit(self, context, uuids: list[str]) -> None:
         for uuid in uuids:
@@ -312,11 +367,13 @@ class Binder:
         failure = None
         if claim is not None:
             try:
-                self._prepare(context, claim)
+                self._agents.prepare(context, claim)
             except Exception as e:
                 failure = 'Preparing attach handle %s failed: %s' % (
                     claim.handle_uuid, e)
-        self._deliver(finish(context, uuid, failure, self._lease))
+        outcome = finish(context, uuid, failure, self._lease)
+        self._deliver(outcome.events)
+        self.release(context, outcome.released)
 
     def resume(self, context) -> None:
         """Restart this conductor's unfinished jobs (after a restart)."""
@@ -326,13 +383,20 @@ class Binder:
             self.submit(context, own)
 
     def sweep(self, context) -> None:
-        """Fail every job, of any conductor, older than the bind timeout."""
+        """Fail every job, of any conductor, older than the bind timeout;
+        release again the prepared handles whose release failed."""
         cutoff = timeutils.utcnow() - datetime.timedelta(
             seconds=self._timeout)
         for uuid in unfinished(context, older_than=cutoff):
-            self._deliver(finish(
+            outcome = finish(
                 context, uuid, 'The bind did not finish within %d seconds'
-                % self._timeout, self._lease))
+                % self._timeout, self._lease)
+            self._deliver(outcome.events)
+            self.release(context, outcome.released)
+        self.release(context, arq_db.unreleased_handles(context, cutoff))
 
-    def stop(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    def stop(self, cancel: bool = True) -> None:
+        """Wait for the running jobs and releases; the queued ones are
+        cancelled unless ``cancel`` is false (a cancelled job is resumed
+        at the next start, a cancelled release retried by the sweeper)."""
+        self._executor.shutdown(wait=True, cancel_futures=cancel)

@@ -138,12 +138,12 @@ class ConductorManager:
 
     @_expected
     def arq_unbind(self, context, uuids: list[str]) -> None:
-        arq_db.arq_unbind(context, uuids, _scope(context))
+        self._binder.unbind(context, uuids, _scope(context))
 
     @_expected
     def arq_delete(self, context, uuids: list[str] | None = None,
                    instance_uuid: str | None = None) -> None:
-        arq_db.arq_delete(context, uuids, instance_uuid, _scope(context))
+        self._binder.delete(context, uuids, instance_uuid, _scope(context))
 
     def sweep_binds(self, context) -> None:
         """Fail binds (of any conductor) older than the bind timeout."""

@@ -13,18 +13,26 @@ from cyborg.conductor import binding
 from cyborg.conductor import manager
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
+from cyborg.db import arqs as arq_db
 
 
-def _preparer(transport):
-    """Asks the device's agent to prepare handles that need it (mdevs)."""
-    agent_api = agent_rpcapi.AgentAPI(transport)
+class AgentHandles:
+    """Asks a handle's agent to prepare and release it (mdevs); handles
+    that need no preparation cost nothing."""
 
-    def prepare(context, claim: binding.Claim) -> None:
+    def __init__(self, transport):
+        self._agent_api = agent_rpcapi.AgentAPI(transport)
+
+    def prepare(self, context, claim: binding.Claim) -> None:
         if binding.needs_preparation(claim.attach_type):
-            agent_api.prepare_attach_handle(
+            self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)
-    return prepare
+
+    def release(self, context, handle: arq_db.PreparedHandle) -> None:
+        self._agent_api.release_attach_handle(
+            context, handle.host, handle.driver, handle.attach_type,
+            handle.attach_info, handle.uuid)
 
 
 def create(conf: cfg.ConfigOpts, transport,
@@ -47,7 +55,7 @@ def create(conf: cfg.ConfigOpts, transport,
         deliver, lease = (lambda rows: None), None
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        _preparer(transport), deliver, lease)
+        AgentHandles(transport), deliver, lease)
     endpoint = manager.ConductorManager(host, placement_factory, binder)
 
     def admin():

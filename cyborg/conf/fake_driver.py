@@ -24,6 +24,14 @@ opts = [
                     'Nova; PCI and MDEV look like real ones.'),
     cfg.StrOpt('mdev_type', default='fake-mdev-1',
                help='mdev type of MDEV attach handles.'),
+    cfg.StrOpt('mdev_dir',
+               help='Directory where the mdevs the driver prepares for MDEV '
+                    'handles appear, one file per handle named by its uuid '
+                    '(as /sys/bus/mdev/devices would show them); unset: '
+                    'they are only logged.'),
+    cfg.FloatOpt('prepare_delay', default=0.0, min=0.0,
+                 help='Seconds preparing an MDEV handle takes (to simulate '
+                      'slow mdev creation).'),
     cfg.StrOpt('vendor', default='0xABCD', help='Vendor id reported.'),
     cfg.StrOpt('model', default='Fake Accelerator', help='Model reported.'),
     cfg.ListOpt('unhealthy_devices', default=[],

@@ -5,6 +5,8 @@ and attach handle). Writes belong to the conductor; every state change is
 a compare-and-swap against :mod:`cyborg.common.arq_states`.
 """
 
+import dataclasses
+import datetime
 import json
 import types
 from typing import Any
@@ -13,6 +15,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from cyborg.accelerator.drivers import base as driver_base
 from cyborg.common import arq_states as states
 from cyborg.common import exception
 from cyborg.db import api as db_api
@@ -153,18 +156,89 @@ def swap(session, row, target: str, values: dict[str, Any]) -> None:
     vars(row).update(values, state=target, updated_at=now)
 
 
-def release_handles(session, rows) -> None:
-    """Free the attach handles ``rows`` hold (one UPDATE)."""
+@dataclasses.dataclass(frozen=True)
+class PreparedHandle:
+    """An attach handle whose preparation (an mdev) its host's agent
+    must undo before the handle is free again."""
+    id: int
+    uuid: str
+    attach_type: str
+    attach_info: dict[str, Any]
+    host: str
+    driver: str | None
+
+
+def release_handles(session, rows) -> list[PreparedHandle]:
+    """Free the attach handles ``rows`` hold; the prepared ones.
+
+    Prepared handles (see :func:`driver_base.needs_preparation`) stay in
+    use, held by no ARQ, until :func:`free_prepared` once the agent has
+    released them, so nobody claims a handle whose old preparation is
+    still being undone. One UPDATE when none was prepared.
+    """
     ids = [row.attach_handle_id for row in rows
            if row.attach_handle_id is not None]
-    if ids:
-        session.execute(sa.update(HANDLES).where(HANDLES.c.id.in_(ids))
-                        .values(in_use=False, updated_at=timeutils.utcnow()))
+    if not ids:
+        return []
+    now = timeutils.utcnow()
+    freed = session.execute(
+        sa.update(HANDLES).where(
+            HANDLES.c.id.in_(ids),
+            HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
+        .values(in_use=False, updated_at=now)).rowcount
+    if freed == len(ids):
+        return []
+    session.execute(sa.update(HANDLES).where(
+        HANDLES.c.id.in_(ids),
+        HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+        .values(updated_at=now))
+    return _prepared_handles(session, HANDLES.c.id.in_(ids))
+
+
+def _prepared_handles(session, condition) -> list[PreparedHandle]:
+    query = (sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
+                       HANDLES.c.attach_info, DEVICES.c.hostname,
+                       DEVICES.c.driver)
+             .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
+             .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+             .where(condition, HANDLES.c.attach_type.in_(
+                 driver_base.PREPARED_TYPES))
+             .order_by(HANDLES.c.id))
+    return [PreparedHandle(row.id, row.uuid, row.attach_type,
+                           json.loads(row.attach_info), row.hostname,
+                           row.driver)
+            for row in session.execute(query)]
+
+
+def _unheld():
+    """Handles no ARQ holds."""
+    return ~sa.exists().where(ARQS.c.attach_handle_id == HANDLES.c.id)
+
+
+@db_api.writer
+def free_prepared(context, handle_ids: list[int]) -> None:
+    """Free prepared handles whose preparation the agent has released
+    (unless an ARQ holds one again)."""
+    if handle_ids:
+        context.session.execute(
+            sa.update(HANDLES).where(HANDLES.c.id.in_(handle_ids),
+                                     _unheld())
+            .values(in_use=False, updated_at=timeutils.utcnow()))
+
+
+@db_api.main_context_manager.reader.connection
+def unreleased_handles(context, older_than: datetime.datetime
+                       ) -> list[PreparedHandle]:
+    """Prepared handles in use by no ARQ since before ``older_than``: a
+    release that failed, or whose conductor died, to be tried again."""
+    return _prepared_handles(context.connection, sa.and_(
+        HANDLES.c.in_use == sa.true(), _unheld(),
+        HANDLES.c.updated_at < older_than))
 
 
 _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 attach_handle_id=None, deployable_id=None, bind_owner=None,
-                bind_started_at=None)
+                bind_started_at=None, bind_error=None)
 
 
 def start_binds(session, rows, bindings: dict[str, dict[str, str]],
@@ -198,20 +272,24 @@ def start_binds(session, rows, bindings: dict[str, dict[str, str]],
 
 
 @db_api.writer
-def arq_unbind(context, uuids: list[str], project_id: str | None) -> None:
-    """Unbind ARQs and release their handles (idempotent per ARQ)."""
+def arq_unbind(context, uuids: list[str], project_id: str | None
+               ) -> list[PreparedHandle]:
+    """Unbind ARQs and release their handles (idempotent per ARQ); the
+    handles whose preparation is to be released."""
     session = context.session
     rows = [row for row in lock(session, uuids, project_id)
             if row.state not in (states.INITIAL, states.UNBOUND)]
-    release_handles(session, rows)
+    prepared = release_handles(session, rows)
     for row in rows:
         swap(session, row, states.UNBOUND, dict(_CLEARED))
+    return prepared
 
 
 @db_api.writer
 def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
-               project_id: str | None) -> list[str]:
-    """Delete ARQs, releasing their handles; the uuids deleted.
+               project_id: str | None) -> list[PreparedHandle]:
+    """Delete ARQs, releasing their handles; the handles whose
+    preparation is to be released.
 
     By uuid every ARQ must exist; by instance, none may. The ARQs pass
     through Deleting inside this one transaction, so nobody sees it.
@@ -225,8 +303,8 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     for row in rows:
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)
-    release_handles(session, rows)
+    prepared = release_handles(session, rows)
     if rows:
         session.execute(sa.delete(ARQS).where(
             ARQS.c.id.in_([row.id for row in rows])))
-    return [row.uuid for row in rows]
+    return prepared

@@ -17,7 +17,8 @@ from openstack import connection
 from openstack import exceptions as sdk_exc
 
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 4)
+MAX_VERSION = (2, 5)
+MAX = '%d.%d' % MAX_VERSION
 
 
 def _connect(endpoint, **kwargs):
@@ -99,14 +100,14 @@ def test_ksa_discovery_documents(cyborg_endpoint):
 
 def test_microversion_negotiation_headers(conn):
     for requested, expected in (('2.0', '2.0'), ('2.2', '2.2'),
-                                ('latest', '2.4')):
+                                ('latest', MAX)):
         resp = conn.accelerator.get('/device_profiles',
                                     microversion=requested)
         assert resp.status_code == 200
         assert resp.headers['OpenStack-API-Version'] == (
             'accelerator ' + expected)
         assert resp.headers['OpenStack-API-Minimum-Version'] == '2.0'
-        assert resp.headers['OpenStack-API-Maximum-Version'] == '2.4'
+        assert resp.headers['OpenStack-API-Maximum-Version'] == MAX
 
 
 # ------------------------------------------------------------------ CRUD

@@ -51,11 +51,14 @@ RESOLVED = ('Bound', 'BindFailed')
 
 @dataclasses.dataclass
 class AgentSpec:
-    """One agent host: ``devices`` devices with ``handles`` PCI handles."""
+    """One agent host: ``devices`` devices with ``handles`` attach handles
+    of ``handle_type``; ``fake_driver``: more of its options."""
     name: str
     devices: int = 1
     handles: int = 8
     bus_base: int = 0x40
+    handle_type: str = 'PCI'
+    fake_driver: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -387,7 +390,8 @@ def deployment(name: str, postgres, rabbitmq, placement, work_dir: str,
                         'address': '0000:%02x:00.0' % (agent.bus_base + i),
                         'type': 'FPGA', 'resource_class': 'FPGA',
                         'traits': [trait], 'accelerators': agent.handles,
-                        'handle_type': 'PCI', 'health': 'healthy'}
+                        'handle_type': agent.handle_type,
+                        'health': 'healthy'}
                         for i in range(agent.devices)], f)
                 agent_config = json.loads(json.dumps(base))
                 agent_config['DEFAULT']['host'] = agent.name
@@ -395,8 +399,9 @@ def deployment(name: str, postgres, rabbitmq, placement, work_dir: str,
                     'resource_provider_name': agent.name,
                     'discovery_interval': 2,
                     'enabled_drivers': 'fake_driver'}
-                agent_config['fake_driver'] = {'devices_file': devices_file,
-                                               'handle_type': 'PCI'}
+                agent_config['fake_driver'] = dict(
+                    agent.fake_driver, devices_file=devices_file,
+                    handle_type=agent.handle_type)
                 flow.agents.append(servers.CyborgProcess(
                     'cyborg-agent', agent_config, directory,
                     name='agent-%d' % number).start())

@@ -240,6 +240,28 @@ def test_view_in_each_state(app, database, seed):
     assert initial['instance_uuid'] is None
 
 
+def test_bind_error_from_2_5(app, database, seed):
+    failed = _insert(database, seed, 1, state=states.BIND_FAILED,
+                     instance=INSTANCE)
+    bound = _insert(database, seed, 2, state=states.BOUND,
+                    instance=INSTANCE, handle=0)
+    with database.begin() as connection:
+        connection.execute(
+            sa.update(models.ExtendedAcceleratorRequest).values(
+                bind_error='No free attach handle'))
+    at_2_4 = _request(app, 'GET', PATH,
+                      headers={'OpenStack-API-Version': 'accelerator 2.4'})
+    assert all('bind_error' not in arq for arq in at_2_4.json['arqs'])
+    at_2_5 = _request(app, 'GET', PATH,
+                      headers={'OpenStack-API-Version': 'accelerator 2.5'})
+    errors = {arq['uuid']: arq['bind_error'] for arq in at_2_5.json['arqs']}
+    # Only a BindFailed ARQ has a reason to show.
+    assert errors == {failed: 'No free attach handle', bound: None}
+    one = _request(app, 'GET', '%s/%s' % (PATH, failed),
+                   headers={'OpenStack-API-Version': 'accelerator latest'})
+    assert one.json['bind_error'] == 'No free attach handle'
+
+
 def test_get_one(app, database, seed):
     uuid = _insert(database, seed, 1)
     response = _request(app, 'GET', '%s/%s' % (PATH, uuid), headers=P1)

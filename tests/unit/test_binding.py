@@ -53,17 +53,25 @@ def mdev_host(profiles, admin_context, conf):
 
 
 class Recorder:
-    """A Binder's collaborators: what was prepared and delivered."""
+    """A Binder's collaborators: what was prepared, released and
+    delivered."""
 
-    def __init__(self, refuse=None):
+    def __init__(self, refuse=None, refuse_release=None):
         self.prepared = []
         self.delivered = []
         self.refuse = refuse
+        self.released = []
+        self.refuse_release = refuse_release
 
     def prepare(self, context, claim):
         if self.refuse:
             raise RuntimeError(self.refuse)
         self.prepared.append(claim)
+
+    def release(self, context, handle):
+        if self.refuse_release:
+            raise RuntimeError(self.refuse_release)
+        self.released.append(handle)
 
     def deliver(self, rows):
         self.delivered.extend(rows)
@@ -76,7 +84,7 @@ def recorder():
 
 @pytest.fixture
 def binder(recorder):
-    job = binding.Binder('cond1', 2, 60, recorder.prepare, recorder.deliver,
+    job = binding.Binder('cond1', 2, 60, recorder, recorder.deliver,
                          LEASE)
     yield job
     job.stop()
@@ -242,8 +250,9 @@ def test_delete_releases_handles(host, admin_context, database):
     arqs = arq_db.arq_create(admin_context, 'five', 'p1')
     _bind(admin_context, arqs[:2], host)
     _bind(admin_context, arqs[2:4], host, instance=OTHER_INSTANCE)
-    deleted = arq_db.arq_delete(admin_context, None, INSTANCE, None)
-    assert deleted == [a['uuid'] for a in arqs[:2]]
+    assert arq_db.arq_delete(admin_context, None, INSTANCE, None) == []
+    assert [a['uuid'] for a in arq_db.arq_list(admin_context, None)] == [
+        a['uuid'] for a in arqs[2:]]
     assert _handles_in_use(database) == 2
     assert arq_db.arq_delete(admin_context, None, INSTANCE, None) == []
     arq_db.arq_delete(admin_context, [a['uuid'] for a in arqs[2:]], None,
@@ -315,29 +324,107 @@ def test_unbind_during_a_job_leaks_nothing(mdev_host, admin_context,
                                            binder, recorder, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     outcome = _bind(admin_context, arqs, mdev_host, host='host2')
-    arq_db.arq_unbind(admin_context, outcome.jobs, None)
+    binder.unbind(admin_context, outcome.jobs, None)
     _run_jobs(admin_context, binder, outcome)
+    binder.stop(cancel=False)  # waits for the releases
     assert _states(admin_context, arqs) == [states.UNBOUND] * 2
     assert _handles_in_use(database) == 0
     assert _events(database) == []
     assert recorder.prepared == []
+    assert len(recorder.released) == 2
 
 
 def test_delete_during_a_job(mdev_host, admin_context, binder, recorder,
                              database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     outcome = _bind(admin_context, arqs, mdev_host, host='host2')
-    arq_db.arq_delete(admin_context, None, INSTANCE, None)
+    binder.delete(admin_context, None, INSTANCE, None)
     _run_jobs(admin_context, binder, outcome)
+    binder.stop(cancel=False)
     assert arq_db.arq_list(admin_context, None) == []
     assert _handles_in_use(database) == 0
     assert _events(database) == []
 
 
+# Prepared handles are released by their agent before they are free ------
+
+def test_prepared_handles_stay_in_use_until_released(
+        mdev_host, admin_context, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, mdev_host, host='host2')
+    for uuid in outcome.jobs:
+        binding.finish(admin_context, uuid)
+    held = arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None)
+    assert [(h.attach_type, h.host, h.driver) for h in held] == [
+        ('MDEV', 'host2', 'fake_driver')]
+    assert held[0].attach_info['asked_type'] == 'fake-mdev-1'
+    assert _handles_in_use(database) == 2  # one bound, one to release
+    held += arq_db.arq_delete(admin_context, [arqs[1]['uuid']], None, None)
+    assert len({h.uuid for h in held}) == 2
+    assert _handles_in_use(database) == 2
+    arq_db.free_prepared(admin_context, [h.id for h in held])
+    assert _handles_in_use(database) == 0
+
+
+def test_pci_handles_are_freed_at_once(host, admin_context, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _bind(admin_context, arqs, host)
+    assert arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None) == []
+    assert arq_db.arq_delete(admin_context, None, INSTANCE, None) == []
+    assert _handles_in_use(database) == 0
+
+
+def test_binder_releases_after_unbind_and_delete(mdev_host, admin_context,
+                                                 binder, recorder,
+                                                 database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _run_jobs(admin_context, binder,
+              _bind(admin_context, arqs, mdev_host, host='host2'))
+    binder.unbind(admin_context, [arqs[0]['uuid']], None)
+    binder.delete(admin_context, [arqs[1]['uuid']], None, None)
+    binder.stop(cancel=False)
+    assert sorted(h.uuid for h in recorder.released) == sorted(
+        c.handle_uuid for c in recorder.prepared)
+    assert _handles_in_use(database) == 0
+
+
+def test_failed_release_is_retried_by_the_sweeper(mdev_host, admin_context,
+                                                  database):
+    refusing = Recorder(refuse_release='agent down')
+    job = binding.Binder('cond1', 1, 60, refusing, refusing.deliver)
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _run_jobs(admin_context, job,
+              _bind(admin_context, arqs, mdev_host, host='host2'))
+    job.release(admin_context,
+                arq_db.arq_delete(admin_context, None, INSTANCE, None))
+    assert _handles_in_use(database) == 2  # not released: not free
+    job.sweep(admin_context)  # too recent to try again
+    assert _handles_in_use(database) == 2
+    old = datetime.datetime(2020, 1, 1)
+    with database.begin() as connection:
+        connection.execute(sa.update(models.AttachHandle.__table__).values(
+            updated_at=old))
+    refusing.refuse_release = None
+    job.sweep(admin_context)
+    job.stop()
+    assert len(refusing.released) == 2
+    assert _handles_in_use(database) == 0
+
+
+def test_a_handle_bound_again_is_not_freed(mdev_host, admin_context,
+                                           database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs[:1], mdev_host, host='host2')
+    handle_id = arq_db.arq_get(admin_context, arqs[0]['uuid'],
+                               None)['attach_handle_id']
+    arq_db.free_prepared(admin_context, [handle_id])  # a stale release
+    assert outcome.jobs and _handles_in_use(database) == 1
+
+
 def test_failed_preparation_fails_the_bind(mdev_host, admin_context,
                                            database):
     recorder = Recorder(refuse='mdev create failed')
-    job = binding.Binder('cond1', 1, 60, recorder.prepare, recorder.deliver)
+    job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     _run_jobs(admin_context, job, _bind(admin_context, arqs[:1], mdev_host,
                                         host='host2'))
@@ -346,6 +433,7 @@ def test_failed_preparation_fails_the_bind(mdev_host, admin_context,
     assert failed['state'] == states.BIND_FAILED
     assert 'mdev create failed' in failed['bind_error']
     assert _handles_in_use(database) == 0
+    assert len(recorder.released) == 1  # whatever was half prepared
     assert [e['status'] for e in recorder.delivered] == ['failed']
 
 

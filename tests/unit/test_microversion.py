@@ -10,13 +10,14 @@ from cyborg.api import microversion as mv
         ('', (2, 0)),
         ('accelerator 2.2', (2, 2)),
         ('ACCELERATOR 2.1', (2, 1)),
-        ('accelerator latest', (2, 4)),
+        ('accelerator latest', (2, 5)),
         ('accelerator 2.03', (2, 3)),
         ('accelerator 2.4', (2, 4)),
+        ('accelerator 2.5', (2, 5)),
         ('compute 2.1, accelerator 2.2', (2, 2)),
         ('accelerator 2.1,compute 2.60', (2, 1)),
         ('2.2', (2, 2)),
-        ('latest', (2, 4)),
+        ('latest', (2, 5)),
         ('compute 2.1', (2, 0)),
     ],
 )
@@ -49,8 +50,8 @@ def test_parse_header_rejects_unparsable(header):
         ),
         ('accelerator 1.9', 'Version 1.9 requested but not supported'),
         (
-            'accelerator 2.5',
-            'Version 2.5 was requested but the minor version is not supported',
+            'accelerator 2.6',
+            'Version 2.6 was requested but the minor version is not supported',
         ),
     ],
 )
@@ -58,13 +59,13 @@ def test_parse_header_rejects_unsupported(header, fragment):
     with pytest.raises(mv.UnsupportedVersion) as error:
         mv.parse_header(header)
     assert fragment in str(error.value)
-    assert '[2.0, 2.4]' in str(error.value)
+    assert '[2.0, 2.5]' in str(error.value)
 
 
 def test_response_headers():
     assert dict(mv.response_headers((2, 1))) == {
         'OpenStack-API-Version': 'accelerator 2.1',
         'OpenStack-API-Minimum-Version': '2.0',
-        'OpenStack-API-Maximum-Version': '2.4',
+        'OpenStack-API-Maximum-Version': '2.5',
         'Vary': 'OpenStack-API-Version',
     }

@@ -65,6 +65,18 @@ def cpu_seconds(pids) -> float:
     return total
 
 
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process alone (clients and fake Nova)."""
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+def pids_with(text: str) -> list[int]:
+    """The processes whose command line contains ``text``."""
+    return [p.pid for p in psutil.process_iter(['cmdline'])
+            if text in ' '.join(p.info['cmdline'] or [])]
+
+
 def percentile(values, fraction) -> float:
     values = sorted(values)
     if not values:
@@ -75,9 +87,10 @@ def percentile(values, fraction) -> float:
 class Deployment:
     """Every process of the benchmark, started and stopped together."""
 
-    def __init__(self, workdir: str, agents: int):
+    def __init__(self, workdir: str, agents: int, api_threads: int):
         self.workdir = workdir
         self.agents = agents
+        self.api_threads = api_threads
         self.processes: list[servers.CyborgProcess] = []
 
     def start(self, pg, rabbit, placement, nova) -> None:
@@ -113,8 +126,12 @@ class Deployment:
         env = dict(os.environ, CYBORG_CONFIG_FILES=config,
                    PYTHONWARNINGS='ignore')
         log = os.path.join(self.workdir, 'gunicorn.log')
+        workers = ['--workers', '2']
+        if self.api_threads:
+            workers += ['--worker-class', 'gthread',
+                        '--threads', str(self.api_threads)]
         self.api = servers.spawn(
-            [servers.venv_script('gunicorn'), '--workers', '2', '--bind',
+            [servers.venv_script('gunicorn'), *workers, '--bind',
              '127.0.0.1:%d' % self.api_port, '--log-level', 'warning',
              'cyborg.wsgi.api:application'], log, env=env)
         self.url = 'http://127.0.0.1:%d/v2' % self.api_port
@@ -199,11 +216,12 @@ class Client(threading.Thread):
 
 
 def measure(deployment, nova, rps, clients, duration, pg_pids,
-            placement_pids):
+            placement_pids, rabbit_pids):
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
     errors: list[str] = []
     server, pg, plc = (cpu_seconds(deployment.server_pids()),
                        cpu_seconds(pg_pids), cpu_seconds(placement_pids))
+    rabbit, own = cpu_seconds(rabbit_pids), own_cpu_seconds()
     roles = {role: cpu_seconds(pids)
              for role, pids in deployment.pids_by_role().items()}
     started = time.monotonic()
@@ -233,7 +251,12 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
              (cpu_seconds(placement_pids) - plc) * 1000 / cycles))
     print('  cyborg CPU ms per cycle by process: %s' % ', '.join(
         '%s %.1f' % (role, (cpu_seconds(pids) - roles[role]) * 1000 / cycles)
-        for role, pids in deployment.pids_by_role().items()), flush=True)
+        for role, pids in deployment.pids_by_role().items()))
+    print('  other CPU ms per cycle: RabbitMQ %.1f, benchmark clients and '
+          'fake Nova %.1f' % (
+              (cpu_seconds(rabbit_pids) - rabbit) * 1000 / cycles,
+              (own_cpu_seconds() - own) * 1000 / cycles),
+          flush=True)
 
 
 def main() -> int:
@@ -241,9 +264,12 @@ def main() -> int:
     parser.add_argument('--duration', type=int, default=20)
     parser.add_argument('--clients', default='1,8')
     parser.add_argument('--agents', type=int, default=3)
+    parser.add_argument('--api-threads', type=int, default=0,
+                        help='threads per API worker (gunicorn gthread); '
+                        '0: sync workers (default)')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
-    deployment = Deployment(workdir, args.agents)
+    deployment = Deployment(workdir, args.agents, args.api_threads)
     with servers.PostgreSQLServer() as pg, \
             servers.RabbitMQServer() as rabbit, \
             placement_server.PlacementServer() as placement, \
@@ -251,14 +277,16 @@ def main() -> int:
         try:
             deployment.start(pg, rabbit, placement, nova)
             rps = _setup(deployment, args.agents * 4)
-            pg_pids = [p.pid for p in psutil.process_iter(['cmdline'])
-                       if pg.data_dir in ' '.join(p.info['cmdline'] or [])]
-            print('Nova cycle: gunicorn API (2 workers), 1 conductor, %d '
+            pg_pids = pids_with(pg.data_dir)
+            print('Nova cycle: gunicorn API (2 %s workers), 1 conductor, %d '
                   'agents, RabbitMQ, PostgreSQL, Placement, fake Nova; %ds '
-                  'per run' % (args.agents, args.duration))
+                  'per run' % (
+                      '%d-thread' % args.api_threads if args.api_threads
+                      else 'sync', args.agents, args.duration))
             for clients in (int(c) for c in args.clients.split(',')):
                 measure(deployment, nova, rps, clients, args.duration,
-                        pg_pids, [placement.process.pid])
+                        pg_pids, [placement.process.pid],
+                        [rabbit.process.pid])
         finally:
             deployment.stop()
     return 0

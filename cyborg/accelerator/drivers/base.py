@@ -31,6 +31,16 @@ class AttachType(str, enum.Enum):
     TEST_PCI = 'TEST_PCI'
 
 
+# Attach handle types whose device the host's agent prepares before Nova
+# can attach it (an mdev is created) and releases after (it is removed).
+PREPARED_TYPES = frozenset([AttachType.MDEV.value])
+
+
+def needs_preparation(attach_type: str) -> bool:
+    """Whether handles of ``attach_type`` are prepared by the agent."""
+    return attach_type in PREPARED_TYPES
+
+
 class Health(str, enum.Enum):
     HEALTHY = 'healthy'
     UNHEALTHY = 'unhealthy'

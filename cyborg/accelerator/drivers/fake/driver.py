@@ -2,16 +2,22 @@
 
 Each simulated device has one deployable with ``accelerators`` attach
 handles: PCI virtual functions on the device's bus, mdevs of the
-configured type, or ``TEST_PCI`` handles that Nova ignores.
+configured type, or ``TEST_PCI`` handles that Nova ignores. Preparing an
+MDEV handle "creates" its mdev: a file named by the handle's uuid in
+``[fake_driver] mdev_dir``, which releasing removes.
 """
 
 import json
 import os
+import time
 from typing import Any
 
 from oslo_config import cfg
+from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
+
+LOG = logging.getLogger(__name__)
 
 
 def _address(index: int) -> str:
@@ -76,3 +82,29 @@ class FakeDriver(base.AcceleratorDriver):
             info = dict(pf, device='%02x' % (index // 8),
                         function=str(index % 8))
         return base.AttachHandle(attach_type=handle_type, attach_info=info)
+
+    def _mdev_path(self, handle_uuid: str) -> str | None:
+        directory = self._conf.fake_driver.mdev_dir
+        return os.path.join(directory, handle_uuid) if directory else None
+
+    def prepare_attach_handle(self, handle: base.AttachHandle,
+                              handle_uuid: str) -> None:
+        if not base.needs_preparation(handle.attach_type):
+            return
+        time.sleep(self._conf.fake_driver.prepare_delay)
+        path = self._mdev_path(handle_uuid)
+        if path is not None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                json.dump(handle.attach_info, f)
+        LOG.info('Created fake mdev %s (%s)', handle_uuid,
+                 handle.attach_info.get('asked_type'))
+
+    def release_attach_handle(self, handle: base.AttachHandle,
+                              handle_uuid: str) -> None:
+        if not base.needs_preparation(handle.attach_type):
+            return
+        path = self._mdev_path(handle_uuid)
+        if path is not None and os.path.exists(path):
+            os.remove(path)
+        LOG.info('Removed fake mdev %s', handle_uuid)

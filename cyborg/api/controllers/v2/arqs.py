@@ -24,6 +24,7 @@ from cyborg.db import arqs as arq_db
 
 COLLECTION = 'accelerator_requests'
 PROJECT_ID_VERSION = (2, 1)
+BIND_ERROR_VERSION = (2, 5)
 UPDATE_RULE = 'cyborg:arq:update'
 RESOLVED = 'resolved'
 # keystonemiddleware's default for [keystone_authtoken] service_token_roles.
@@ -37,10 +38,11 @@ _MAX_LENGTH = 255
 
 
 def view(arq: dict[str, Any]) -> dict[str, Any]:
-    """An ARQ as the API shows it; attach handles only once Bound."""
+    """An ARQ as the API shows it; attach handles only once Bound, and
+    from 2.5 why a bind failed (``bind_error``, null unless BindFailed)."""
     bound = arq['state'] == states.BOUND
     info = (arq['attach_handle_info'] or {}) if bound else {}
-    return {
+    result = {
         'uuid': arq['uuid'],
         'state': arq['state'],
         'device_profile_name': arq['device_profile_name'],
@@ -58,6 +60,10 @@ def view(arq: dict[str, Any]) -> dict[str, Any]:
         'created_at': base.timestamp(arq['created_at']),
         'updated_at': base.timestamp(arq['updated_at']),
     }
+    if base.version_at_least(BIND_ERROR_VERSION):
+        result['bind_error'] = (arq['bind_error'] if arq['state']
+                                == states.BIND_FAILED else None)
+    return result
 
 
 def _scope(context) -> str | None:

@@ -1,0 +1,136 @@
+"""Handles the agent prepares (mdevs), over real HTTP, RabbitMQ and
+PostgreSQL.
+
+The deployment is nova_flow.py's with one agent, ``mdev-host``, whose
+fake device has MDEV attach handles: preparing one creates a file named by
+the handle's uuid in the agent's mdev directory (taking PREPARE_DELAY
+seconds), releasing it removes the file. A bind claims the handle and
+leaves the preparation to a job; unbind and delete release the mdev
+before the handle is free again.
+"""
+
+import os
+import uuid
+
+import pytest
+
+from tests.functional import nova_flow
+
+HOST = 'mdev-host'
+HANDLES = 6
+PREPARE_DELAY = 0.3
+
+
+@pytest.fixture(scope='module')
+def flow(postgres, rabbitmq, placement, work_dir):
+    mdev_dir = os.path.join(work_dir, 'mdevs')
+    agent = nova_flow.AgentSpec(
+        HOST, devices=1, handles=HANDLES, handle_type='MDEV',
+        fake_driver={'mdev_dir': mdev_dir, 'prepare_delay': PREPARE_DELAY})
+    with nova_flow.deployment('mdev', postgres, rabbitmq, placement,
+                              work_dir, [agent]) as deployment:
+        deployment.mdev_dir = mdev_dir
+        yield deployment
+
+
+@pytest.fixture
+def clean(flow):
+    """No ARQ, no handle in use and no mdev before and after."""
+    yield flow
+    flow.delete_all_arqs()
+    nova_flow.wait_until(lambda: _quiet(flow), 30,
+                         'every mdev released and every handle free')
+
+
+def _quiet(flow) -> bool:
+    return flow.handle_stats()['in_use'] == 0 and _mdevs(flow) == set()
+
+
+def _mdevs(flow) -> set[str]:
+    if not os.path.isdir(flow.mdev_dir):
+        return set()
+    return set(os.listdir(flow.mdev_dir))
+
+
+def _bind(flow, count: int) -> tuple[str, dict[str, dict]]:
+    profile = flow.create_profile([{'resources:FPGA': str(count),
+                                    'trait:' + flow.trait: 'required'}])
+    arqs = flow.create_arqs(profile)
+    instance = str(uuid.uuid4())
+    rp = flow.devices[HOST][0].rp_uuid
+    response = flow.bind({a['uuid']: {'hostname': HOST, 'device_rp_uuid': rp,
+                                      'instance_uuid': instance}
+                          for a in arqs})
+    assert response.status_code == 202, response.text
+    return instance, flow.wait_resolved([a['uuid'] for a in arqs])
+
+
+def test_mdevs_prepared_on_bind_released_on_unbind_and_delete(flow, clean):
+    instance, arqs = _bind(flow, 3)
+    assert {a['state'] for a in arqs.values()} == {'Bound'}
+    for arq in arqs.values():
+        assert arq['attach_handle_type'] == 'MDEV'
+        assert arq['attach_handle_info']['asked_type'] == 'fake-mdev-1'
+    assert _mdevs(flow) == {a['attach_handle_uuid'] for a in arqs.values()}
+    counts = flow.nova.tag_counts()
+    assert all(counts[uuid_] == 1 for uuid_ in arqs)
+
+    first, *rest = arqs.values()
+    response = flow.request('PATCH', '/v2/accelerator_requests', service=True,
+                            json={first['uuid']: [
+                                {'op': 'remove', 'path': '/' + field}
+                                for field in ('hostname', 'device_rp_uuid',
+                                              'instance_uuid')]})
+    assert response.status_code == 202, response.text
+    left = {a['attach_handle_uuid'] for a in rest}
+    nova_flow.wait_until(lambda: _mdevs(flow) == left, 10,
+                         'the unbound ARQ\'s mdev removed')
+    nova_flow.wait_until(lambda: flow.handle_stats()['in_use'] == 2, 10,
+                         'its handle free')
+
+    response = flow.request('DELETE', '/v2/accelerator_requests',
+                            service=True, params={'instance': instance})
+    assert response.status_code == 204, response.text
+    nova_flow.wait_until(lambda: _quiet(flow), 10,
+                         'the deleted ARQs\' mdevs removed, handles free')
+    flow.check_alive()
+
+
+def test_conductor_sigkill_while_preparing(flow, clean):
+    """Both conductors are SIGKILLed while their jobs prepare mdevs and
+    restarted: every ARQ ends Bound (each conductor resumes its own jobs),
+    Nova hears of each once, and handles, ARQs and mdevs agree."""
+    profile = flow.create_profile([{'resources:FPGA': '1',
+                                    'trait:' + flow.trait: 'required'}])
+    rp = flow.devices[HOST][0].rp_uuid
+    instances = {}
+    for _number in range(HANDLES):
+        arq = flow.create_arqs(profile)[0]
+        instances[arq['uuid']] = str(uuid.uuid4())
+    for uuid_, instance in instances.items():
+        response = flow.bind({uuid_: {'hostname': HOST, 'device_rp_uuid': rp,
+                                      'instance_uuid': instance}})
+        assert response.status_code == 202, response.text
+    for index in (0, 1):
+        flow.kill_conductor(index)
+    started = {row.state for row in flow.db_rows(
+        'SELECT state FROM extended_accelerator_requests')}
+    assert 'BindStarted' in started, started
+    for index in (0, 1):
+        flow.start_conductor(index)
+    arqs = flow.wait_resolved(list(instances),
+                              timeout=nova_flow.BIND_TIMEOUT + 30)
+    assert {a['state'] for a in arqs.values()} == {'Bound'}
+    stats = flow.handle_stats()
+    assert stats['shared'] == [] and stats['in_use'] == HANDLES, stats
+    assert _mdevs(flow) == {a['attach_handle_uuid'] for a in arqs.values()}
+    nova_flow.wait_until(
+        lambda: all(flow.nova.tag_counts()[t] >= 1 for t in instances), 30,
+        'an event for each ARQ')
+    counts = flow.nova.tag_counts()
+    assert {counts[t] for t in instances} == {1}
+    for event in flow.nova.accepted():
+        if event['tag'] in instances:
+            assert event['status'] == 'completed'
+            assert event['server_uuid'] == instances[event['tag']]
+    flow.check_alive()

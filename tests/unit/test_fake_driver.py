@@ -1,0 +1,33 @@
+"""The fake driver's MDEV preparation: a file per prepared handle."""
+
+import os
+
+from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers.fake import driver as fake
+
+
+def _mdev_handle(conf):
+    conf.set_override('handle_type', 'MDEV', group='fake_driver')
+    device = fake.FakeDriver(conf).discover()[0]
+    return device.deployables[0].attach_handles[0]
+
+
+def test_prepare_creates_and_release_removes_the_mdev(conf, tmp_path):
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    driver = fake.FakeDriver(conf)
+    handle = _mdev_handle(conf)
+    driver.prepare_attach_handle(handle, 'h-1')
+    assert os.listdir(tmp_path) == ['h-1']
+    assert 'fake-mdev-1' in (tmp_path / 'h-1').read_text()
+    driver.release_attach_handle(handle, 'h-1')
+    driver.release_attach_handle(handle, 'h-1')  # idempotent
+    assert os.listdir(tmp_path) == []
+
+
+def test_pci_handles_need_nothing(conf, tmp_path):
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    driver = fake.FakeDriver(conf)
+    driver.prepare_attach_handle(base.AttachHandle('PCI', {}), 'h-2')
+    assert os.listdir(tmp_path) == []
+    assert not base.needs_preparation('PCI')
+    assert base.needs_preparation('MDEV')
