@@ -89,8 +89,8 @@ class BindOutcome:
 class _Events:
     """The Nova events of one transaction, inserted together."""
 
-    def __init__(self, session, lease: Lease | None):
-        self._session = session
+    def __init__(self, connection, lease: Lease | None):
+        self._session = connection
         self._lease = lease
         self._queued: list[tuple[str, str, str]] = []
 
@@ -109,32 +109,32 @@ class _Events:
                                         owner, until)
 
 
-def _fail(session, row, reason: str, events: _Events,
+def _fail(connection, row, reason: str, events: _Events,
           outcome: BindOutcome) -> None:
     """BindFailed with ``reason``; releases any claimed handle."""
-    outcome.released += arq_db.release_handles(session, [row])
-    arq_db.swap(session, row, states.BIND_FAILED,
+    outcome.released += arq_db.release_handles(connection, [row])
+    arq_db.swap(connection, row, states.BIND_FAILED,
                 dict(bind_error=reason, attach_handle_id=None,
                      deployable_id=None))
     events.add(row, states.BIND_FAILED)
     LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
 
 
-def _deployable(session, rp_uuid: str):
-    return session.execute(
+def _deployable(connection, rp_uuid: str):
+    return connection.execute(
         sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, DEVICES.c.driver)
         .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
         .where(DEPLOYABLES.c.rp_uuid == rp_uuid)).first()
 
 
-def _claim_free(session, deployable_id: int, count: int) -> list:
+def _claim_free(connection, deployable_id: int, count: int) -> list:
     """Claim up to ``count`` free handles of a deployable; the handles.
 
     Handles locked by another binding transaction are skipped, not
     waited for; the UPDATE re-checks ``in_use`` (SQLite, which has no row
     locks, serialises writers instead).
     """
-    free = list(session.execute(
+    free = list(connection.execute(
         sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
                   HANDLES.c.attach_info)
         .where(HANDLES.c.deployable_id == deployable_id,
@@ -143,7 +143,7 @@ def _claim_free(session, deployable_id: int, count: int) -> list:
         .with_for_update(skip_locked=True)))
     if not free:
         return []
-    taken = session.execute(
+    taken = connection.execute(
         sa.update(HANDLES).where(HANDLES.c.id.in_([h.id for h in free]),
                                  HANDLES.c.in_use == sa.false())
         .values(in_use=True, updated_at=timeutils.utcnow())).rowcount
@@ -158,28 +158,28 @@ def _claim(row, handle, deployable) -> Claim:
                  deployable.driver)
 
 
-def _bind_to_deployable(session, rows, rp_uuid: str, events: _Events,
+def _bind_to_deployable(connection, rows, rp_uuid: str, events: _Events,
                         outcome: BindOutcome) -> None:
     """Claim handles of ``rp_uuid``'s deployable for started ``rows``."""
-    deployable = _deployable(session, rp_uuid)
+    deployable = _deployable(connection, rp_uuid)
     if deployable is None:
         for row in rows:
-            _fail(session, row, 'No deployable has resource provider %s'
+            _fail(connection, row, 'No deployable has resource provider %s'
                   % rp_uuid, events, outcome)
         return
-    handles = _claim_free(session, deployable.id, len(rows))
+    handles = _claim_free(connection, deployable.id, len(rows))
     for row in rows[len(handles):]:
-        _fail(session, row, 'No free attach handle on the device of '
+        _fail(connection, row, 'No free attach handle on the device of '
                             'resource provider %s' % rp_uuid, events,
               outcome)
     for row, handle in zip(rows[:len(handles)], handles, strict=True):
         held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
         if needs_preparation(handle.attach_type):
-            session.execute(sa.update(ARQS).where(ARQS.c.id == row.id)
+            connection.execute(sa.update(ARQS).where(ARQS.c.id == row.id)
                             .values(**held))
             outcome.jobs.append(row.uuid)
         else:
-            arq_db.swap(session, row, states.BOUND, held)
+            arq_db.swap(connection, row, states.BOUND, held)
             events.add(row, states.BOUND)
 
 
@@ -193,22 +193,22 @@ def bind(context, bindings: dict[str, dict[str, str]],
     instance_uuid[, project_id]}. Returns the ARQs left to a job and the
     events queued (leased per ``lease``; unleased without one).
     """
-    session = context.session
-    rows = arq_db.lock(session, list(bindings), project_id)
-    started = arq_db.start_binds(session, rows, bindings, owner)
+    connection = context.connection
+    rows = arq_db.lock(connection, list(bindings), project_id)
+    started = arq_db.start_binds(connection, rows, bindings, owner)
     by_provider = collections.defaultdict(list)
     for row in started:
         by_provider[row.device_rp_uuid].append(row)
-    events = _Events(session, lease)
+    events = _Events(connection, lease)
     outcome = BindOutcome()
     for rp_uuid, group in by_provider.items():
-        _bind_to_deployable(session, group, rp_uuid, events, outcome)
+        _bind_to_deployable(connection, group, rp_uuid, events, outcome)
     outcome.events = events.insert()
     return outcome
 
 
-def _lock_binding(session, uuid: str):
-    rows = arq_db.lock_rows(session, sa.select(ARQS).where(
+def _lock_binding(connection, uuid: str):
+    rows = arq_db.lock_rows(connection, sa.select(ARQS).where(
         ARQS.c.uuid == uuid))
     if not rows or rows[0].state != states.BIND_STARTED:
         return None
@@ -233,7 +233,7 @@ def job_claim(context, uuid: str) -> Claim | None:
                  json.loads(row.attach_info), row.hostname, row.driver)
 
 
-@db_api.writer
+@db_api.connection_writer
 def finish(context, uuid: str, failure: str | None = None,
            lease: Lease | None = None) -> BindOutcome:
     """Bound (or BindFailed with ``failure``); the event queued for Nova
@@ -241,18 +241,18 @@ def finish(context, uuid: str, failure: str | None = None,
 
     A BindStarted ARQ without a handle (nothing to prepare) fails.
     """
-    session = context.session
+    connection = context.connection
     outcome = BindOutcome()
-    row = _lock_binding(session, uuid)
+    row = _lock_binding(connection, uuid)
     if row is None:
         return outcome  # unbound or deleted meanwhile: handle released
-    events = _Events(session, lease)
+    events = _Events(connection, lease)
     if failure is None and row.attach_handle_id is None:
         failure = 'The bind job found no claimed attach handle'
     if failure is not None:
-        _fail(session, row, failure, events, outcome)
+        _fail(connection, row, failure, events, outcome)
     else:
-        arq_db.swap(session, row, states.BOUND, {})
+        arq_db.swap(connection, row, states.BOUND, {})
         events.add(row, states.BOUND)
     outcome.events = events.insert()
     return outcome

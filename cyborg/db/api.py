@@ -49,15 +49,26 @@ class _SQLiteWriteLock:
 _sqlite_write_lock = _SQLiteWriteLock()
 
 
-def writer(fn):
-    """``main_context_manager.writer``, serialised on SQLite."""
-    transactional = main_context_manager.writer(fn)
-
+def _serialised_on_sqlite(transactional, fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with _sqlite_write_lock:
             return transactional(*args, **kwargs)
     return wrapper
+
+
+def writer(fn):
+    """``main_context_manager.writer`` (``context.session``), serialised
+    on SQLite."""
+    return _serialised_on_sqlite(main_context_manager.writer(fn), fn)
+
+
+def connection_writer(fn):
+    """``main_context_manager.writer.connection`` (``context.connection``:
+    SQLAlchemy Core, without the ORM session's cost), serialised on
+    SQLite. For the hot paths that need no ORM."""
+    return _serialised_on_sqlite(
+        main_context_manager.writer.connection(fn), fn)
 
 
 
@@ -70,15 +81,15 @@ class RetryRequest(db_exc.RetryRequest):
 
 
 def retrying_writer(fn):
-    """:func:`writer`, run again (a few times, after a short pause) when
-    its transaction deadlocked, hit a unique constraint or raised
-    :class:`RetryRequest`."""
+    """:func:`connection_writer`, run again (a few times, after a short
+    pause) when its transaction deadlocked, hit a unique constraint or
+    raised :class:`RetryRequest`."""
     return oslo_db_api.wrap_db_retry(
         max_retries=3, retry_interval=0.02, max_retry_interval=0.2,
         inc_retry_interval=True, retry_on_deadlock=True,
         jitter=True,
         exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry),
-    )(writer(fn))
+    )(connection_writer(fn))
 
 _DP = models.DeviceProfile.__table__
 _ARQ = models.ExtendedAcceleratorRequest.__table__

@@ -76,12 +76,12 @@ def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
     return _to_dict(row)
 
 
-@db_api.writer
+@db_api.connection_writer
 def arq_create(context, device_profile_name: str,
                project_id: str | None) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically."""
-    session = context.session
-    profile = session.execute(sa.select(PROFILES.c.id,
+    connection = context.connection
+    profile = connection.execute(sa.select(PROFILES.c.id,
                                         PROFILES.c.profile_json).where(
         PROFILES.c.name == device_profile_name)).first()
     if profile is None:
@@ -95,7 +95,7 @@ def arq_create(context, device_profile_name: str,
             for index, group in enumerate(groups)
             for _ in range(dp_rules.accelerator_count(group))]
     if rows:
-        session.execute(sa.insert(ARQS), rows)
+        connection.execute(sa.insert(ARQS), rows)
     return [dict(row, device_profile_name=device_profile_name,
                  updated_at=None, **_NEW_ARQ) for row in rows]
 
@@ -114,18 +114,18 @@ _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
 BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 
 
-def lock_rows(session, query) -> list[types.SimpleNamespace]:
+def lock_rows(connection, query) -> list[types.SimpleNamespace]:
     """The ARQs ``query`` selects, locked in id order (so concurrent
     writers cannot deadlock), as mutable rows for :func:`swap`."""
-    return [types.SimpleNamespace(**row._mapping) for row in session.execute(
-        query.order_by(ARQS.c.id).with_for_update())]
+    rows = connection.execute(query.order_by(ARQS.c.id).with_for_update())
+    return [types.SimpleNamespace(**row._mapping) for row in rows]
 
 
-def lock(session, uuids, project_id: str | None
+def lock(connection, uuids, project_id: str | None
          ) -> list[types.SimpleNamespace]:
     """The ARQs ``uuids``, locked; ARQNotFound for the first uuid that is
     missing or not visible to ``project_id``."""
-    rows = lock_rows(session, _scoped(sa.select(ARQS), project_id)
+    rows = lock_rows(connection, _scoped(sa.select(ARQS), project_id)
                      .where(ARQS.c.uuid.in_(list(uuids))))
     found = {row.uuid for row in rows}
     for uuid in uuids:
@@ -141,11 +141,11 @@ def check_transition(row, target: str) -> None:
                                     expected=sorted(states.sources(target)))
 
 
-def swap(session, row, target: str, values: dict[str, Any]) -> None:
+def swap(connection, row, target: str, values: dict[str, Any]) -> None:
     """Compare-and-swap locked ``row`` from its state to ``target``."""
     check_transition(row, target)
     now = timeutils.utcnow()
-    updated = session.execute(
+    updated = connection.execute(
         sa.update(ARQS).where(ARQS.c.id == row.id,
                               ARQS.c.state == row.state)
         .values(state=target, updated_at=now, **values)).rowcount
@@ -168,7 +168,7 @@ class PreparedHandle:
     driver: str | None
 
 
-def release_handles(session, rows) -> list[PreparedHandle]:
+def release_handles(connection, rows) -> list[PreparedHandle]:
     """Free the attach handles ``rows`` hold; the prepared ones.
 
     Prepared handles (see :func:`driver_base.needs_preparation`) stay in
@@ -181,21 +181,21 @@ def release_handles(session, rows) -> list[PreparedHandle]:
     if not ids:
         return []
     now = timeutils.utcnow()
-    freed = session.execute(
+    freed = connection.execute(
         sa.update(HANDLES).where(
             HANDLES.c.id.in_(ids),
             HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
         .values(in_use=False, updated_at=now)).rowcount
     if freed == len(ids):
         return []
-    session.execute(sa.update(HANDLES).where(
+    connection.execute(sa.update(HANDLES).where(
         HANDLES.c.id.in_(ids),
         HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
         .values(updated_at=now))
-    return _prepared_handles(session, HANDLES.c.id.in_(ids))
+    return _prepared_handles(connection, HANDLES.c.id.in_(ids))
 
 
-def _prepared_handles(session, condition) -> list[PreparedHandle]:
+def _prepared_handles(connection, condition) -> list[PreparedHandle]:
     query = (sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
                        HANDLES.c.attach_info, DEVICES.c.hostname,
                        DEVICES.c.driver)
@@ -207,7 +207,7 @@ def _prepared_handles(session, condition) -> list[PreparedHandle]:
     return [PreparedHandle(row.id, row.uuid, row.attach_type,
                            json.loads(row.attach_info), row.hostname,
                            row.driver)
-            for row in session.execute(query)]
+            for row in connection.execute(query)]
 
 
 def _unheld():
@@ -215,12 +215,12 @@ def _unheld():
     return ~sa.exists().where(ARQS.c.attach_handle_id == HANDLES.c.id)
 
 
-@db_api.writer
+@db_api.connection_writer
 def free_prepared(context, handle_ids: list[int]) -> None:
     """Free prepared handles whose preparation the agent has released
     (unless an ARQ holds one again)."""
     if handle_ids:
-        context.session.execute(
+        context.connection.execute(
             sa.update(HANDLES).where(HANDLES.c.id.in_(handle_ids),
                                      _unheld())
             .values(in_use=False, updated_at=timeutils.utcnow()))
@@ -241,7 +241,7 @@ _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 bind_started_at=None, bind_error=None)
 
 
-def start_binds(session, rows, bindings: dict[str, dict[str, str]],
+def start_binds(connection, rows, bindings: dict[str, dict[str, str]],
                 owner: str) -> list[types.SimpleNamespace]:
     """Move every locked ARQ to BindStarted, or none; the rows started.
 
@@ -264,28 +264,28 @@ def start_binds(session, rows, bindings: dict[str, dict[str, str]],
         values = {f: wanted[f] for f in BIND_FIELDS}
         if wanted.get('project_id'):
             values['project_id'] = wanted['project_id']
-        swap(session, row, states.BIND_STARTED,
+        swap(connection, row, states.BIND_STARTED,
              dict(values, bind_owner=owner, bind_error=None,
                   bind_started_at=now, attach_handle_id=None,
                   deployable_id=None))
     return todo
 
 
-@db_api.writer
+@db_api.connection_writer
 def arq_unbind(context, uuids: list[str], project_id: str | None
                ) -> list[PreparedHandle]:
     """Unbind ARQs and release their handles (idempotent per ARQ); the
     handles whose preparation is to be released."""
-    session = context.session
-    rows = [row for row in lock(session, uuids, project_id)
+    connection = context.connection
+    rows = [row for row in lock(connection, uuids, project_id)
             if row.state not in (states.INITIAL, states.UNBOUND)]
-    prepared = release_handles(session, rows)
+    prepared = release_handles(connection, rows)
     for row in rows:
-        swap(session, row, states.UNBOUND, dict(_CLEARED))
+        swap(connection, row, states.UNBOUND, dict(_CLEARED))
     return prepared
 
 
-@db_api.writer
+@db_api.connection_writer
 def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
                project_id: str | None) -> list[PreparedHandle]:
     """Delete ARQs, releasing their handles; the handles whose
@@ -294,17 +294,17 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     By uuid every ARQ must exist; by instance, none may. The ARQs pass
     through Deleting inside this one transaction, so nobody sees it.
     """
-    session = context.session
+    connection = context.connection
     if uuids is not None:
-        rows = lock(session, uuids, project_id)
+        rows = lock(connection, uuids, project_id)
     else:
-        rows = lock_rows(session, _scoped(sa.select(ARQS), project_id)
+        rows = lock_rows(connection, _scoped(sa.select(ARQS), project_id)
                          .where(ARQS.c.instance_uuid == instance_uuid))
     for row in rows:
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)
-    prepared = release_handles(session, rows)
+    prepared = release_handles(connection, rows)
     if rows:
-        session.execute(sa.delete(ARQS).where(
+        connection.execute(sa.delete(ARQS).where(
             ARQS.c.id.in_([row.id for row in rows])))
     return prepared

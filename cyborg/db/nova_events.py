@@ -102,7 +102,7 @@ def _row(row) -> dict[str, Any]:
     return dict(row._mapping)
 
 
-@db_api.writer
+@db_api.connection_writer
 def claim_due(context, owner: str, now: datetime.datetime,
               lease_seconds: float, limit: int) -> list[dict[str, Any]]:
     """Lease up to ``limit`` due events to ``owner``; the leased rows.
@@ -115,23 +115,23 @@ def claim_due(context, owner: str, now: datetime.datetime,
     rows first, only the rows now leased to ``owner`` until this lease's
     end are returned.
     """
-    session = context.session
+    connection = context.connection
     until = now + datetime.timedelta(seconds=lease_seconds)
     query = (sa.select(EVENTS.c.id).where(_claimable(now))
              .order_by(EVENTS.c.next_attempt_at, EVENTS.c.id).limit(limit))
-    if session.get_bind().dialect.name in _SKIP_LOCKED_DIALECTS:
+    if connection.dialect.name in _SKIP_LOCKED_DIALECTS:
         query = query.with_for_update(skip_locked=True)
-    ids = [row.id for row in session.execute(query)]
+    ids = [row.id for row in connection.execute(query)]
     if not ids:
         return []
-    return _lease(session, ids, owner, now, until)
+    return _lease(connection, ids, owner, now, until)
 
 
-def _lease(session, ids: Sequence[int], owner: str,
+def _lease(connection, ids: Sequence[int], owner: str,
            now: datetime.datetime, until: datetime.datetime
            ) -> list[dict[str, Any]]:
     """Lease the still-claimable rows among ``ids``; the leased rows."""
-    updated = session.execute(
+    updated = connection.execute(
         sa.update(EVENTS)
         .where(EVENTS.c.id.in_(list(ids)), _claimable(now))
         .values(claimed_by=owner, claimed_until=until, updated_at=now)
@@ -143,14 +143,14 @@ def _lease(session, ids: Sequence[int], owner: str,
         query = query.where(EVENTS.c.claimed_by == owner,
                             EVENTS.c.claimed_until == until)
     query = query.order_by(EVENTS.c.next_attempt_at, EVENTS.c.id)
-    return [_row(row) for row in session.execute(query)]
+    return [_row(row) for row in connection.execute(query)]
 
 
 def _finish(context, ids: Sequence[int], now: datetime.datetime,
             **values: Any) -> int:
     if not ids:
         return 0
-    return context.session.execute(
+    return context.connection.execute(
         sa.update(EVENTS)
         .where(EVENTS.c.id.in_(list(ids)), EVENTS.c.sent_at.is_(None))
         .values(claimed_by=None, claimed_until=None, updated_at=now,
@@ -158,14 +158,14 @@ def _finish(context, ids: Sequence[int], now: datetime.datetime,
         .execution_options(synchronize_session=False)).rowcount
 
 
-@db_api.writer
+@db_api.connection_writer
 def mark_sent(context, ids: Sequence[int], now: datetime.datetime) -> int:
     """Nova took these events: finished. The number of rows changed."""
     return _finish(context, ids, now, sent_at=now, last_error=None,
                    attempts=EVENTS.c.attempts + 1)
 
 
-@db_api.writer
+@db_api.connection_writer
 def mark_retry(context, ids: Sequence[int], now: datetime.datetime,
                error: str | None, next_attempt_at: datetime.datetime
                ) -> int:
@@ -178,7 +178,7 @@ def mark_retry(context, ids: Sequence[int], now: datetime.datetime,
                    last_error=error, attempts=EVENTS.c.attempts + 1)
 
 
-@db_api.writer
+@db_api.connection_writer
 def mark_rejected(context, ids: Sequence[int], now: datetime.datetime,
                   error: str | None) -> int:
     """Nova refused these events for good: finished, never retried.
@@ -191,7 +191,7 @@ def mark_rejected(context, ids: Sequence[int], now: datetime.datetime,
                    attempts=EVENTS.c.attempts + 1)
 
 
-@db_api.writer
+@db_api.connection_writer
 def release(context, ids: Sequence[int], now: datetime.datetime) -> int:
     """Drop the lease of unsent events without counting an attempt.
 
@@ -200,7 +200,7 @@ def release(context, ids: Sequence[int], now: datetime.datetime) -> int:
     return _finish(context, ids, now)
 
 
-@db_api.writer
+@db_api.connection_writer
 def record_outcomes(context, now: datetime.datetime,
                     sent: Sequence[int] = (),
                     rejected: Sequence[tuple[Sequence[int], str | None]] = (),
