@@ -87,9 +87,11 @@ def percentile(values, fraction) -> float:
 class Deployment:
     """Every process of the benchmark, started and stopped together."""
 
-    def __init__(self, workdir: str, agents: int, api_threads: int):
+    def __init__(self, workdir: str, agents: int, api_workers: int,
+                 api_threads: int):
         self.workdir = workdir
         self.agents = agents
+        self.api_workers = api_workers
         self.api_threads = api_threads
         self.processes: list[servers.CyborgProcess] = []
 
@@ -126,7 +128,7 @@ class Deployment:
         env = dict(os.environ, CYBORG_CONFIG_FILES=config,
                    PYTHONWARNINGS='ignore')
         log = os.path.join(self.workdir, 'gunicorn.log')
-        workers = ['--workers', '2']
+        workers = ['--workers', str(self.api_workers)]
         if self.api_threads:
             workers += ['--worker-class', 'gthread',
                         '--threads', str(self.api_threads)]
@@ -264,12 +266,15 @@ def main() -> int:
     parser.add_argument('--duration', type=int, default=20)
     parser.add_argument('--clients', default='1,8')
     parser.add_argument('--agents', type=int, default=3)
+    parser.add_argument('--api-workers', type=int, default=2,
+                        help='API processes under gunicorn (2)')
     parser.add_argument('--api-threads', type=int, default=0,
                         help='threads per API worker (gunicorn gthread); '
                         '0: sync workers (default)')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
-    deployment = Deployment(workdir, args.agents, args.api_threads)
+    deployment = Deployment(workdir, args.agents, args.api_workers,
+                            args.api_threads)
     with servers.PostgreSQLServer() as pg, \
             servers.RabbitMQServer() as rabbit, \
             placement_server.PlacementServer() as placement, \
@@ -278,9 +283,10 @@ def main() -> int:
             deployment.start(pg, rabbit, placement, nova)
             rps = _setup(deployment, args.agents * 4)
             pg_pids = pids_with(pg.data_dir)
-            print('Nova cycle: gunicorn API (2 %s workers), 1 conductor, %d '
-                  'agents, RabbitMQ, PostgreSQL, Placement, fake Nova; %ds '
-                  'per run' % (
+            print('Nova cycle: gunicorn API (%d %s workers), 1 conductor, '
+                  '%d agents, RabbitMQ, PostgreSQL, Placement, fake Nova; '
+                  '%ds per run' % (
+                      args.api_workers,
                       '%d-thread' % args.api_threads if args.api_threads
                       else 'sync', args.agents, args.duration))
             for clients in (int(c) for c in args.clients.split(',')):
