@@ -25,12 +25,11 @@ import tempfile
 import time
 import urllib.request
 
-import psutil
-
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 
 from tests.functional import servers  # noqa: E402
+from tools.bench import cpu  # noqa: E402
 
 PROFILE_NAME = 'bench-gpu'
 CONFIG = """\
@@ -45,33 +44,6 @@ device_profile_cache_ttl = {ttl}
 [oslo_policy]
 enforce_new_defaults = true
 """
-
-
-def process_cpu(pids) -> float:
-    """CPU seconds used so far by ``pids`` and their children."""
-    total = 0.0
-    for pid in pids:
-        try:
-            proc = psutil.Process(pid)
-            procs = [proc] + proc.children(recursive=True)
-        except psutil.NoSuchProcess:
-            continue
-        for p in procs:
-            try:
-                times = p.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += times.user + times.system
-    return total
-
-
-def postgres_pids(data_dir: str) -> list[int]:
-    pids = []
-    for proc in psutil.process_iter(['name', 'cmdline']):
-        cmdline = ' '.join(proc.info['cmdline'] or [])
-        if 'postgres' in (proc.info['name'] or '') and data_dir in cmdline:
-            pids.append(proc.pid)
-    return pids
 
 
 def parse_wrk(output: str) -> dict:
@@ -139,11 +111,12 @@ def create_profile(workdir: str, db_url: str) -> None:
 
 def measure(url, server_pids, pg_pids, connections, duration) -> dict:
     run_wrk(url, connections, 2)  # warm up connections and caches
-    api_before, pg_before = process_cpu(server_pids), process_cpu(pg_pids)
+    api_before = cpu.process_cpu(server_pids)
+    pg_before = cpu.process_cpu(pg_pids)
     result = run_wrk(url, connections, duration)
-    result['api_cpu_ms'] = ((process_cpu(server_pids) - api_before) * 1000
+    result['api_cpu_ms'] = ((cpu.process_cpu(server_pids) - api_before) * 1000
                             / max(result['requests'], 1))
-    result['pg_cpu_ms'] = ((process_cpu(pg_pids) - pg_before) * 1000
+    result['pg_cpu_ms'] = ((cpu.process_cpu(pg_pids) - pg_before) * 1000
                            / max(result['requests'], 1))
     return result
 
@@ -167,7 +140,7 @@ def main() -> int:
     with servers.PostgreSQLServer(base_dir=workdir) as pg:
         db_url = pg.create_database('bench')
         create_profile(workdir, db_url)
-        pg_pids = postgres_pids(pg.data_dir)
+        pg_pids = cpu.pids_with(pg.data_dir)
         for ttl, label in ((2.0, 'on (ttl 2s)'), (0, 'off')):
             process, url = serve(workdir, db_url, ttl, servers.free_port())
             try:

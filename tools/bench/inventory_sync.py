@@ -29,7 +29,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
-import psutil  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
 from cyborg.accelerator.drivers import base  # noqa: E402
@@ -44,6 +43,7 @@ from cyborg.db import api as db_api  # noqa: E402
 from cyborg.db import migration  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
+from tools.bench import cpu  # noqa: E402
 
 
 def device_tree(devices: int, changed: bool = False) -> list[dict]:
@@ -78,39 +78,6 @@ class StatementCounter:
             self.count += 1
 
 
-def process_cpu(pids) -> float:
-    """CPU seconds used so far by ``pids`` and their descendants.
-
-    Counts the children that have exited too (PostgreSQL backends of
-    closed connections, restarted gunicorn workers): their parent's
-    ``children_*`` times, so that the total never goes down.
-    """
-    total = 0.0
-    for pid in pids:
-        try:
-            proc = psutil.Process(pid)
-            procs = [proc] + proc.children(recursive=True)
-        except psutil.NoSuchProcess:
-            continue
-        for p in procs:
-            try:
-                times = p.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += (times.user + times.system + times.children_user
-                      + times.children_system)
-    return total
-
-
-def postgres_pids(data_dir: str) -> list[int]:
-    pids = []
-    for proc in psutil.process_iter(['name', 'cmdline']):
-        cmdline = ' '.join(proc.info['cmdline'] or [])
-        if 'postgres' in (proc.info['name'] or '') and data_dir in cmdline:
-            pids.append(proc.pid)
-    return pids
-
-
 class CPUMeter:
     """CPU seconds of this process, Placement and PostgreSQL."""
 
@@ -120,18 +87,17 @@ class CPUMeter:
                        'postgres': list(pg_pids)}
 
     def sample(self) -> dict[str, float]:
-        own = psutil.Process().cpu_times()
-        result = {name: process_cpu(pids) for name, pids in
+        result = {name: cpu.process_cpu(pids) for name, pids in
                   self.groups.items() if name != 'conductor'}
-        result['conductor'] = own.user + own.system
+        result['conductor'] = cpu.own_cpu()
         return result
 
 
 def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
-              cpu):
+              meter):
     context = cyborg_context.get_admin_context()
     statements, requests = counter.count, client.request_count
-    cpu_before = cpu.sample()
+    cpu_before = meter.sample()
     started = time.monotonic()
 
     def report(host):
@@ -143,7 +109,7 @@ def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(report, hosts))
     elapsed = time.monotonic() - started
-    cpu_after = cpu.sample()
+    cpu_after = meter.sample()
     unsynced = sum(1 for r in results if not r['synced'])
     cpu_ms = {key: (cpu_after[key] - cpu_before[key]) * 1000 / len(hosts)
               for key in cpu_after}
@@ -174,12 +140,12 @@ def main() -> int:
                 base_dir=os.path.join(workdir, 'placement'),
                 database_url=pg.create_database('placement'),
                 workers=args.placement_workers) as placement:
-            cpu = CPUMeter([placement.process.pid],
-                           postgres_pids(pg.data_dir))
-            return _run(args, cyborg_url, placement.url, cpu)
+            meter = CPUMeter([placement.process.pid],
+                             cpu.pids_with(pg.data_dir))
+            return _run(args, cyborg_url, placement.url, meter)
 
 
-def _run(args, cyborg_url, placement_url, cpu) -> int:
+def _run(args, cyborg_url, placement_url, meter) -> int:
     CONF([], project='cyborg', default_config_files=[])
     rpc.register_opts(CONF)
     CONF.set_override('connection', cyborg_url, group='database')
@@ -216,14 +182,14 @@ def _run(args, cyborg_url, placement_url, cpu) -> int:
     trees = {host: device_tree(args.devices) for host in hosts}
     try:
         run_phase('registration', conductor_api, hosts, trees, args.workers,
-                  counter, client, cpu)
+                  counter, client, meter)
         run_phase('steady state', conductor_api, hosts, trees, args.workers,
-                  counter, client, cpu)
+                  counter, client, meter)
         changed = hosts[::100]
         for host in changed:
             trees[host] = device_tree(args.devices, changed=True)
         run_phase('1% changed', conductor_api, hosts, trees, args.workers,
-                  counter, client, cpu)
+                  counter, client, meter)
     finally:
         conductor.stop()
         rpc.cleanup(transport)

@@ -35,46 +35,17 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
-import psutil  # noqa: E402
 import requests  # noqa: E402
 
 from cyborg.common import embedded_placement  # noqa: E402
 from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
+from tools.bench import cpu  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
 
 PROFILE = 'bench-fpga'
 SERVICE = {'X-Service-Roles': 'service'}
 CALLS = ('get_profile', 'create', 'bind', 'get_resolved', 'delete')
-
-
-def cpu_seconds(pids) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            procs = [psutil.Process(pid)]
-            procs += procs[0].children(recursive=True)
-        except psutil.NoSuchProcess:
-            continue
-        for proc in procs:
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
-    return total
-
-
-def own_cpu_seconds() -> float:
-    """CPU seconds of this process alone (clients and fake Nova)."""
-    times = psutil.Process().cpu_times()
-    return times.user + times.system
-
-
-def pids_with(text: str) -> list[int]:
-    """The processes whose command line contains ``text``."""
-    return [p.pid for p in psutil.process_iter(['cmdline'])
-            if text in ' '.join(p.info['cmdline'] or [])]
 
 
 def percentile(values, fraction) -> float:
@@ -221,10 +192,11 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
             placement_pids, rabbit_pids):
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
     errors: list[str] = []
-    server, pg, plc = (cpu_seconds(deployment.server_pids()),
-                       cpu_seconds(pg_pids), cpu_seconds(placement_pids))
-    rabbit, own = cpu_seconds(rabbit_pids), own_cpu_seconds()
-    roles = {role: cpu_seconds(pids)
+    used = cpu.process_cpu
+    server, pg, plc = (used(deployment.server_pids()), used(pg_pids),
+                       used(placement_pids))
+    rabbit, own = used(rabbit_pids), cpu.own_cpu()
+    roles = {role: used(pids)
              for role, pids in deployment.pids_by_role().items()}
     started = time.monotonic()
     threads = [Client(deployment.url, nova, rps[i::clients] or rps,
@@ -248,16 +220,16 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
             name, percentile(values, .5), percentile(values, .95),
             percentile(values, .99)))
     print('  CPU ms per cycle: cyborg %.1f, PostgreSQL %.1f, Placement %.1f'
-          % ((cpu_seconds(deployment.server_pids()) - server) * 1000 / cycles,
-             (cpu_seconds(pg_pids) - pg) * 1000 / cycles,
-             (cpu_seconds(placement_pids) - plc) * 1000 / cycles))
+          % ((used(deployment.server_pids()) - server) * 1000 / cycles,
+             (used(pg_pids) - pg) * 1000 / cycles,
+             (used(placement_pids) - plc) * 1000 / cycles))
     print('  cyborg CPU ms per cycle by process: %s' % ', '.join(
-        '%s %.1f' % (role, (cpu_seconds(pids) - roles[role]) * 1000 / cycles)
+        '%s %.1f' % (role, (used(pids) - roles[role]) * 1000 / cycles)
         for role, pids in deployment.pids_by_role().items()))
     print('  other CPU ms per cycle: RabbitMQ %.1f, benchmark clients and '
           'fake Nova %.1f' % (
-              (cpu_seconds(rabbit_pids) - rabbit) * 1000 / cycles,
-              (own_cpu_seconds() - own) * 1000 / cycles),
+              (used(rabbit_pids) - rabbit) * 1000 / cycles,
+              (cpu.own_cpu() - own) * 1000 / cycles),
           flush=True)
 
 
@@ -282,7 +254,7 @@ def main() -> int:
         try:
             deployment.start(pg, rabbit, placement, nova)
             rps = _setup(deployment, args.agents * 4)
-            pg_pids = pids_with(pg.data_dir)
+            pg_pids = cpu.pids_with(pg.data_dir)
             print('Nova cycle: gunicorn API (%d %s workers), 1 conductor, '
                   '%d agents, RabbitMQ, PostgreSQL, Placement, fake Nova; '
                   '%ds per run' % (

@@ -1,0 +1,41 @@
+"""CPU time of the processes a benchmark measures."""
+
+import psutil
+
+
+def process_cpu(pids) -> float:
+    """CPU seconds used so far by ``pids`` and their descendants.
+
+    Counts the children that have exited too (PostgreSQL backends of
+    closed connections, restarted gunicorn workers): their parent's
+    ``children_*`` times, so that the total never goes down.
+    """
+    total = 0.0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            procs = [proc] + proc.children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for p in procs:
+            try:
+                times = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += (times.user + times.system + times.children_user
+                      + times.children_system)
+    return total
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process alone (its threads, not its
+    children)."""
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+def pids_with(text: str) -> list[int]:
+    """The processes whose command line contains ``text`` (e.g. the
+    PostgreSQL server and backends of a data directory)."""
+    return [p.pid for p in psutil.process_iter(['cmdline'])
+            if text in ' '.join(p.info['cmdline'] or [])]
