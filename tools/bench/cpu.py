@@ -39,3 +39,14 @@ def pids_with(text: str) -> list[int]:
     PostgreSQL server and backends of a data directory)."""
     return [p.pid for p in psutil.process_iter(['cmdline'])
             if text in ' '.join(p.info['cmdline'] or [])]
+
+
+def reference_loop_ms(iterations: int = 5_000_000) -> float:
+    """CPU milliseconds of a fixed pure-Python loop: how fast this
+    machine is right now (shared machines vary by 2x and more), so that
+    only runs at similar values are compared."""
+    started = own_cpu()
+    total = 0
+    for number in range(iterations):
+        total += number * number
+    return (own_cpu() - started) * 1000

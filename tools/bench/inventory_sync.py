@@ -180,6 +180,7 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
     print('(cond/plc/pg ms: CPU milliseconds per report of the conductor, '
           'Placement and PostgreSQL)')
     trees = {host: device_tree(args.devices) for host in hosts}
+    print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     try:
         run_phase('registration', conductor_api, hosts, trees, args.workers,
                   counter, client, meter)
@@ -190,6 +191,7 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
             trees[host] = device_tree(args.devices, changed=True)
         run_phase('1% changed', conductor_api, hosts, trees, args.workers,
                   counter, client, meter)
+        print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     finally:
         conductor.stop()
         rpc.cleanup(transport)

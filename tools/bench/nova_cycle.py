@@ -261,10 +261,12 @@ def main() -> int:
                       args.api_workers,
                       '%d-thread' % args.api_threads if args.api_threads
                       else 'sync', args.agents, args.duration))
+            print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             for clients in (int(c) for c in args.clients.split(',')):
                 measure(deployment, nova, rps, clients, args.duration,
                         pg_pids, [placement.process.pid],
                         [rabbit.process.pid])
+            print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
         finally:
             deployment.stop()
     return 0
