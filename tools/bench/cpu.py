@@ -4,26 +4,29 @@ import psutil
 
 
 def process_cpu(pids) -> float:
-    """CPU seconds used so far by ``pids`` and their descendants.
+    """CPU seconds used so far by ``pids`` and their descendants, each
+    process counted once.
 
     Counts the children that have exited too (PostgreSQL backends of
     closed connections, restarted gunicorn workers): their parent's
     ``children_*`` times, so that the total never goes down.
     """
-    total = 0.0
+    procs: dict[int, psutil.Process] = {}
     for pid in pids:
         try:
             proc = psutil.Process(pid)
-            procs = [proc] + proc.children(recursive=True)
+            for member in [proc] + proc.children(recursive=True):
+                procs.setdefault(member.pid, member)
         except psutil.NoSuchProcess:
             continue
-        for p in procs:
-            try:
-                times = p.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += (times.user + times.system + times.children_user
-                      + times.children_system)
+    total = 0.0
+    for proc in procs.values():
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += (times.user + times.system + times.children_user
+                  + times.children_system)
     return total
 
 
