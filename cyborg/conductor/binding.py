@@ -393,7 +393,8 @@ class Binder:
                 % self._timeout, self._lease)
             self._deliver(outcome.events)
             self.release(context, outcome.released)
-        self.release(context, arq_db.unreleased_handles(context, cutoff))
+        self._release_later(arq_db.claim_unreleased(context, cutoff,
+                                                    timeutils.utcnow()))
 
     def stop(self, cancel: bool = True) -> None:
         """Wait for the running jobs and releases; the queued ones are

@@ -20,8 +20,8 @@ class AgentHandles:
     """Asks a handle's agent to prepare and release it (mdevs); handles
     that need no preparation cost nothing."""
 
-    def __init__(self, transport):
-        self._agent_api = agent_rpcapi.AgentAPI(transport)
+    def __init__(self, transport, timeout: float):
+        self._agent_api = agent_rpcapi.AgentAPI(transport, timeout)
 
     def prepare(self, context, claim: binding.Claim) -> None:
         if binding.needs_preparation(claim.attach_type):
@@ -55,7 +55,8 @@ def create(conf: cfg.ConfigOpts, transport,
         deliver, lease = (lambda rows: None), None
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        AgentHandles(transport), deliver, lease)
+        AgentHandles(transport, conf.conductor.agent_timeout), deliver,
+        lease)
     endpoint = manager.ConductorManager(host, placement_factory, binder)
 
     def admin():

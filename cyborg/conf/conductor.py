@@ -11,7 +11,15 @@ opts = [
     cfg.IntOpt('bind_timeout',
                default=300, min=10,
                help='Seconds after which an unfinished ARQ bind job is '
-                    'failed by any conductor.'),
+                    'failed by any conductor; also how long a prepared '
+                    'attach handle whose release failed waits before it is '
+                    'tried again.'),
+    cfg.IntOpt('agent_timeout',
+               default=30, min=1,
+               help='Seconds the conductor waits for an agent to prepare or '
+                    'release an attach handle (e.g. create or remove an '
+                    'mdev) before giving up: the bind fails, or the '
+                    'release is tried again later.'),
 ]
 
 

@@ -226,14 +226,26 @@ def free_prepared(context, handle_ids: list[int]) -> None:
             .values(in_use=False, updated_at=timeutils.utcnow()))
 
 
-@db_api.main_context_manager.reader.connection
-def unreleased_handles(context, older_than: datetime.datetime
-                       ) -> list[PreparedHandle]:
-    """Prepared handles in use by no ARQ since before ``older_than``: a
-    release that failed, or whose conductor died, to be tried again."""
-    return _prepared_handles(context.connection, sa.and_(
-        HANDLES.c.in_use == sa.true(), _unheld(),
-        HANDLES.c.updated_at < older_than))
+@db_api.connection_writer
+def claim_unreleased(context, older_than: datetime.datetime,
+                     now: datetime.datetime) -> list[PreparedHandle]:
+    """Prepared handles in use by no ARQ since before ``older_than`` (a
+    release that failed, or whose conductor died), to be released again.
+
+    They are marked as of ``now``, so that other conductors' sweepers
+    leave them alone while this one tries.
+    """
+    connection = context.connection
+    stale = sa.and_(HANDLES.c.in_use == sa.true(), _unheld(),
+                    HANDLES.c.updated_at < older_than,
+                    HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+    ids = [row.id for row in connection.execute(
+        sa.select(HANDLES.c.id).where(stale))]
+    if not ids:
+        return []
+    connection.execute(sa.update(HANDLES).where(HANDLES.c.id.in_(ids), stale)
+                       .values(updated_at=now))
+    return _prepared_handles(connection, HANDLES.c.id.in_(ids))
 
 
 _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,

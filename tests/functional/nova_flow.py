@@ -42,6 +42,7 @@ from tests.functional.fake_nova import FakeNova
 
 START_TIMEOUT = 90
 BIND_TIMEOUT = 15
+AGENT_TIMEOUT = 3
 PLACEMENT_VERSION = 'placement 1.36'
 # What keystonemiddleware puts in the environment for a request carrying
 # Nova's service token; in noauth mode the client sends it itself.
@@ -369,6 +370,7 @@ def deployment(name: str, postgres, rabbitmq, placement, work_dir: str,
             config = json.loads(json.dumps(base))
             config['DEFAULT']['host'] = '%s-cond-%d' % (name, index)
             config['conductor'] = {'bind_timeout': BIND_TIMEOUT,
+                                   'agent_timeout': AGENT_TIMEOUT,
                                    'workers': conductor_workers}
             config['nova'] = nova_config
             flow.conductor_configs.append(config)

@@ -10,11 +10,14 @@ before the handle is free again.
 """
 
 import os
+import signal
+import time
 import uuid
 
 import pytest
 
 from tests.functional import nova_flow
+from tests.functional import servers
 
 HOST = 'mdev-host'
 HANDLES = 6
@@ -137,4 +140,25 @@ def test_conductor_sigkill_while_preparing(flow, clean):
         if event['tag'] in instances:
             assert event['status'] == 'completed'
             assert event['server_uuid'] == instances[event['tag']]
+    flow.check_alive()
+
+
+def test_release_waits_for_the_agent(flow, clean):
+    """The agent is down when its ARQ is deleted: the handle stays in use
+    (its mdev still exists) until a sweeper releases it once the agent
+    is back and ``[conductor] bind_timeout`` has passed."""
+    instance, arqs = _bind(flow, 1)
+    (arq,) = arqs.values()
+    agent = flow.agents[0]
+    servers.kill_group(agent.process, signal.SIGKILL)
+    response = flow.request('DELETE', '/v2/accelerator_requests',
+                            service=True, params={'instance': instance})
+    assert response.status_code == 204, response.text
+    assert flow.arqs(instance=instance) == []
+    time.sleep(nova_flow.AGENT_TIMEOUT + 1)  # the release gave up
+    assert flow.handle_stats()['in_use'] == 1
+    assert _mdevs(flow) == {arq['attach_handle_uuid']}
+    agent.start()
+    nova_flow.wait_until(lambda: _quiet(flow), nova_flow.BIND_TIMEOUT + 30,
+                         'the mdev released and the handle free')
     flow.check_alive()

@@ -1,10 +1,12 @@
 import threading
+from unittest import mock
 
 import oslo_messaging as messaging
 import pytest
 
 from cyborg.common import exception
 from cyborg.common import rpc
+from cyborg.conductor import service as conductor_service
 from cyborg import context as cyborg_context
 
 
@@ -129,3 +131,20 @@ def test_expected_exceptions_reach_the_caller_unwrapped(transport):
             rpc.get_client(transport, 'expect').call(_ctx(), 'refuse')
     finally:
         server.stop()
+
+
+def test_agent_calls_wait_agent_timeout_seconds(conf):
+    """Handle preparation calls to an agent give up after the conductor's
+    ``[conductor] agent_timeout``, not the general RPC timeout."""
+    client = mock.Mock()
+    with mock.patch.object(rpc, 'get_client', return_value=client):
+        handles = conductor_service.AgentHandles(object(), 7)
+    handle = mock.Mock(host='h1', driver='fake_driver', attach_type='MDEV',
+                       attach_info={'asked_type': 't'}, uuid='u1')
+    handles.release(cyborg_context.get_admin_context(), handle)
+    client.prepare.assert_called_once_with(server='h1', timeout=7)
+    client.prepare.return_value.call.assert_called_once_with(
+        mock.ANY, 'release_attach_handle', driver='fake_driver',
+        attach_type='MDEV', attach_info={'asked_type': 't'},
+        handle_uuid='u1')
+    assert conf.conductor.agent_timeout == 30
