@@ -72,8 +72,12 @@ def test_mdevs_prepared_on_bind_released_on_unbind_and_delete(flow, clean):
     instance, arqs = _bind(flow, 3)
     assert {a['state'] for a in arqs.values()} == {'Bound'}
     for arq in arqs.values():
+        # What Nova's libvirt driver reads to find (or create) the mdev:
+        # its parent's PCI address, its type, and its uuid (the handle's).
         assert arq['attach_handle_type'] == 'MDEV'
-        assert arq['attach_handle_info']['asked_type'] == 'fake-mdev-1'
+        info = arq['attach_handle_info']
+        assert info['asked_type'] == 'fake-mdev-1'
+        assert {'domain', 'bus', 'device', 'function'} <= set(info)
     assert _mdevs(flow) == {a['attach_handle_uuid'] for a in arqs.values()}
     # The events leave once the binds are recorded: they may follow.
     nova_flow.wait_until(
