@@ -52,9 +52,6 @@ HANDLES = models.AttachHandle.__table__
 DEPLOYABLES = models.Deployable.__table__
 DEVICES = models.Device.__table__
 
-needs_preparation = driver_base.needs_preparation
-
-
 @dataclasses.dataclass
 class Claim:
     arq_uuid: str
@@ -174,7 +171,7 @@ def _bind_to_deployable(connection, rows, rp_uuid: str, events: _Events,
               outcome)
     for row, handle in zip(rows[:len(handles)], handles, strict=True):
         held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
-        if needs_preparation(handle.attach_type):
+        if driver_base.needs_preparation(handle.attach_type):
             connection.execute(sa.update(ARQS).where(ARQS.c.id == row.id)
                             .values(**held))
             outcome.jobs.append(row.uuid)

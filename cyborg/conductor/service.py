@@ -5,6 +5,7 @@ from collections.abc import Callable
 from oslo_config import cfg
 from oslo_utils import timeutils
 
+from cyborg.accelerator.drivers import base as driver_base
 from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
@@ -24,7 +25,7 @@ class AgentHandles:
         self._agent_api = agent_rpcapi.AgentAPI(transport, timeout)
 
     def prepare(self, context, claim: binding.Claim) -> None:
-        if binding.needs_preparation(claim.attach_type):
+        if driver_base.needs_preparation(claim.attach_type):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)

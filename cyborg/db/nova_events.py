@@ -2,7 +2,7 @@
 
 Life of a row:
 
-* :func:`enqueue` writes it in the transaction that resolves an ARQ's
+* :func:`enqueue_many` writes it in the transaction that resolves an ARQ's
   bind (so the outcome and its event commit together), due at once;
 * a conductor's notifier :func:`claim_due` s it: a lease
   (``claimed_by``, ``claimed_until``) that keeps other conductors off the
@@ -43,13 +43,6 @@ REJECTED_PREFIX = 'rejected: '
 # Dialects whose SELECT ... FOR UPDATE SKIP LOCKED lets concurrent
 # claimers pass each other's rows instead of waiting for them.
 _SKIP_LOCKED_DIALECTS = ('postgresql', 'mysql', 'mariadb')
-
-
-def enqueue(connection, arq_uuid: str, instance_uuid: str, status: str,
-            now: datetime.datetime) -> None:
-    """Queue one ``accelerator-request-bound`` event, due at ``now``;
-    see :func:`enqueue_many`."""
-    enqueue_many(connection, [(arq_uuid, instance_uuid, status)], now)
 
 
 def enqueue_many(connection, events: Sequence[tuple[str, str, str]],

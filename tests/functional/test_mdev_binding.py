@@ -68,6 +68,22 @@ def _bind(flow, count: int) -> tuple[str, dict[str, dict]]:
     return instance, flow.wait_resolved([a['uuid'] for a in arqs])
 
 
+def _assert_one_completed_event_each(flow, instances: dict[str, str]):
+    """Nova hears once of each ARQ (keys) bound to its instance (values).
+
+    The events leave once the binds are recorded: they may follow them.
+    """
+    nova_flow.wait_until(
+        lambda: all(flow.nova.tag_counts()[t] >= 1 for t in instances), 30,
+        'an event for each ARQ')
+    counts = flow.nova.tag_counts()
+    assert {counts[t] for t in instances} == {1}
+    for event in flow.nova.accepted():
+        if event['tag'] in instances:
+            assert event['status'] == 'completed'
+            assert event['server_uuid'] == instances[event['tag']]
+
+
 def test_mdevs_prepared_on_bind_released_on_unbind_and_delete(flow, clean):
     instance, arqs = _bind(flow, 3)
     assert {a['state'] for a in arqs.values()} == {'Bound'}
@@ -79,12 +95,7 @@ def test_mdevs_prepared_on_bind_released_on_unbind_and_delete(flow, clean):
         assert info['asked_type'] == 'fake-mdev-1'
         assert {'domain', 'bus', 'device', 'function'} <= set(info)
     assert _mdevs(flow) == {a['attach_handle_uuid'] for a in arqs.values()}
-    # The events leave once the binds are recorded: they may follow.
-    nova_flow.wait_until(
-        lambda: all(flow.nova.tag_counts()[t] >= 1 for t in arqs), 10,
-        'an event for each ARQ')
-    counts = flow.nova.tag_counts()
-    assert {counts[uuid_] for uuid_ in arqs} == {1}
+    _assert_one_completed_event_each(flow, dict.fromkeys(arqs, instance))
 
     first, *rest = arqs.values()
     response = flow.request('PATCH', '/v2/accelerator_requests', service=True,
@@ -135,15 +146,7 @@ def test_conductor_sigkill_while_preparing(flow, clean):
     stats = flow.handle_stats()
     assert stats['shared'] == [] and stats['in_use'] == HANDLES, stats
     assert _mdevs(flow) == {a['attach_handle_uuid'] for a in arqs.values()}
-    nova_flow.wait_until(
-        lambda: all(flow.nova.tag_counts()[t] >= 1 for t in instances), 30,
-        'an event for each ARQ')
-    counts = flow.nova.tag_counts()
-    assert {counts[t] for t in instances} == {1}
-    for event in flow.nova.accepted():
-        if event['tag'] in instances:
-            assert event['status'] == 'completed'
-            assert event['server_uuid'] == instances[event['tag']]
+    _assert_one_completed_event_each(flow, instances)
     flow.check_alive()
 
 

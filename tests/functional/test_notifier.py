@@ -101,9 +101,10 @@ def enqueue(engine, n, servers=None, status='completed'):
     now = timeutils.utcnow()
     for start in range(0, n, 50):
         with engine.begin() as connection:
-            for arq, server in zip(arqs[start:start + 50],
-                                   servers[start:start + 50], strict=True):
-                nova_events.enqueue(connection, arq, server, status, now)
+            nova_events.enqueue_many(connection, [
+                (arq, server, status) for arq, server in zip(
+                    arqs[start:start + 50], servers[start:start + 50],
+                    strict=True)], now)
     return arqs
 
 

@@ -28,8 +28,8 @@ def seconds(n: float) -> datetime.timedelta:
 
 @db_api.writer
 def _enqueue(context, items, now, status):
-    for arq, server in items:
-        nova_events.enqueue(context.session, arq, server, status, now)
+    nova_events.enqueue_many(context.session, [
+        (arq, server, status) for arq, server in items], now)
 
 
 def enqueue(context, n=1, now=T0, status='completed', arq=None):
@@ -62,12 +62,12 @@ def settled(context, attempts=1):
 def test_enqueue_joins_the_callers_transaction(database, admin_context):
     with pytest.raises(RuntimeError):
         with database.begin() as connection:
-            nova_events.enqueue(connection, 'arq-1', 'vm-1', 'completed',
-                                T0)
+            nova_events.enqueue_many(
+                connection, [('arq-1', 'vm-1', 'completed')], T0)
             raise RuntimeError('bind failed')
     assert rows(admin_context) == []
     with database.begin() as connection:
-        nova_events.enqueue(connection, 'arq-1', 'vm-1', 'failed', T0)
+        nova_events.enqueue_many(connection, [('arq-1', 'vm-1', 'failed')], T0)
     (row,) = rows(admin_context)
     assert row['arq_uuid'] == 'arq-1'
     assert row['instance_uuid'] == 'vm-1'
@@ -79,7 +79,7 @@ def test_enqueue_joins_the_callers_transaction(database, admin_context):
 
 def test_enqueue_checks_status(database):
     with database.begin() as connection, pytest.raises(ValueError):
-        nova_events.enqueue(connection, 'arq-1', 'vm-1', 'bound', T0)
+        nova_events.enqueue_many(connection, [('arq-1', 'vm-1', 'bound')], T0)
 
 
 def test_claim_due_leases_oldest_first(database, admin_context):
