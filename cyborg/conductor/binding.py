@@ -87,7 +87,7 @@ class _Events:
     """The Nova events of one transaction, inserted together."""
 
     def __init__(self, connection, lease: Lease | None):
-        self._session = connection
+        self._connection = connection
         self._lease = lease
         self._queued: list[tuple[str, str, str]] = []
 
@@ -102,7 +102,7 @@ class _Events:
         now = timeutils.utcnow()
         owner, until = ((self._lease.owner, self._lease.until(now))
                         if self._lease else (None, None))
-        return nova_events.enqueue_many(self._session, self._queued, now,
+        return nova_events.enqueue_many(self._connection, self._queued, now,
                                         owner, until)
 
 
@@ -149,12 +149,6 @@ def _claim_free(connection, deployable_id: int, count: int) -> list:
     return free
 
 
-def _claim(row, handle, deployable) -> Claim:
-    return Claim(row.uuid, handle.uuid, handle.attach_type,
-                 json.loads(handle.attach_info), deployable.hostname,
-                 deployable.driver)
-
-
 def _bind_to_deployable(connection, rows, rp_uuid: str, events: _Events,
                         outcome: BindOutcome) -> None:
     """Claim handles of ``rp_uuid``'s deployable for started ``rows``."""
@@ -167,13 +161,12 @@ def _bind_to_deployable(connection, rows, rp_uuid: str, events: _Events,
     handles = _claim_free(connection, deployable.id, len(rows))
     for row in rows[len(handles):]:
         _fail(connection, row, 'No free attach handle on the device of '
-                            'resource provider %s' % rp_uuid, events,
-              outcome)
+              'resource provider %s' % rp_uuid, events, outcome)
     for row, handle in zip(rows[:len(handles)], handles, strict=True):
         held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
         if driver_base.needs_preparation(handle.attach_type):
             connection.execute(sa.update(ARQS).where(ARQS.c.id == row.id)
-                            .values(**held))
+                               .values(**held))
             outcome.jobs.append(row.uuid)
         else:
             arq_db.swap(connection, row, states.BOUND, held)

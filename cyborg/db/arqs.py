@@ -81,9 +81,9 @@ def arq_create(context, device_profile_name: str,
                project_id: str | None) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically."""
     connection = context.connection
-    profile = connection.execute(sa.select(PROFILES.c.id,
-                                        PROFILES.c.profile_json).where(
-        PROFILES.c.name == device_profile_name)).first()
+    profile = connection.execute(
+        sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
+            PROFILES.c.name == device_profile_name)).first()
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
