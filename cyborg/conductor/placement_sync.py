@@ -285,19 +285,14 @@ def _save_providers(session, host: str, writes: list[_Write]) -> None:
 
 
 def _mark_synced_in(session, service_id: int, seen: int) -> None:
-    session.execute(sa.update(SERVICES).where(
-        SERVICES.c.id == service_id,
-        SERVICES.c.sync_done < seen).values(sync_done=seen))
-
-
-@db_api.writer
-def _mark_synced(context, service_id: int, seen: int) -> None:
     """Record that every change up to ``seen`` is in Placement.
 
     Never moves backwards, so concurrent syncs finishing in any order
     leave later changes pending.
     """
-    _mark_synced_in(context.session, service_id, seen)
+    session.execute(sa.update(SERVICES).where(
+        SERVICES.c.id == service_id,
+        SERVICES.c.sync_done < seen).values(sync_done=seen))
 
 
 @db_api.writer

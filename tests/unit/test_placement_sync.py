@@ -8,6 +8,7 @@ from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
+from cyborg.db import api as db_api
 from cyborg.db import hardware
 from cyborg.db import models
 
@@ -352,10 +353,11 @@ def test_concurrent_syncs_never_lose_a_change(database, admin_context,
     _report(admin_context, fake_conf)
     state = placement_sync.load_host_state(admin_context, 'host1')
     placement_sync.request_sync(admin_context, 'host1')  # a later change
-    placement_sync._mark_synced(admin_context, state.service_id,
-                                state.sync_requested)
-    placement_sync._mark_synced(admin_context, state.service_id,
-                                state.sync_requested)
+    for _sync in range(2):
+        with db_api.main_context_manager.writer.using(
+                admin_context) as session:
+            placement_sync._mark_synced_in(session, state.service_id,
+                                           state.sync_requested)
     assert inventory.report_state(admin_context, 'host1')[1] is True
     assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
     assert sync.sync_host(admin_context, 'host1')
