@@ -79,6 +79,8 @@ class FakeNova:
     def __init__(self, port: int = 0):
         self._lock = threading.Condition()
         self.events: list[dict[str, Any]] = []
+        # tag -> arrival of its latest accepted event (wait_tags' index).
+        self._accepted_at: dict[str, float] = {}
         self.requests: list[dict[str, Any]] = []
         self.missing: set[str] = set()
         self.unhosted: set[str] = set()
@@ -181,8 +183,8 @@ class FakeNova:
         wanted = set(tags)
 
         def arrivals():
-            return {e['tag']: e['arrived'] for e in self.events
-                    if e['code'] == 200 and e['tag'] in wanted}
+            return {tag: self._accepted_at[tag] for tag in wanted
+                    if tag in self._accepted_at}
 
         with self._lock:
             if not self._lock.wait_for(
@@ -259,6 +261,8 @@ class FakeNova:
                 answer.setdefault('status', 'completed')
                 answers.append(answer)
                 self.events.append(dict(answer, arrived=request['arrived']))
+                if code == 200:
+                    self._accepted_at[event['tag']] = request['arrived']
             self._lock.notify_all()
         codes = {a['code'] for a in answers}
         if codes == {200}:

@@ -202,3 +202,47 @@ def test_delete_names(conf, conductor, database):
     assert (
         _request(app, 'DELETE', '/v2/device_profiles/a,,b').status_int == 400
     )
+
+
+UUID = '11111111-1111-4111-8111-111111111111'
+BIND = {UUID: [
+    {'op': 'add', 'path': '/hostname', 'value': 'compute-1'},
+    {'op': 'add', 'path': '/device_rp_uuid', 'value': UUID},
+    {'op': 'add', 'path': '/instance_uuid', 'value': UUID}]}
+SERVICE = {'X-Service-Roles': 'service'}
+
+
+@pytest.mark.parametrize('method, path, body, headers', [
+    ('PATCH', '/v2/accelerator_requests', BIND, SERVICE),
+    ('DELETE', '/v2/accelerator_requests?instance=' + UUID, None, SERVICE),
+    ('DELETE', '/v2/device_profiles/a', None, {}),
+    ('POST', '/v2/devices/%s/disable' % UUID, None, {}),
+    ('POST', '/v2/devices/%s/enable' % UUID, None, {}),
+    ('DELETE', '/v2/attributes/' + UUID, None, {}),
+    ('GET', '/v2/accelerator_requests', None, {}),
+])
+@pytest.mark.parametrize('accept', [
+    'application/json', '*/*', 'application/json, */*;q=0.5'])
+def test_json_clients_are_served_by_every_endpoint(
+        conf, conductor, database, method, path, body, headers, accept):
+    """Bodyless answers (202, 204) too: keystoneauth-based clients send
+    ``Accept: application/json`` on every request."""
+    app = _app(conf, conductor)
+    plain = _request(app, method, path, body, **headers)
+    asked = _request(app, method, path, body, Accept=accept, **headers)
+    assert asked.status_int == plain.status_int != 406
+
+
+@pytest.mark.parametrize('method, path, body, headers', [
+    ('GET', '/v2/device_profiles', None, {}),
+    ('PATCH', '/v2/accelerator_requests', BIND, SERVICE),
+    ('DELETE', '/v2/device_profiles/a', None, {}),
+])
+def test_non_json_accept_is_406_and_changes_nothing(
+        conf, conductor, database, method, path, body, headers):
+    app = _app(conf, conductor)
+    response = _request(app, method, path, body, Accept='application/xml',
+                        **headers)
+    assert response.status_int == 406
+    assert response.content_type == 'application/json'
+    assert not conductor.method_calls

@@ -249,7 +249,7 @@ class ARQsController(routing.Resource):
         return base.render({'arqs': [view(arq) for arq in arqs]},
                            status=201)
 
-    @pecan.expose()
+    @pecan.expose(content_type=base.JSON)
     def patch(self, *args, **kwargs):
         """Bind or unbind ARQs: ``{uuid: [ops]}``, or ``[ops]`` on
         ``/{uuid}``. All the ARQs of a request are bound, or all unbound.
@@ -274,7 +274,7 @@ class ARQsController(routing.Resource):
             conductor.arq_bind(context, bindings)
         return base.no_content(202)
 
-    @pecan.expose()
+    @pecan.expose(content_type=base.JSON)
     def delete(self, *args, **kwargs):
         """Delete ``?arqs=<uuid>[,<uuid>...]`` (or ``/{uuid}``) or every
         ARQ of ``?instance=<uuid>``."""

@@ -71,7 +71,7 @@ class AttributesController(routing.Resource):
                                                                  values)
         return base.render(view(attribute), status=201)
 
-    @pecan.expose()
+    @pecan.expose(content_type=base.JSON)
     def delete(self, uuid=None, **kwargs):
         context = base.authorize('cyborg:attribute:delete')
         validation.check_query(base.query(), frozenset())

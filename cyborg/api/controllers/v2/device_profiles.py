@@ -111,7 +111,7 @@ class DeviceProfilesController(routing.Resource):
         pecan.request.profile_cache.clear()
         return base.render(view(profile), status=201)
 
-    @pecan.expose()
+    @pecan.expose(content_type=base.JSON)
     def delete(self, ident=None, **kwargs):
         context = base.authorize('cyborg:device_profile:delete')
         query = validation.check_query(base.query(),

@@ -65,11 +65,11 @@ class DevicesController(routing.Resource):
         pecan.request.conductor_api.device_set_status(context, uuid, status)
         return base.no_content()
 
-    @pecan.expose()
+    @pecan.expose(content_type=base.JSON)
     def disable(self, uuid, **kwargs):
         return self._set_status('cyborg:device:disable', uuid,
                                 'maintaining')
 
-    @pecan.expose()
+    @pecan.expose(content_type=base.JSON)
     def enable(self, uuid, **kwargs):
         return self._set_status('cyborg:device:enable', uuid, 'enabled')
