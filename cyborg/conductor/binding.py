@@ -117,11 +117,31 @@ def _fail(connection, row, reason: str, events: _Events,
     LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
 
 
+# The hot statements, built once (see cyborg.db.arqs).
+_DEPLOYABLE = (
+    sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, DEVICES.c.driver)
+    .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+    .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid')))
+_FREE_HANDLES = (
+    sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
+              HANDLES.c.attach_info)
+    .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
+           HANDLES.c.in_use == sa.false())
+    .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
+    .with_for_update(skip_locked=True))
+_TAKE_HANDLES = (
+    sa.update(HANDLES)
+    .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
+           HANDLES.c.in_use == sa.false())
+    .values(in_use=True, updated_at=sa.bindparam('now')))
+_HOLD_HANDLE = (
+    sa.update(ARQS).where(ARQS.c.id == sa.bindparam('row_id'))
+    .values(attach_handle_id=sa.bindparam('handle_id'),
+            deployable_id=sa.bindparam('held_deployable_id')))
+
+
 def _deployable(connection, rp_uuid: str):
-    return connection.execute(
-        sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, DEVICES.c.driver)
-        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
-        .where(DEPLOYABLES.c.rp_uuid == rp_uuid)).first()
+    return connection.execute(_DEPLOYABLE, {'rp_uuid': rp_uuid}).first()
 
 
 def _claim_free(connection, deployable_id: int, count: int) -> list:
@@ -132,18 +152,11 @@ def _claim_free(connection, deployable_id: int, count: int) -> list:
     locks, serialises writers instead).
     """
     free = list(connection.execute(
-        sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
-                  HANDLES.c.attach_info)
-        .where(HANDLES.c.deployable_id == deployable_id,
-               HANDLES.c.in_use == sa.false())
-        .order_by(HANDLES.c.id).limit(count)
-        .with_for_update(skip_locked=True)))
+        _FREE_HANDLES, {'deployable_id': deployable_id, 'count': count}))
     if not free:
         return []
-    taken = connection.execute(
-        sa.update(HANDLES).where(HANDLES.c.id.in_([h.id for h in free]),
-                                 HANDLES.c.in_use == sa.false())
-        .values(in_use=True, updated_at=timeutils.utcnow())).rowcount
+    taken = connection.execute(_TAKE_HANDLES, {
+        'ids': [h.id for h in free], 'now': timeutils.utcnow()}).rowcount
     if taken != len(free):  # only without row locks; start again
         raise db_api.RetryRequest('attach handles claimed concurrently')
     return free
@@ -165,8 +178,9 @@ def _bind_to_deployable(connection, rows, rp_uuid: str, events: _Events,
     for row, handle in zip(rows[:len(handles)], handles, strict=True):
         held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
         if driver_base.needs_preparation(handle.attach_type):
-            connection.execute(sa.update(ARQS).where(ARQS.c.id == row.id)
-                               .values(**held))
+            connection.execute(_HOLD_HANDLE, {
+                'row_id': row.id, 'handle_id': handle.id,
+                'held_deployable_id': deployable.id})
             outcome.jobs.append(row.uuid)
         else:
             arq_db.swap(connection, row, states.BOUND, held)
@@ -198,8 +212,7 @@ def bind(context, bindings: dict[str, dict[str, str]],
 
 
 def _lock_binding(connection, uuid: str):
-    rows = arq_db.lock_rows(connection, sa.select(ARQS).where(
-        ARQS.c.uuid == uuid))
+    rows = arq_db.lock_rows(connection, None, uuid=uuid)
     if not rows or rows[0].state != states.BIND_STARTED:
         return None
     return rows[0]

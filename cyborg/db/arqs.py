@@ -3,10 +3,15 @@
 Reads serve the API (one query per list, joined with the device profile
 and attach handle). Writes belong to the conductor; every state change is
 a compare-and-swap against :mod:`cyborg.common.arq_states`.
+
+The statements of the Nova flow are built once per shape
+(``functools.cache``) and take their values as bind parameters: building
+a SQLAlchemy statement costs several times more CPU than running it.
 """
 
 import dataclasses
 import datetime
+import functools
 import json
 import types
 from typing import Any
@@ -34,12 +39,6 @@ _COLUMNS = [ARQS, PROFILES.c.name.label('device_profile_name'),
             HANDLES.c.attach_info.label('attach_handle_info')]
 
 
-def _select():
-    return (sa.select(*_COLUMNS)
-            .join(PROFILES, PROFILES.c.id == ARQS.c.device_profile_id)
-            .outerjoin(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id))
-
-
 def _to_dict(row) -> dict[str, Any]:
     values = dict(row._mapping)
     info = values.get('attach_handle_info')
@@ -47,11 +46,43 @@ def _to_dict(row) -> dict[str, Any]:
     return values
 
 
-def _scoped(query, project_id: str | None):
-    """Only ``project_id``'s ARQs; None means every project (admin)."""
-    if project_id is not None:
-        query = query.where(ARQS.c.project_id == project_id)
+def _where(query, scoped: bool, filters: tuple[str, ...]):
+    """``query`` limited to the ``project_id`` parameter's ARQs (if
+    ``scoped``; unscoped is every project, for admins) and to those
+    matching the parameter of each of ``filters``: ``uuids`` (a list),
+    or a column (``uuid``, ``instance_uuid``)."""
+    if scoped:
+        query = query.where(ARQS.c.project_id == sa.bindparam('project_id'))
+    for name in filters:
+        if name == 'uuids':
+            query = query.where(
+                ARQS.c.uuid.in_(sa.bindparam('uuids', expanding=True)))
+        else:
+            query = query.where(ARQS.c[name] == sa.bindparam(name))
     return query
+
+
+def _params(project_id: str | None, filters: dict[str, Any]
+            ) -> dict[str, Any]:
+    params = dict(filters, project_id=project_id)
+    if 'uuids' in params:
+        params['uuids'] = list(params['uuids'])
+    return params
+
+
+@functools.cache
+def _view_query(scoped: bool, filters: tuple[str, ...]):
+    """ARQs with their profile name and attach handle, by id."""
+    return _where(sa.select(*_COLUMNS)
+                  .join(PROFILES, PROFILES.c.id == ARQS.c.device_profile_id)
+                  .outerjoin(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id),
+                  scoped, filters).order_by(ARQS.c.id)
+
+
+def _view(connection, project_id: str | None, **filters: Any):
+    """Rows of the ARQs visible to ``project_id`` matching ``filters``."""
+    query = _view_query(project_id is not None, tuple(sorted(filters)))
+    return connection.execute(query, _params(project_id, filters))
 
 
 @db_api.main_context_manager.reader.connection
@@ -59,21 +90,24 @@ def arq_list(context, project_id: str | None,
              instance_uuid: str | None = None,
              uuids: list[str] | None = None) -> list[dict[str, Any]]:
     """ARQs visible to ``project_id`` (None: all), in creation order."""
-    query = _scoped(_select(), project_id).order_by(ARQS.c.id)
-    if instance_uuid is not None:
-        query = query.where(ARQS.c.instance_uuid == instance_uuid)
-    if uuids is not None:
-        query = query.where(ARQS.c.uuid.in_(list(uuids)))
-    return [_to_dict(row) for row in context.connection.execute(query)]
+    filters = {name: value for name, value in (
+        ('instance_uuid', instance_uuid), ('uuids', uuids))
+        if value is not None}
+    return [_to_dict(row)
+            for row in _view(context.connection, project_id, **filters)]
 
 
 @db_api.main_context_manager.reader.connection
 def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
-    row = context.connection.execute(
-        _scoped(_select(), project_id).where(ARQS.c.uuid == uuid)).first()
+    row = _view(context.connection, project_id, uuid=uuid).first()
     if row is None:
         raise exception.ARQNotFound(uuid=uuid)
     return _to_dict(row)
+
+
+_PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
+    PROFILES.c.name == sa.bindparam('name'))
+_INSERT = sa.insert(ARQS)
 
 
 @db_api.connection_writer
@@ -82,8 +116,7 @@ def arq_create(context, device_profile_name: str,
     """One ARQ per requested accelerator of every group, atomically."""
     connection = context.connection
     profile = connection.execute(
-        sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
-            PROFILES.c.name == device_profile_name)).first()
+        _PROFILE_BY_NAME, {'name': device_profile_name}).first()
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
@@ -95,7 +128,7 @@ def arq_create(context, device_profile_name: str,
             for index, group in enumerate(groups)
             for _ in range(dp_rules.accelerator_count(group))]
     if rows:
-        connection.execute(sa.insert(ARQS), rows)
+        connection.execute(_INSERT, rows)
     return [dict(row, device_profile_name=device_profile_name,
                  updated_at=None, **_NEW_ARQ) for row in rows]
 
@@ -114,10 +147,21 @@ _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
 BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 
 
-def lock_rows(connection, query) -> list[types.SimpleNamespace]:
-    """The ARQs ``query`` selects, locked in id order (so concurrent
-    writers cannot deadlock), as mutable rows for :func:`swap`."""
-    rows = connection.execute(query.order_by(ARQS.c.id).with_for_update())
+@functools.cache
+def _lock_query(scoped: bool, filters: tuple[str, ...]):
+    """ARQ rows locked in id order (so concurrent writers cannot
+    deadlock); see :func:`_where`."""
+    return (_where(sa.select(ARQS), scoped, filters).order_by(ARQS.c.id)
+            .with_for_update())
+
+
+def lock_rows(connection, project_id: str | None, **filters: Any
+              ) -> list[types.SimpleNamespace]:
+    """The ARQs visible to ``project_id`` (None: all) matching
+    ``filters`` (``uuids``, ``uuid``, ``instance_uuid``), locked, as
+    mutable rows for :func:`swap`."""
+    query = _lock_query(project_id is not None, tuple(sorted(filters)))
+    rows = connection.execute(query, _params(project_id, filters))
     return [types.SimpleNamespace(**row._mapping) for row in rows]
 
 
@@ -125,8 +169,7 @@ def lock(connection, uuids, project_id: str | None
          ) -> list[types.SimpleNamespace]:
     """The ARQs ``uuids``, locked; ARQNotFound for the first uuid that is
     missing or not visible to ``project_id``."""
-    rows = lock_rows(connection, _scoped(sa.select(ARQS), project_id)
-                     .where(ARQS.c.uuid.in_(list(uuids))))
+    rows = lock_rows(connection, project_id, uuids=uuids)
     found = {row.uuid for row in rows}
     for uuid in uuids:
         if uuid not in found:
@@ -141,14 +184,26 @@ def check_transition(row, target: str) -> None:
                                     expected=sorted(states.sources(target)))
 
 
+@functools.cache
+def _swap_statement(columns: tuple[str, ...]):
+    """UPDATE of ``columns`` (parameters ``new_<column>``) of the ARQ
+    ``row_id`` if it still is in state ``old_state``."""
+    return (sa.update(ARQS)
+            .where(ARQS.c.id == sa.bindparam('row_id'),
+                   ARQS.c.state == sa.bindparam('old_state'))
+            .values({column: sa.bindparam('new_' + column)
+                     for column in columns}))
+
+
 def swap(connection, row, target: str, values: dict[str, Any]) -> None:
     """Compare-and-swap locked ``row`` from its state to ``target``."""
     check_transition(row, target)
     now = timeutils.utcnow()
+    new = dict(values, state=target, updated_at=now)
+    params = {'new_' + column: value for column, value in new.items()}
     updated = connection.execute(
-        sa.update(ARQS).where(ARQS.c.id == row.id,
-                              ARQS.c.state == row.state)
-        .values(state=target, updated_at=now, **values)).rowcount
+        _swap_statement(tuple(sorted(new))),
+        dict(params, row_id=row.id, old_state=row.state)).rowcount
     if updated != 1:
         raise exception.ARQBadState(state='(changed concurrently)',
                                     uuid=row.uuid,
@@ -168,6 +223,13 @@ class PreparedHandle:
     driver: str | None
 
 
+_FREE_UNPREPARED = (
+    sa.update(HANDLES)
+    .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
+           HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
+    .values(in_use=False, updated_at=sa.bindparam('now')))
+
+
 def release_handles(connection, rows) -> list[PreparedHandle]:
     """Free the attach handles ``rows`` hold; the prepared ones.
 
@@ -181,11 +243,8 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
     if not ids:
         return []
     now = timeutils.utcnow()
-    freed = connection.execute(
-        sa.update(HANDLES).where(
-            HANDLES.c.id.in_(ids),
-            HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
-        .values(in_use=False, updated_at=now)).rowcount
+    freed = connection.execute(_FREE_UNPREPARED,
+                               {'ids': ids, 'now': now}).rowcount
     if freed == len(ids):
         return []
     connection.execute(sa.update(HANDLES).where(
@@ -310,13 +369,16 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     if uuids is not None:
         rows = lock(connection, uuids, project_id)
     else:
-        rows = lock_rows(connection, _scoped(sa.select(ARQS), project_id)
-                         .where(ARQS.c.instance_uuid == instance_uuid))
+        rows = lock_rows(connection, project_id,
+                         instance_uuid=instance_uuid)
     for row in rows:
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)
     prepared = release_handles(connection, rows)
     if rows:
-        connection.execute(sa.delete(ARQS).where(
-            ARQS.c.id.in_([row.id for row in rows])))
+        connection.execute(_DELETE, {'ids': [row.id for row in rows]})
     return prepared
+
+
+_DELETE = sa.delete(ARQS).where(
+    ARQS.c.id.in_(sa.bindparam('ids', expanding=True)))

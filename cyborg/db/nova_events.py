@@ -25,6 +25,7 @@ control the clock.
 """
 
 import datetime
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,13 +74,18 @@ def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
                else connection.get_bind().dialect)
     if dialect.insert_returning:
         return [_row(row) for row in connection.execute(
-            sa.insert(EVENTS).values(rows).returning(*EVENTS.c))]
+            _INSERT_RETURNING, rows)]
     written = []
     for row in rows:
-        result = connection.execute(sa.insert(EVENTS).values(row))
+        result = connection.execute(_INSERT, row)
         written.append(dict(row, id=result.inserted_primary_key[0],
                             sent_at=None, last_error=None, updated_at=None))
     return written
+
+
+_INSERT = sa.insert(EVENTS)
+_INSERT_RETURNING = sa.insert(EVENTS).returning(
+    *EVENTS.c, sort_by_parameter_order=True)
 
 
 def _claimable(now: datetime.datetime):
@@ -139,23 +145,37 @@ def _lease(connection, ids: Sequence[int], owner: str,
     return [_row(row) for row in connection.execute(query)]
 
 
+@functools.cache
+def _finish_statement(columns: tuple[str, ...], attempt: bool):
+    """Drop the lease of the unfinished events ``ids`` and set
+    ``columns`` (parameters ``new_<column>``), counting an attempt if
+    ``attempt``."""
+    values: dict[str, Any] = {'claimed_by': None, 'claimed_until': None}
+    values.update((column, sa.bindparam('new_' + column))
+                  for column in columns)
+    if attempt:
+        values['attempts'] = EVENTS.c.attempts + 1
+    return (sa.update(EVENTS)
+            .where(EVENTS.c.id.in_(sa.bindparam('ids', expanding=True)),
+                   EVENTS.c.sent_at.is_(None))
+            .values(values))
+
+
 def _finish(context, ids: Sequence[int], now: datetime.datetime,
-            **values: Any) -> int:
+            attempt: bool = True, **values: Any) -> int:
     if not ids:
         return 0
+    values['updated_at'] = now
+    params = {'new_' + column: value for column, value in values.items()}
+    params['ids'] = list(ids)
     return context.connection.execute(
-        sa.update(EVENTS)
-        .where(EVENTS.c.id.in_(list(ids)), EVENTS.c.sent_at.is_(None))
-        .values(claimed_by=None, claimed_until=None, updated_at=now,
-                **values)
-        .execution_options(synchronize_session=False)).rowcount
+        _finish_statement(tuple(sorted(values)), attempt), params).rowcount
 
 
 @db_api.connection_writer
 def mark_sent(context, ids: Sequence[int], now: datetime.datetime) -> int:
     """Nova took these events: finished. The number of rows changed."""
-    return _finish(context, ids, now, sent_at=now, last_error=None,
-                   attempts=EVENTS.c.attempts + 1)
+    return _finish(context, ids, now, sent_at=now, last_error=None)
 
 
 @db_api.connection_writer
@@ -168,7 +188,7 @@ def mark_retry(context, ids: Sequence[int], now: datetime.datetime,
     of rows changed (finished rows are left alone).
     """
     return _finish(context, ids, now, next_attempt_at=next_attempt_at,
-                   last_error=error, attempts=EVENTS.c.attempts + 1)
+                   last_error=error)
 
 
 @db_api.connection_writer
@@ -180,8 +200,7 @@ def mark_rejected(context, ids: Sequence[int], now: datetime.datetime,
     ``error``. The number of rows changed.
     """
     return _finish(context, ids, now, sent_at=now,
-                   last_error=REJECTED_PREFIX + (error or 'no reason given'),
-                   attempts=EVENTS.c.attempts + 1)
+                   last_error=REJECTED_PREFIX + (error or 'no reason given'))
 
 
 @db_api.connection_writer
@@ -190,7 +209,7 @@ def release(context, ids: Sequence[int], now: datetime.datetime) -> int:
 
     They are due again at once (``next_attempt_at`` is left alone).
     """
-    return _finish(context, ids, now)
+    return _finish(context, ids, now, attempt=False)
 
 
 @db_api.connection_writer
