@@ -3,17 +3,19 @@
 :func:`bind` runs in the conductor's ``arq_bind`` call, in one
 transaction for the whole batch:
 
-1. every ARQ moves to BindStarted, recording the conductor and the time
+1. the ARQs are locked and every one is checked to move to BindStarted
    (all or none: one ARQ in a wrong state changes nothing);
 2. for each deployable named by a ``device_rp_uuid``, free attach handles
    are claimed (``SKIP LOCKED`` where the database has it; a handle is
    never held by two ARQs: the claim is a compare-and-swap on ``in_use``
    and the ARQ's handle column is unique);
-3. an ARQ whose handle needs no preparation becomes Bound; one without a
-   deployable or a free handle becomes BindFailed with the reason; either
-   way its ``accelerator-request-bound`` event is queued for Nova in the
-   same transaction (leased to this conductor, which sends it as soon as
-   the transaction commits);
+3. each ARQ is written once, passing through BindStarted (with the
+   conductor and the time) to its outcome: an ARQ whose handle needs no
+   preparation becomes Bound; one without a deployable or a free handle
+   becomes BindFailed with the reason; either way its
+   ``accelerator-request-bound`` event is queued for Nova in the same
+   transaction (leased to this conductor, which sends it as soon as the
+   transaction commits);
 4. an ARQ whose handle must be prepared by its host's agent (an mdev is
    created) stays BindStarted with the handle claimed: a job of the
    :class:`Binder` asks the agent, then :func:`finish` es it (Bound or
@@ -118,14 +120,14 @@ def _fail(connection, row, reason: str, events: _Events,
 
 
 # The hot statements, built once (see cyborg.db.arqs).
-_DEPLOYABLE = (
-    sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, DEVICES.c.driver)
-    .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
-    .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid')))
+_DEPLOYABLE = sa.select(DEPLOYABLES.c.id).where(
+    DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid'))
+# Only attach_handles is in FROM, so only handles are locked (MariaDB has
+# no FOR UPDATE OF; a locked deployable row would hide every handle).
 _FREE_HANDLES = (
     sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
-              HANDLES.c.attach_info)
-    .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
+              HANDLES.c.attach_info, HANDLES.c.deployable_id)
+    .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE),
            HANDLES.c.in_use == sa.false())
     .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
     .with_for_update(skip_locked=True))
@@ -134,25 +136,18 @@ _TAKE_HANDLES = (
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
            HANDLES.c.in_use == sa.false())
     .values(in_use=True, updated_at=sa.bindparam('now')))
-_HOLD_HANDLE = (
-    sa.update(ARQS).where(ARQS.c.id == sa.bindparam('row_id'))
-    .values(attach_handle_id=sa.bindparam('handle_id'),
-            deployable_id=sa.bindparam('held_deployable_id')))
 
 
-def _deployable(connection, rp_uuid: str):
-    return connection.execute(_DEPLOYABLE, {'rp_uuid': rp_uuid}).first()
-
-
-def _claim_free(connection, deployable_id: int, count: int) -> list:
-    """Claim up to ``count`` free handles of a deployable; the handles.
+def _claim_free(connection, rp_uuid: str, count: int) -> list:
+    """Claim up to ``count`` free handles of the deployable of resource
+    provider ``rp_uuid``; the handles (with their ``deployable_id``).
 
     Handles locked by another binding transaction are skipped, not
     waited for; the UPDATE re-checks ``in_use`` (SQLite, which has no row
     locks, serialises writers instead).
     """
     free = list(connection.execute(
-        _FREE_HANDLES, {'deployable_id': deployable_id, 'count': count}))
+        _FREE_HANDLES, {'rp_uuid': rp_uuid, 'count': count}))
     if not free:
         return []
     taken = connection.execute(_TAKE_HANDLES, {
@@ -162,28 +157,42 @@ def _claim_free(connection, deployable_id: int, count: int) -> list:
     return free
 
 
-def _bind_to_deployable(connection, rows, rp_uuid: str, events: _Events,
+def _no_handle_reason(connection, rp_uuid: str) -> str:
+    if connection.execute(_DEPLOYABLE, {'rp_uuid': rp_uuid}).first():
+        return ('No free attach handle on the device of resource provider '
+                '%s' % rp_uuid)
+    return 'No deployable has resource provider %s' % rp_uuid
+
+
+def _bind_to_deployable(connection, starts, rp_uuid: str, events: _Events,
                         outcome: BindOutcome) -> None:
-    """Claim handles of ``rp_uuid``'s deployable for started ``rows``."""
-    deployable = _deployable(connection, rp_uuid)
-    if deployable is None:
-        for row in rows:
-            _fail(connection, row, 'No deployable has resource provider %s'
-                  % rp_uuid, events, outcome)
-        return
-    handles = _claim_free(connection, deployable.id, len(rows))
-    for row in rows[len(handles):]:
-        _fail(connection, row, 'No free attach handle on the device of '
-              'resource provider %s' % rp_uuid, events, outcome)
-    for row, handle in zip(rows[:len(handles)], handles, strict=True):
-        held = dict(attach_handle_id=handle.id, deployable_id=deployable.id)
+    """Start the binds ``starts`` ((row, BindStarted values) pairs) to
+    ``rp_uuid``'s deployable: one UPDATE per ARQ, to its outcome.
+
+    An ARQ that gets a handle needing no preparation is Bound at once;
+    one whose handle must be prepared stays BindStarted for a job; one
+    without a handle is BindFailed. Either way it passes through
+    BindStarted in this transaction.
+    """
+    handles = _claim_free(connection, rp_uuid, len(starts))
+    if len(handles) < len(starts):
+        reason = _no_handle_reason(connection, rp_uuid)
+        for row, values in starts[len(handles):]:
+            arq_db.swap(connection, row, states.BIND_FAILED,
+                        dict(values, bind_error=reason),
+                        via=states.BIND_STARTED)
+            events.add(row, states.BIND_FAILED)
+            LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
+    for (row, values), handle in zip(starts[:len(handles)], handles,
+                                     strict=True):
+        held = dict(values, attach_handle_id=handle.id,
+                    deployable_id=handle.deployable_id)
         if driver_base.needs_preparation(handle.attach_type):
-            connection.execute(_HOLD_HANDLE, {
-                'row_id': row.id, 'handle_id': handle.id,
-                'held_deployable_id': deployable.id})
+            arq_db.swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:
-            arq_db.swap(connection, row, states.BOUND, held)
+            arq_db.swap(connection, row, states.BOUND, held,
+                        via=states.BIND_STARTED)
             events.add(row, states.BOUND)
 
 
@@ -199,10 +208,10 @@ def bind(context, bindings: dict[str, dict[str, str]],
     """
     connection = context.connection
     rows = arq_db.lock(connection, list(bindings), project_id)
-    started = arq_db.start_binds(connection, rows, bindings, owner)
     by_provider = collections.defaultdict(list)
-    for row in started:
-        by_provider[row.device_rp_uuid].append(row)
+    for row, values in arq_db.binds_to_start(rows, bindings, owner,
+                                             timeutils.utcnow()):
+        by_provider[values['device_rp_uuid']].append((row, values))
     events = _Events(connection, lease)
     outcome = BindOutcome()
     for rp_uuid, group in by_provider.items():

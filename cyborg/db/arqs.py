@@ -177,10 +177,12 @@ def lock(connection, uuids, project_id: str | None
     return rows
 
 
-def check_transition(row, target: str) -> None:
-    """ARQBadState unless ``row`` may move to ``target``."""
-    if not states.allowed(row.state, target):
-        raise exception.ARQBadState(state=row.state, uuid=row.uuid,
+def check_transition(row, target: str, source: str | None = None) -> None:
+    """ARQBadState unless ``row`` (or, given, state ``source``) may move
+    to ``target``."""
+    source = row.state if source is None else source
+    if not states.allowed(source, target):
+        raise exception.ARQBadState(state=source, uuid=row.uuid,
                                     expected=sorted(states.sources(target)))
 
 
@@ -195,9 +197,19 @@ def _swap_statement(columns: tuple[str, ...]):
                      for column in columns}))
 
 
-def swap(connection, row, target: str, values: dict[str, Any]) -> None:
-    """Compare-and-swap locked ``row`` from its state to ``target``."""
-    check_transition(row, target)
+def swap(connection, row, target: str, values: dict[str, Any],
+         via: str | None = None) -> None:
+    """Compare-and-swap locked ``row`` from its state to ``target``.
+
+    With ``via``, the row passes through that state on the way, inside
+    this transaction (nobody else sees it): both transitions are checked
+    and one UPDATE is written.
+    """
+    if via is not None:
+        check_transition(row, via)
+        check_transition(row, target, source=via)
+    else:
+        check_transition(row, target)
     now = timeutils.utcnow()
     new = dict(values, state=target, updated_at=now)
     params = {'new_' + column: value for column, value in new.items()}
@@ -312,34 +324,30 @@ _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 bind_started_at=None, bind_error=None)
 
 
-def start_binds(connection, rows, bindings: dict[str, dict[str, str]],
-                owner: str) -> list[types.SimpleNamespace]:
-    """Move every locked ARQ to BindStarted, or none; the rows started.
+def binds_to_start(rows, bindings: dict[str, dict[str, str]], owner: str,
+                   now: datetime.datetime
+                   ) -> list[tuple[types.SimpleNamespace, dict[str, Any]]]:
+    """The locked ARQs to move to BindStarted, with their values.
 
     Binding an ARQ again to the same host, provider and instance while it
-    is binding or bound changes nothing (Nova retries are safe). Every
-    transition is checked before the first write, so a batch with one
-    ARQ in a wrong state changes nothing.
+    is binding or bound changes nothing (Nova retries are safe), so it is
+    left out. Every transition is checked here, before anything is
+    written: a batch with one ARQ in a wrong state changes nothing.
     """
-    todo = []
+    starts = []
     for row in rows:
         wanted = bindings[row.uuid]
         same = all(getattr(row, f) == wanted[f] for f in BIND_FIELDS)
         if same and row.state in (states.BIND_STARTED, states.BOUND):
             continue
         check_transition(row, states.BIND_STARTED)
-        todo.append(row)
-    now = timeutils.utcnow()
-    for row in todo:
-        wanted = bindings[row.uuid]
         values = {f: wanted[f] for f in BIND_FIELDS}
         if wanted.get('project_id'):
             values['project_id'] = wanted['project_id']
-        swap(connection, row, states.BIND_STARTED,
-             dict(values, bind_owner=owner, bind_error=None,
-                  bind_started_at=now, attach_handle_id=None,
-                  deployable_id=None))
-    return todo
+        starts.append((row, dict(values, bind_owner=owner, bind_error=None,
+                                 bind_started_at=now, attach_handle_id=None,
+                                 deployable_id=None)))
+    return starts
 
 
 @db_api.connection_writer

@@ -84,8 +84,7 @@ def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
 
 
 _INSERT = sa.insert(EVENTS)
-_INSERT_RETURNING = sa.insert(EVENTS).returning(
-    *EVENTS.c, sort_by_parameter_order=True)
+_INSERT_RETURNING = sa.insert(EVENTS).returning(*EVENTS.c)
 
 
 def _claimable(now: datetime.datetime):

@@ -4,6 +4,7 @@ prepare), unbind and delete on SQLite."""
 import datetime
 
 import pytest
+from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base
@@ -212,17 +213,38 @@ def test_never_more_binds_than_handles(host, admin_context, database):
         ['completed'] * 4 + ['failed'])
 
 
+def test_a_pci_bind_writes_each_arq_once(host, admin_context, database):
+    """Lock, claim (SELECT and UPDATE), one UPDATE per ARQ to Bound, and
+    one INSERT of the events: BindStarted is never written on its own."""
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    statements = []
+
+    def record(conn, cursor, statement, *args):
+        verb = statement.split()[0].upper()
+        if verb in ('SELECT', 'INSERT', 'UPDATE', 'DELETE'):
+            statements.append(verb)
+
+    sa.event.listen(database, 'before_cursor_execute', record)
+    try:
+        _bind(admin_context, arqs, host)
+    finally:
+        sa.event.remove(database, 'before_cursor_execute', record)
+    assert statements == ['SELECT', 'SELECT', 'UPDATE', 'UPDATE', 'UPDATE',
+                          'INSERT']
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+
+
 def test_a_lost_claim_race_starts_the_transaction_again(
         host, admin_context, database, monkeypatch):
     real = binding._claim_free
     calls = []
 
-    def lose_first(session, deployable_id, count):
+    def lose_first(session, rp_uuid, count):
         calls.append(count)
         if len(calls) == 1:
-            real(session, deployable_id, count)  # written, then undone
+            real(session, rp_uuid, count)  # written, then undone
             raise db_api.RetryRequest('attach handles claimed concurrently')
-        return real(session, deployable_id, count)
+        return real(session, rp_uuid, count)
 
     monkeypatch.setattr(binding, '_claim_free', lose_first)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
@@ -473,8 +495,10 @@ def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     with db_api.main_context_manager.writer.using(admin_context) as session:
         rows = arq_db.lock(session, [arqs[0]['uuid']], None)
-        arq_db.start_binds(session, rows, _bindings(arqs[:1], host),
-                           'cond1')
+        for row, values in arq_db.binds_to_start(
+                rows, _bindings(arqs[:1], host), 'cond1',
+                timeutils.utcnow()):
+            arq_db.swap(session, row, states.BIND_STARTED, values)
     binder.run(admin_context, arqs[0]['uuid'])
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILED
