@@ -105,7 +105,10 @@ def configure(conf) -> None:
     _sqlite_write_lock.enabled = str(options.get('connection') or ''
                                      ).startswith('sqlite')
     manager = enginefacade.transaction_context()
-    manager.configure(sqlite_fk=True, **options)
+    # thread_checkin: oslo.db's sleep(0) at every connection check-in lets
+    # eventlet green threads run; with native threads it only hands the
+    # GIL away once per transaction.
+    manager.configure(sqlite_fk=True, thread_checkin=False, **options)
     main_context_manager.patch_factory(manager)
 
 

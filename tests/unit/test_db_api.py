@@ -98,3 +98,11 @@ def test_service_heartbeat_upserts(database, admin_context):
         ('h1', later),
         ('h2', first),
     ]
+
+
+def test_engine_does_not_yield_at_every_checkin(database):
+    """No eventlet here: oslo.db's sleep(0) per check-in is not wanted."""
+    from oslo_db.sqlalchemy import engines
+    assert not sa.event.contains(database, 'checkin', engines._thread_yield)
+    assert not sa.event.contains(database.pool, 'checkin',
+                                 engines._thread_yield)
