@@ -28,6 +28,7 @@ import urllib.request
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 
+from tools import bench  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 
@@ -159,4 +160,5 @@ def main() -> int:
 
 
 if __name__ == '__main__':
+    bench.exit_on_sigterm()
     sys.exit(main())

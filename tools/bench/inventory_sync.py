@@ -41,6 +41,7 @@ from cyborg.conf import CONF  # noqa: E402
 from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.db import api as db_api  # noqa: E402
 from cyborg.db import migration  # noqa: E402
+from tools import bench  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools.bench import cpu  # noqa: E402
@@ -199,4 +200,5 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
 
 
 if __name__ == '__main__':
+    bench.exit_on_sigterm()
     sys.exit(main())

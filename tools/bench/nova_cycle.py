@@ -40,6 +40,7 @@ warnings.filterwarnings('ignore')
 import requests  # noqa: E402
 
 from cyborg.common import embedded_placement  # noqa: E402
+from tools import bench  # noqa: E402
 from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
@@ -313,4 +314,5 @@ def _setup(deployment, deployables: int) -> list[str]:
 
 
 if __name__ == '__main__':
+    bench.exit_on_sigterm()
     sys.exit(main())

@@ -23,6 +23,7 @@ from oslo_config import cfg  # noqa: E402
 
 from cyborg.common import rpc  # noqa: E402
 from cyborg import context as cyborg_context  # noqa: E402
+from tools import bench  # noqa: E402
 from tests.functional import servers  # noqa: E402
 
 
@@ -73,4 +74,5 @@ def main() -> int:
 
 
 if __name__ == '__main__':
+    bench.exit_on_sigterm()
     sys.exit(main())
