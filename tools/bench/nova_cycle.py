@@ -2,9 +2,10 @@
 """Benchmark: Nova's per-instance accelerator cycle, end to end.
 
 Against the multi-process deployment: cyborg-api under gunicorn (2
-workers), one cyborg-conductor, fake-driver cyborg-agents, RabbitMQ,
-PostgreSQL, a real Placement, and a fake Nova receiving the external
-events over HTTP. Each client repeats Nova's cycle for one instance:
+workers of 4 threads, keep-alive), one cyborg-conductor, fake-driver
+cyborg-agents, RabbitMQ, PostgreSQL, a real Placement, and a fake Nova
+receiving the external events over HTTP. Each client repeats Nova's
+cycle for one instance:
 
     GET /v2/device_profiles?name=X      (scheduling)
     POST /v2/accelerator_requests       (conductor: create ARQs)
@@ -140,7 +141,8 @@ class Deployment:
 class Client(threading.Thread):
     """One Nova: repeats the cycle over plain http.client (the load
     generator shares the machine, so it should cost as little CPU as
-    possible; gunicorn's sync workers close every connection anyway)."""
+    possible), on one connection while the server keeps it open (gunicorn's
+    sync workers close every connection; gthread workers keep it)."""
 
     def __init__(self, url, nova, rps, deadline, results, errors):
         super().__init__(daemon=True)
@@ -149,6 +151,7 @@ class Client(threading.Thread):
                                              parsed.path)
         self.nova, self.rps = nova, rps
         self.deadline, self.results, self.errors = deadline, results, errors
+        self.connection: http.client.HTTPConnection | None = None
 
     def call(self, name, method, path, expected, json_body=None,
              headers=None):
@@ -158,14 +161,20 @@ class Client(threading.Thread):
         if payload is not None:
             sent['Content-Type'] = 'application/json'
         started = time.monotonic()
-        connection = http.client.HTTPConnection(self.host, self.port,
-                                                timeout=30)
+        connection = self.connection or http.client.HTTPConnection(
+            self.host, self.port, timeout=30)
+        self.connection = None
         try:
             connection.request(method, self.prefix + path, payload, sent)
             response = connection.getresponse()
             body = response.read()
-        finally:
+        except BaseException:
             connection.close()
+            raise
+        if response.will_close:  # e.g. gunicorn's sync workers
+            connection.close()
+        else:
+            self.connection = connection
         self.results[name].append(time.monotonic() - started)
         if response.status != expected:
             raise RuntimeError('%s: %s %s' % (name, response.status,
@@ -263,9 +272,10 @@ def main() -> int:
     parser.add_argument('--agents', type=int, default=3)
     parser.add_argument('--api-workers', type=int, default=2,
                         help='API processes under gunicorn (2)')
-    parser.add_argument('--api-threads', type=int, default=0,
-                        help='threads per API worker (gunicorn gthread); '
-                        '0: sync workers (default)')
+    parser.add_argument('--api-threads', type=int, default=4,
+                        help='threads per API worker (gunicorn gthread, '
+                        'keep-alive; 4); 0: sync workers, one connection '
+                        'per request')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
     deployment = Deployment(workdir, args.agents, args.api_workers,
