@@ -1,6 +1,5 @@
 """Request body parsing and JSON Schema validation."""
 
-import functools
 import json
 import uuid as uuid_lib
 from typing import Any
@@ -33,17 +32,26 @@ def parse_json_body(request) -> Any:
         raise exception.InvalidJSON(reason=str(e))
 
 
-@functools.cache
-def _validator(schema_json: str) -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(json.loads(schema_json))
+# Validators of the schemas seen, by id (the schemas are module
+# constants), with the schema itself so that a recycled id is noticed.
+_VALIDATORS: dict[int, tuple[dict, jsonschema.Draft7Validator]] = {}
+
+
+def _validator(schema: dict) -> jsonschema.Draft7Validator:
+    entry = _VALIDATORS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        jsonschema.Draft7Validator.check_schema(schema)
+        entry = (schema, jsonschema.Draft7Validator(schema))
+        _VALIDATORS[id(schema)] = entry
+    return entry[1]
 
 
 def validate(schema: dict, document: Any) -> None:
     """Raise Invalid (400) naming where ``document`` breaks ``schema``."""
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
-    if error is None:
+    validator = _validator(schema)
+    if validator.is_valid(document):
         return
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     where = '/'.join(str(p) for p in error.absolute_path) or 'body'
     raise exception.Invalid(reason='%s: %s' % (where, error.message))
 
