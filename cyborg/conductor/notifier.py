@@ -11,9 +11,11 @@ loops at once while full batches keep coming.
 
 Events Nova could not take are retried with exponential backoff
 (``retry_interval`` doubled per attempt, capped at ``retry_max_interval``,
-minus up to 20% jitter); events Nova refused are never retried. Nothing
-kills the thread: a failing client, database or Nova is logged and backed
-off from.
+minus up to 20% jitter); events Nova refused are never retried. The
+thread records outcomes up to ``[nova] record_delay`` after Nova answered,
+those of every request sent meanwhile in one transaction (the events
+themselves go out at once). Nothing kills the thread: a failing client,
+database or Nova is logged and backed off from.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ class Notifier:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
+        # (outbox row, outcome) pairs sent but not recorded yet, and when
+        # (time.monotonic()) they are to be recorded at the latest.
+        self._unrecorded: list[tuple[dict[str, Any], Any]] = []
+        self._record_at = 0.0
         # Counters, for tests and logs.
         self.sent = 0
         self.retried = 0
@@ -105,6 +111,11 @@ class Notifier:
             LOG.warning('[nova] timeout (%ss) is not below claim_timeout '
                         '(%ss): a slow Nova may get an event twice',
                         nova.timeout, nova.claim_timeout)
+        if nova.record_delay >= nova.claim_timeout:
+            LOG.warning('[nova] record_delay (%ss) is not below '
+                        'claim_timeout (%ss): other conductors may send '
+                        'delivered events again', nova.record_delay,
+                        nova.claim_timeout)
         self._stop.clear()
         self._wake.set()
         self._thread = threading.Thread(target=self._loop, daemon=True,
@@ -147,29 +158,42 @@ class Notifier:
     def _loop(self) -> None:
         LOG.info('Nova notifier of %s started', self.host)
         while not self._stop.is_set():
-            self._wake.wait(self._conf.nova.poll_interval)
+            self._wake.wait(self._sleep_time())
             self._wake.clear()
-            while not self._stop.is_set():
-                try:
-                    claimed = self.run_once()
-                except ClientUnavailable as e:
-                    self._failures += 1
-                    delay = self._loop_backoff()
-                    LOG.error('Cannot build the Nova client (%s); events '
-                              'stay queued, next try in %.1fs', e, delay)
-                    self._stop.wait(delay)
-                    break
-                except Exception:
-                    self._failures += 1
-                    delay = self._loop_backoff()
-                    LOG.exception('Nova notifier of %s failed; next try in '
-                                  '%.1fs', self.host, delay)
-                    self._stop.wait(delay)
-                    break
-                self._failures = 0
-                if claimed < self._conf.nova.events_batch_size:
-                    break
+            try:
+                while not self._stop.is_set():
+                    claimed = self._send()
+                    if claimed < self._conf.nova.events_batch_size:
+                        break
+                if time.monotonic() >= self._record_at:
+                    self._record()
+            except ClientUnavailable as e:
+                self._back_off('Cannot build the Nova client (%s); events '
+                               'stay queued' % e)
+                continue
+            except Exception:
+                self._back_off('Nova notifier of %s failed' % self.host,
+                               exc_info=True)
+                continue
+            self._failures = 0
+        try:
+            self._record()
+        except Exception:
+            LOG.exception('Nova notifier of %s could not record the '
+                          'outcome of %d sent event(s); they will be sent '
+                          'again', self.host, len(self._unrecorded))
         LOG.info('Nova notifier of %s stopped', self.host)
+
+    def _sleep_time(self) -> float:
+        if self._unrecorded:
+            return max(0.0, self._record_at - time.monotonic())
+        return self._conf.nova.poll_interval
+
+    def _back_off(self, message: str, exc_info: bool = False) -> None:
+        self._failures += 1
+        delay = self._loop_backoff()
+        LOG.error('%s; next try in %.1fs', message, delay, exc_info=exc_info)
+        self._stop.wait(delay)
 
     def _loop_backoff(self) -> float:
         nova = self._conf.nova
@@ -187,12 +211,19 @@ class Notifier:
         return self._client
 
     def run_once(self) -> int:
-        """Claim, send and settle one batch; the number of events claimed.
+        """Claim, send and record one batch; the number of events claimed.
 
         Raises :class:`ClientUnavailable` if the client cannot be built
         (nothing is claimed then), or the database's error; a failing
         ``send_events`` is a retry of the batch.
         """
+        claimed = self._send()
+        self._record()
+        return claimed
+
+    def _send(self) -> int:
+        """Claim and send one batch, keeping the outcomes to record; the
+        number of events claimed."""
         nova = self._conf.nova
         client = self._get_client()
         context = cyborg_context.get_admin_context()
@@ -231,7 +262,12 @@ class Notifier:
             LOG.warning('Sending %d event(s) to Nova took %.1fs, longer '
                         'than [nova] claim_timeout: another conductor may '
                         'have sent them too', len(events), elapsed)
-        self._settle(context, batch, results)
+        if not self._unrecorded:
+            self._record_at = time.monotonic() + nova.record_delay
+        self._unrecorded.extend((row, results.get(tag))
+                                for tag, row in batch.items())
+        if len(self._unrecorded) >= nova.events_batch_size:
+            self._record_at = 0.0
         return len(rows)
 
     def _take_ready(self, limit: int) -> list[dict[str, Any]]:
@@ -244,20 +280,21 @@ class Notifier:
                 rows.append(row)
         return rows
 
-    def _settle(self, context, batch: dict[str, dict[str, Any]],
-                results: dict[str, str]) -> None:
-        """Record each event's outcome, all in one transaction.
+    def _record(self) -> None:
+        """Record the outcomes of the events sent so far, in one
+        transaction; kept for the next try if the database fails.
 
         Events to retry are grouped by attempt count (one jittered delay
         per group), rejected ones by reason: a few UPDATEs per batch.
         """
+        if not self._unrecorded:
+            return
         nova = self._conf.nova
         now = self._clock()
         sent = []
         rejected: dict[str | None, list[int]] = {}
         retry: dict[tuple[int, str | None], list[int]] = {}
-        for tag, row in batch.items():
-            result = results.get(tag)
+        for row, result in self._unrecorded:
             detail = getattr(result, 'detail', None)
             if result == nova_client.SENT:
                 sent.append(row['id'])
@@ -275,9 +312,10 @@ class Notifier:
             retries.append((ids, detail,
                             now + datetime.timedelta(seconds=delay)))
         nova_events.record_outcomes(
-            context, now, sent=sent,
+            cyborg_context.get_admin_context(), now, sent=sent,
             rejected=[(ids, detail) for detail, ids in rejected.items()],
             retry=retries)
+        self._unrecorded = []
         retried = sum(len(ids) for ids in retry.values())
         dropped = sum(len(ids) for ids in rejected.values())
         self.sent += len(sent)

@@ -58,6 +58,15 @@ notifier_opts = [
              'the events once this lease has expired. Keep it well above '
              'the HTTP timeout of this group.'),
     cfg.FloatOpt(
+        'record_delay', default=0.2, min=0.0, max=5.0,
+        help='Seconds the notifier may wait, after Nova answered, before '
+             'recording which events were delivered, so that the outcomes '
+             'of the requests sent meanwhile are written in one '
+             'transaction. Events go to Nova at once either way. Events '
+             'whose outcome a dying conductor had not recorded yet are '
+             'sent again after claim_timeout (Nova ignores an event '
+             'nobody waits for). 0 records after every request.'),
+    cfg.FloatOpt(
         'poll_interval', default=1.0, min=0.01,
         help='Seconds the notifier sleeps when it has nothing to send. '
              'Events of binds finished by this conductor are sent at '

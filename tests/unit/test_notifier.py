@@ -498,3 +498,101 @@ def test_two_notifiers_on_sqlite_send_each_event_once(
             instance.wait(10)
     tags = clients[0].tags() + clients[1].tags()
     assert sorted(tags) == sorted(arqs)
+
+
+# Recording outcomes together ------------------------------------------------
+
+
+@pytest.fixture
+def recordings(monkeypatch):
+    """The ``sent`` ids of every record_outcomes call."""
+    calls: list[list[int]] = []
+    real = nova_events.record_outcomes
+
+    def record(context, now, sent=(), rejected=(), retry=()):
+        calls.append(sorted(sent))
+        return real(context, now, sent=sent, rejected=rejected, retry=retry)
+
+    monkeypatch.setattr(nova_events, 'record_outcomes', record)
+    return calls
+
+
+def _deliver_one(instance, context):
+    rows_ = _enqueue_leased(context, 1, instance.host, timeutils.utcnow(), 30)
+    instance.deliver(rows_)
+    return rows_[0]
+
+
+def test_outcomes_of_several_requests_are_recorded_together(
+        database, admin_context, nova_opts, client, recordings):
+    nova_opts.set_override('record_delay', 0.5, group='nova')
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    instance.start()
+    try:
+        delivered = []
+        for n in range(1, 4):
+            delivered.append(_deliver_one(instance, admin_context))
+            client.wait_calls(n)  # sent at once, one request each
+        assert recordings == []
+        assert nova_events.pending_count(admin_context) == 3
+        poll(lambda: nova_events.pending_count(admin_context) == 0)
+        assert recordings == [sorted(r['id'] for r in delivered)]
+    finally:
+        instance.stop()
+        instance.wait(10)
+
+
+def test_no_record_delay_records_after_every_request(
+        database, admin_context, nova_opts, client, recordings):
+    nova_opts.set_override('record_delay', 0, group='nova')
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    instance.start()
+    try:
+        first = _deliver_one(instance, admin_context)
+        client.wait_calls(1)
+        poll(lambda: len(recordings) == 1)
+        second = _deliver_one(instance, admin_context)
+        client.wait_calls(2)
+        poll(lambda: len(recordings) == 2)
+        assert recordings == [[first['id']], [second['id']]]
+    finally:
+        instance.stop()
+        instance.wait(10)
+
+
+def test_stopping_records_what_was_sent(database, admin_context, nova_opts,
+                                        client, recordings):
+    nova_opts.set_override('record_delay', 5, group='nova')
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    instance.start()
+    row = _deliver_one(instance, admin_context)
+    client.wait_calls(1)
+    instance.stop()
+    instance.wait(10)
+    assert recordings == [[row['id']]]
+    assert nova_events.pending_count(admin_context) == 0
+
+
+def test_a_failed_record_is_tried_again_without_sending_again(
+        database, admin_context, nova_opts, client, monkeypatch):
+    nova_opts.set_override('record_delay', 0, group='nova')
+    nova_opts.set_override('poll_interval', 0.05, group='nova')
+    failures = [RuntimeError('database gone')]
+    real = nova_events.record_outcomes
+
+    def record(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nova_events, 'record_outcomes', record)
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    instance.start()
+    try:
+        _deliver_one(instance, admin_context)
+        poll(lambda: nova_events.pending_count(admin_context) == 0)
+        assert len(client.calls) == 1
+        assert instance.sent == 1
+    finally:
+        instance.stop()
+        instance.wait(10)
