@@ -135,7 +135,8 @@ class NovaClient:
         """
         url = url.rstrip('/')
         auth = token_endpoint.Token(url, token)
-        session = ks_session.Session(auth=auth, timeout=timeout)
+        session = ksa.read_environment_once(
+            ks_session.Session(auth=auth, timeout=timeout))
         return cls(ks_adapter.Adapter(session, service_type=SERVICE_TYPE,
                                       endpoint_override=url))
 

@@ -441,7 +441,7 @@ def adapter_from_endpoint(url: str, token: str = 'admin',
     url = url.rstrip('/')
     auth = token_endpoint.Token(url, token)
     headers = {'X-Roles': ','.join(roles)} if roles is not None else None
-    session = ks_session.Session(auth=auth, timeout=timeout,
-                                 additional_headers=headers)
+    session = ksa.read_environment_once(ks_session.Session(
+        auth=auth, timeout=timeout, additional_headers=headers))
     return ks_adapter.Adapter(session, service_type=SERVICE_TYPE,
                               endpoint_override=url)
