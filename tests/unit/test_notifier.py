@@ -3,6 +3,7 @@ and of its notifier (cyborg.conductor.notifier, with a fake client)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import random
 import threading
@@ -517,6 +518,21 @@ def recordings(monkeypatch):
     return calls
 
 
+@contextlib.contextmanager
+def running(nova_opts, client, **overrides):
+    """A started notifier of conductor c1 with ``[nova]`` overrides,
+    stopped on exit."""
+    for name, value in overrides.items():
+        nova_opts.set_override(name, value, group='nova')
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    instance.start()
+    try:
+        yield instance
+    finally:
+        instance.stop()
+        instance.wait(10)
+
+
 def _deliver_one(instance, context):
     rows_ = _enqueue_leased(context, 1, instance.host, timeutils.utcnow(), 30)
     instance.deliver(rows_)
@@ -525,10 +541,7 @@ def _deliver_one(instance, context):
 
 def test_outcomes_of_several_requests_are_recorded_together(
         database, admin_context, nova_opts, client, recordings):
-    nova_opts.set_override('record_delay', 0.5, group='nova')
-    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
-    instance.start()
-    try:
+    with running(nova_opts, client, record_delay=0.5) as instance:
         delivered = []
         for n in range(1, 4):
             delivered.append(_deliver_one(instance, admin_context))
@@ -537,17 +550,11 @@ def test_outcomes_of_several_requests_are_recorded_together(
         assert nova_events.pending_count(admin_context) == 3
         poll(lambda: nova_events.pending_count(admin_context) == 0)
         assert recordings == [sorted(r['id'] for r in delivered)]
-    finally:
-        instance.stop()
-        instance.wait(10)
 
 
 def test_no_record_delay_records_after_every_request(
         database, admin_context, nova_opts, client, recordings):
-    nova_opts.set_override('record_delay', 0, group='nova')
-    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
-    instance.start()
-    try:
+    with running(nova_opts, client, record_delay=0) as instance:
         first = _deliver_one(instance, admin_context)
         client.wait_calls(1)
         poll(lambda: len(recordings) == 1)
@@ -555,28 +562,19 @@ def test_no_record_delay_records_after_every_request(
         client.wait_calls(2)
         poll(lambda: len(recordings) == 2)
         assert recordings == [[first['id']], [second['id']]]
-    finally:
-        instance.stop()
-        instance.wait(10)
 
 
 def test_stopping_records_what_was_sent(database, admin_context, nova_opts,
                                         client, recordings):
-    nova_opts.set_override('record_delay', 5, group='nova')
-    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
-    instance.start()
-    row = _deliver_one(instance, admin_context)
-    client.wait_calls(1)
-    instance.stop()
-    instance.wait(10)
+    with running(nova_opts, client, record_delay=5) as instance:
+        row = _deliver_one(instance, admin_context)
+        client.wait_calls(1)
     assert recordings == [[row['id']]]
     assert nova_events.pending_count(admin_context) == 0
 
 
 def test_a_failed_record_is_tried_again_without_sending_again(
         database, admin_context, nova_opts, client, monkeypatch):
-    nova_opts.set_override('record_delay', 0, group='nova')
-    nova_opts.set_override('poll_interval', 0.05, group='nova')
     failures = [RuntimeError('database gone')]
     real = nova_events.record_outcomes
 
@@ -586,13 +584,9 @@ def test_a_failed_record_is_tried_again_without_sending_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(nova_events, 'record_outcomes', record)
-    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
-    instance.start()
-    try:
+    with running(nova_opts, client, record_delay=0,
+                 poll_interval=0.05) as instance:
         _deliver_one(instance, admin_context)
         poll(lambda: nova_events.pending_count(admin_context) == 0)
         assert len(client.calls) == 1
         assert instance.sent == 1
-    finally:
-        instance.stop()
-        instance.wait(10)
