@@ -157,13 +157,17 @@ class Notifier:
 
     def _loop(self) -> None:
         LOG.info('Nova notifier of %s started', self.host)
+        next_poll = time.monotonic()
         while not self._stop.is_set():
-            self._wake.wait(self._sleep_time())
+            woken = self._wake.wait(self._sleep_time(next_poll))
             self._wake.clear()
             try:
-                while not self._stop.is_set():
-                    claimed = self._send()
-                    if claimed < self._conf.nova.events_batch_size:
+                # Woken only to record: nothing new to send or claim.
+                while ((woken or time.monotonic() >= next_poll)
+                       and not self._stop.is_set()):
+                    next_poll = (time.monotonic()
+                                 + self._conf.nova.poll_interval)
+                    if self._send() < self._conf.nova.events_batch_size:
                         break
                 if time.monotonic() >= self._record_at:
                     self._record()
@@ -184,10 +188,11 @@ class Notifier:
                           'again', self.host, len(self._unrecorded))
         LOG.info('Nova notifier of %s stopped', self.host)
 
-    def _sleep_time(self) -> float:
-        if self._unrecorded:
-            return max(0.0, self._record_at - time.monotonic())
-        return self._conf.nova.poll_interval
+    def _sleep_time(self, next_poll: float) -> float:
+        """Seconds until the next poll, or until outcomes are due."""
+        until = (min(next_poll, self._record_at) if self._unrecorded
+                 else next_poll)
+        return max(0.0, until - time.monotonic())
 
     def _back_off(self, message: str, exc_info: bool = False) -> None:
         self._failures += 1

@@ -590,3 +590,19 @@ def test_a_failed_record_is_tried_again_without_sending_again(
         poll(lambda: nova_events.pending_count(admin_context) == 0)
         assert len(client.calls) == 1
         assert instance.sent == 1
+
+
+def test_waking_only_to_record_claims_nothing(
+        database, admin_context, nova_opts, client, recordings,
+        monkeypatch):
+    claims = []
+    real_claim = nova_events.claim_due
+    monkeypatch.setattr(nova_events, 'claim_due',
+                        lambda *a: claims.append(a) or real_claim(*a))
+    with running(nova_opts, client, record_delay=0.2) as instance:
+        poll(lambda: len(claims) == 1)  # the first round at start
+        _deliver_one(instance, admin_context)
+        client.wait_calls(1)
+        poll(lambda: len(recordings) == 1)
+        time.sleep(0.1)
+        assert len(claims) == 1  # delivered rows need no claim
