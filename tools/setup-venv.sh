@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create (or update) the virtualenv in .venv with cyborg installed, with
 # what the all-in-one needs (embedded Placement, the openstack CLI).
-# Usage: tools/setup-venv.sh [--test]   (--test adds the test requirements)
+# Usage: tools/setup-venv.sh [--test|--bench]
+#   --test adds the test requirements; --bench adds those and the
+#   benchmarks' (uWSGI, built from source: needs a C compiler).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +16,10 @@ fi
 "$VENV/bin/pip" install -q --upgrade pip setuptools wheel
 
 reqs=(-e ".[all-in-one]")
-if [ "${1:-}" = "--test" ]; then
-    reqs+=(-r test-requirements.txt)
-fi
+case "${1:-}" in
+    --test) reqs+=(-r test-requirements.txt) ;;
+    --bench) reqs+=(-r test-requirements.txt -r tools/bench/requirements.txt) ;;
+    "") ;;
+    *) echo "usage: $0 [--test|--bench]" >&2; exit 2 ;;
+esac
 "$VENV/bin/pip" install -q -c tools/constraints.txt "${reqs[@]}"

@@ -62,7 +62,7 @@ print('Placement listening on port %d' % server.port, flush=True)
 threading.Event().wait()
 '''
 
-# The same application as a module, for gunicorn.
+# The same application as a module, for gunicorn or uWSGI.
 APP_MODULE = '''
 from placement import wsgi
 app = wsgi.init_application()
@@ -74,14 +74,17 @@ class PlacementServer(servers._Server):
 
     ``database_url`` defaults to SQLite in the server's directory; the
     schema is created with ``placement-manage db sync`` before the API
-    starts. ``url`` is the endpoint (no trailing slash).
+    starts. ``url`` is the endpoint (no trailing slash). With several
+    ``workers`` it runs under ``wsgi_server`` (see
+    :func:`servers.wsgi_argv`), else in one threaded process.
     """
 
     def __init__(self, base_dir: str | None = None,
                  database_url: str | None = None, start_timeout=60.0,
-                 workers: int = 1):
+                 workers: int = 1, wsgi_server: str = 'gunicorn'):
         super().__init__(base_dir, prefix='cyborg-placement-')
         self.workers = workers
+        self.wsgi_server = wsgi_server
         self.port = servers.free_port()
         self.config_dir = os.path.join(self.base_dir, 'etc')
         self.config_file = os.path.join(self.config_dir, 'placement.conf')
@@ -127,11 +130,9 @@ class PlacementServer(servers._Server):
             with open(os.path.join(self.base_dir, 'placement_app.py'),
                       'w') as f:
                 f.write(APP_MODULE)
-            argv = [servers.venv_script('gunicorn'), '--workers',
-                    str(self.workers), '--bind',
-                    '%s:%d' % (servers.LOOPBACK, self.port),
-                    '--log-level', 'warning', '--chdir', self.base_dir,
-                    'placement_app:app']
+            argv = servers.wsgi_argv(self.wsgi_server, 'placement_app:app',
+                                     self.port, self.workers,
+                                     chdir=self.base_dir)
         else:
             argv = [sys.executable, '-c', LAUNCHER, servers.LOOPBACK,
                     str(self.port)]

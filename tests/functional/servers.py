@@ -83,6 +83,52 @@ def venv_script(name: str) -> str:
     return path
 
 
+WSGI_SERVERS = ('gunicorn', 'uwsgi')
+
+
+def default_wsgi_server() -> str:
+    """uwsgi when installed in the virtualenv (as devstack deploys the
+    APIs; ``pip install uwsgi``), else gunicorn (a test requirement)."""
+    uwsgi = os.path.join(os.path.dirname(sys.executable), 'uwsgi')
+    return 'uwsgi' if os.access(uwsgi, os.X_OK) else 'gunicorn'
+
+
+def wsgi_argv(server: str, app: str, port: int, processes: int,
+              threads: int = 0, chdir: str | None = None) -> list[str]:
+    """The command serving WSGI ``app`` (``module:callable``) over HTTP
+    on LOOPBACK:``port`` with ``processes`` workers of ``threads``
+    threads (0: single-threaded workers).
+
+    gunicorn: gthread workers keep connections alive, sync workers
+    (``threads=0``) close each one. uwsgi: as devstack runs an API
+    (master, an application loaded in each worker), behind uWSGI's own
+    HTTP router instead of Apache: the router keeps any number of client
+    connections alive and hands each request to a free worker thread.
+    """
+    if server == 'gunicorn':
+        argv = [venv_script('gunicorn'), '--workers', str(processes),
+                '--bind', '%s:%d' % (LOOPBACK, port),
+                '--log-level', 'warning']
+        if threads:
+            argv += ['--worker-class', 'gthread', '--threads', str(threads)]
+        if chdir:
+            argv += ['--chdir', chdir]
+        return argv + [app]
+    if server != 'uwsgi':
+        raise ValueError('unknown WSGI server %r' % server)
+    argv = [venv_script('uwsgi'), '--master', '--lazy-apps',
+            '--enable-threads', '--die-on-term', '--need-app',
+            '--disable-logging', '--buffer-size', '65535',
+            '--virtualenv', sys.prefix, '--processes', str(processes),
+            '--http', '%s:%d' % (LOOPBACK, port), '--http-keepalive',
+            '--http-auto-chunked', '--module', app]
+    if threads:
+        argv += ['--threads', str(threads)]
+    if chdir:
+        argv += ['--chdir', chdir]
+    return argv
+
+
 def as_user(user: str | None, argv: Sequence[str]) -> list[str]:
     """``argv`` run as ``user`` (with runuser) when we are root."""
     if user is None or os.geteuid() != 0:

@@ -11,7 +11,7 @@ PostgreSQL, in three phases:
 
 Prints wall time, DB statements and Placement requests per report, and
 the CPU milliseconds per report of the conductor (this process), of
-Placement (all its gunicorn processes) and of PostgreSQL.
+Placement (all its worker processes) and of PostgreSQL.
 
     .venv/bin/python tools/bench/inventory_sync.py [--hosts 1000]
 """
@@ -129,7 +129,12 @@ def main() -> int:
     parser.add_argument('--workers', type=int, default=8,
                         help='reports sent concurrently (8)')
     parser.add_argument('--placement-workers', type=int, default=2,
-                        help='Placement processes under gunicorn (2)')
+                        help='Placement worker processes (2)')
+    parser.add_argument('--placement-server', choices=servers.WSGI_SERVERS,
+                        default=servers.default_wsgi_server(),
+                        help='WSGI server of Placement (uwsgi, as devstack '
+                        'deploys it, when installed: pip install uwsgi; '
+                        'else gunicorn sync workers)')
     parser.add_argument('--roles', default='admin,service',
                         help="the conductor's roles in Placement "
                         '(admin,service; admin alone: no reshaper)')
@@ -140,7 +145,8 @@ def main() -> int:
         with placement_server.PlacementServer(
                 base_dir=os.path.join(workdir, 'placement'),
                 database_url=pg.create_database('placement'),
-                workers=args.placement_workers) as placement:
+                workers=args.placement_workers,
+                wsgi_server=args.placement_server) as placement:
             meter = CPUMeter([placement.process.pid],
                              cpu.pids_with(pg.data_dir))
             return _run(args, cyborg_url, placement.url, meter)
@@ -172,9 +178,9 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
     counter = StatementCounter(db_api.get_engine())
     conductor_api = rpcapi.ConductorAPI(transport)
     print('%d hosts x %d devices, %d concurrent reports, PostgreSQL, real '
-          'Placement (%d gunicorn workers), conductor roles %s' % (
-              args.hosts, args.devices, args.workers, args.placement_workers,
-              args.roles))
+          'Placement (%s, %d workers), conductor roles %s' % (
+              args.hosts, args.devices, args.workers, args.placement_server,
+              args.placement_workers, args.roles))
     print('%-13s %7s %9s %12s %14s %9s %9s %9s %9s' % (
         'phase', 'reports', 'wall s', 'DB stmts/rep', 'Placement/rep',
         'unsynced', 'cond ms', 'plc ms', 'pg ms'))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: Nova's per-instance accelerator cycle, end to end.
 
-Against the multi-process deployment: cyborg-api under gunicorn (2
-workers of 4 threads, keep-alive), one cyborg-conductor, fake-driver
+Against the multi-process deployment: cyborg-api under uWSGI as devstack
+runs it (or gunicorn when uWSGI is not installed; 2 workers of 4 threads,
+keep-alive either way), one cyborg-conductor, fake-driver
 cyborg-agents, RabbitMQ, PostgreSQL, a real Placement, and a fake Nova
 receiving the external events over HTTP. Each client repeats Nova's
 cycle for one instance:
@@ -63,11 +64,12 @@ class Deployment:
     """Every process of the benchmark, started and stopped together."""
 
     def __init__(self, workdir: str, agents: int, api_workers: int,
-                 api_threads: int):
+                 api_threads: int, api_server: str):
         self.workdir = workdir
         self.agents = agents
         self.api_workers = api_workers
         self.api_threads = api_threads
+        self.api_server = api_server
         self.processes: list[servers.CyborgProcess] = []
 
     def start(self, pg, rabbit, placement, nova) -> None:
@@ -102,15 +104,10 @@ class Deployment:
         self.api_port = servers.free_port()
         env = dict(os.environ, CYBORG_CONFIG_FILES=config,
                    PYTHONWARNINGS='ignore')
-        log = os.path.join(self.workdir, 'gunicorn.log')
-        workers = ['--workers', str(self.api_workers)]
-        if self.api_threads:
-            workers += ['--worker-class', 'gthread',
-                        '--threads', str(self.api_threads)]
-        self.api = servers.spawn(
-            [servers.venv_script('gunicorn'), *workers, '--bind',
-             '127.0.0.1:%d' % self.api_port, '--log-level', 'warning',
-             'cyborg.wsgi.api:application'], log, env=env)
+        log = os.path.join(self.workdir, '%s.log' % self.api_server)
+        self.api = servers.spawn(servers.wsgi_argv(
+            self.api_server, 'cyborg.wsgi.api:application', self.api_port,
+            self.api_workers, self.api_threads), log, env=env)
         self.url = 'http://127.0.0.1:%d/v2' % self.api_port
         servers.wait_for(lambda: urllib.request.urlopen(self.url, timeout=2),
                          60, 'cyborg-api', self.api, log)
@@ -271,15 +268,20 @@ def main() -> int:
     parser.add_argument('--clients', default='1,8')
     parser.add_argument('--agents', type=int, default=3)
     parser.add_argument('--api-workers', type=int, default=2,
-                        help='API processes under gunicorn (2)')
+                        help='API worker processes (2)')
     parser.add_argument('--api-threads', type=int, default=4,
-                        help='threads per API worker (gunicorn gthread, '
-                        'keep-alive; 4); 0: sync workers, one connection '
-                        'per request')
+                        help='threads per API worker (4, keep-alive); 0: '
+                        'single-threaded workers (under gunicorn: sync '
+                        'workers, one connection per request)')
+    parser.add_argument('--api-server', choices=servers.WSGI_SERVERS,
+                        default=servers.default_wsgi_server(),
+                        help='WSGI server of cyborg-api (uwsgi, as devstack '
+                        'deploys it, when installed: pip install uwsgi; '
+                        'else gunicorn)')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
     deployment = Deployment(workdir, args.agents, args.api_workers,
-                            args.api_threads)
+                            args.api_threads, args.api_server)
     with servers.PostgreSQLServer() as pg, \
             servers.RabbitMQServer() as rabbit, \
             placement_server.PlacementServer() as placement, \
@@ -288,10 +290,10 @@ def main() -> int:
             deployment.start(pg, rabbit, placement, nova)
             rps = _setup(deployment, args.agents * 4)
             pg_pids = cpu.pids_with(pg.data_dir)
-            print('Nova cycle: gunicorn API (%d %s workers), 1 conductor, '
+            print('Nova cycle: %s API (%d %s workers), 1 conductor, '
                   '%d agents, RabbitMQ, PostgreSQL, Placement, fake Nova; '
                   '%ds per run' % (
-                      args.api_workers,
+                      args.api_server, args.api_workers,
                       '%d-thread' % args.api_threads if args.api_threads
                       else 'sync', args.agents, args.duration))
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
