@@ -42,9 +42,9 @@ from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.db import api as db_api  # noqa: E402
 from cyborg.db import migration  # noqa: E402
 from tools import bench  # noqa: E402
-from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools.bench import cpu  # noqa: E402
+from tools.bench import placement as bench_placement  # noqa: E402
 
 
 def device_tree(devices: int, changed: bool = False) -> list[dict]:
@@ -128,13 +128,7 @@ def main() -> int:
     parser.add_argument('--devices', type=int, default=8)
     parser.add_argument('--workers', type=int, default=8,
                         help='reports sent concurrently (8)')
-    parser.add_argument('--placement-workers', type=int, default=2,
-                        help='Placement worker processes (2)')
-    parser.add_argument('--placement-server', choices=servers.WSGI_SERVERS,
-                        default=servers.default_wsgi_server(),
-                        help='WSGI server of Placement (uwsgi, as devstack '
-                        'deploys it, when installed: pip install uwsgi; '
-                        'else gunicorn sync workers)')
+    bench_placement.add_arguments(parser)
     parser.add_argument('--roles', default='admin,service',
                         help="the conductor's roles in Placement "
                         '(admin,service; admin alone: no reshaper)')
@@ -142,11 +136,7 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-inventory-')
     with servers.PostgreSQLServer(base_dir=workdir) as pg:
         cyborg_url = pg.create_database('cyborg')
-        with placement_server.PlacementServer(
-                base_dir=os.path.join(workdir, 'placement'),
-                database_url=pg.create_database('placement'),
-                workers=args.placement_workers,
-                wsgi_server=args.placement_server) as placement:
+        with bench_placement.server(args, pg, workdir) as placement:
             meter = CPUMeter([placement.process.pid],
                              cpu.pids_with(pg.data_dir))
             return _run(args, cyborg_url, placement.url, meter)

@@ -30,10 +30,10 @@ warnings.filterwarnings('ignore')
 
 from cyborg.clients import placement as placement_client  # noqa: E402
 from cyborg.common import embedded_placement  # noqa: E402
-from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402
+from tools.bench import placement as bench_placement  # noqa: E402
 
 DEVICES_PER_HOST = 8
 RESOURCE_CLASS = 'CUSTOM_BENCH_ACCEL'
@@ -117,20 +117,11 @@ def main() -> int:
                         help='providers created (800: 100 hosts of 8)')
     parser.add_argument('--workers', type=int, default=8,
                         help='requests sent concurrently (8)')
-    parser.add_argument('--placement-workers', type=int, default=2,
-                        help='Placement worker processes (2)')
-    parser.add_argument('--placement-server', choices=servers.WSGI_SERVERS,
-                        default=servers.default_wsgi_server(),
-                        help='WSGI server of Placement (uwsgi when '
-                        'installed, else gunicorn)')
+    bench_placement.add_arguments(parser)
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-placement-')
     with servers.PostgreSQLServer(base_dir=workdir) as pg:
-        with placement_server.PlacementServer(
-                base_dir=os.path.join(workdir, 'placement'),
-                database_url=pg.create_database('placement'),
-                workers=args.placement_workers,
-                wsgi_server=args.placement_server) as placement:
+        with bench_placement.server(args, pg, workdir) as placement:
             # As the conductor's service user: the reshaper needs the
             # service role.
             client = placement_client.PlacementClient.for_endpoint(
