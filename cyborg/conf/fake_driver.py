@@ -32,6 +32,12 @@ opts = [
     cfg.FloatOpt('prepare_delay', default=0.0, min=0.0,
                  help='Seconds preparing an MDEV handle takes (to simulate '
                       'slow mdev creation).'),
+    cfg.ListOpt('prepare_failures', default=[],
+                help='PCI addresses of devices whose attach handles fail to '
+                     'prepare (the driver raises, as when an mdev cannot be '
+                     'created); "*" makes every preparation fail. Only '
+                     'handles that need preparation (MDEV) are affected. '
+                     'For tests of failed binds.'),
     cfg.StrOpt('vendor', default='0xABCD', help='Vendor id reported.'),
     cfg.StrOpt('model', default='Fake Accelerator', help='Model reported.'),
     cfg.ListOpt('unhealthy_devices', default=[],

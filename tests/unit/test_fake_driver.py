@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 
@@ -31,3 +33,35 @@ def test_pci_handles_need_nothing(conf, tmp_path):
     assert os.listdir(tmp_path) == []
     assert not base.needs_preparation('PCI')
     assert base.needs_preparation('MDEV')
+
+
+def test_prepare_failures_by_device_address(conf, tmp_path):
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    conf.set_override('num_devices', 2, group='fake_driver')
+    conf.set_override('handle_type', 'MDEV', group='fake_driver')
+    conf.set_override('prepare_failures', ['0000:11:00.0'],
+                      group='fake_driver')
+    driver = fake.FakeDriver(conf)
+    first, second = driver.discover()
+    assert second.address == '0000:11:00.0'
+    good = first.deployables[0].attach_handles[0]
+    bad = second.deployables[0].attach_handles[1]
+    with pytest.raises(fake.PrepareFailed, match='0000:11:00.0'):
+        driver.prepare_attach_handle(bad, 'h-bad')
+    driver.prepare_attach_handle(good, 'h-good')
+    assert os.listdir(tmp_path) == ['h-good']
+    driver.release_attach_handle(bad, 'h-bad')  # nothing to remove
+    assert os.listdir(tmp_path) == ['h-good']
+
+
+def test_prepare_failures_everywhere_spare_unprepared_handles(conf,
+                                                               tmp_path):
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    conf.set_override('prepare_failures', ['*'], group='fake_driver')
+    driver = fake.FakeDriver(conf)
+    with pytest.raises(fake.PrepareFailed):
+        driver.prepare_attach_handle(_mdev_handle(conf), 'h-3')
+    # PCI handles need no preparation: nothing can fail.
+    driver.prepare_attach_handle(base.AttachHandle(
+        'PCI', base.pci_address_info('0000:10:00.1')), 'h-4')
+    assert os.listdir(tmp_path) == []

@@ -4,7 +4,9 @@ Each simulated device has one deployable with ``accelerators`` attach
 handles: PCI virtual functions on the device's bus, mdevs of the
 configured type, or ``TEST_PCI`` handles that Nova ignores. Preparing an
 MDEV handle "creates" its mdev: a file named by the handle's uuid in
-``[fake_driver] mdev_dir``, which releasing removes.
+``[fake_driver] mdev_dir``, which releasing removes. ``[fake_driver]
+prepare_failures`` makes preparing the handles of some devices (or of all)
+fail, without creating anything.
 """
 
 import json
@@ -22,6 +24,17 @@ LOG = logging.getLogger(__name__)
 
 def _address(index: int) -> str:
     return '0000:%02x:00.0' % (0x10 + index)
+
+
+class PrepareFailed(RuntimeError):
+    """A simulated failure to prepare an attach handle."""
+
+
+def _device_address(info: dict[str, str]) -> str:
+    """The PCI address of the device a handle belongs to (an MDEV
+    handle's info is its device's, a PCI handle's is the function's)."""
+    return '%s:%s:%s.%s' % (info.get('domain'), info.get('bus'),
+                            info.get('device'), info.get('function'))
 
 
 class FakeDriver(base.AcceleratorDriver):
@@ -92,6 +105,13 @@ class FakeDriver(base.AcceleratorDriver):
         if not base.needs_preparation(handle.attach_type):
             return
         time.sleep(self._conf.fake_driver.prepare_delay)
+        failures = self._conf.fake_driver.prepare_failures
+        address = _device_address(handle.attach_info)
+        if '*' in failures or address in failures:
+            LOG.warning('Simulated failure to prepare %s of device %s',
+                        handle_uuid, address)
+            raise PrepareFailed('simulated failure to prepare attach handle '
+                                '%s of device %s' % (handle_uuid, address))
         path = self._mdev_path(handle_uuid)
         if path is not None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
