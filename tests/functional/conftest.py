@@ -4,6 +4,8 @@ Session-scoped, each started once on demand and always stopped:
 
 * ``postgres``: a private PostgreSQL cluster (:class:`PostgreSQLServer`);
 * ``rabbitmq``: a private RabbitMQ node (:class:`RabbitMQServer`);
+* ``keystone``: a real Keystone on that PostgreSQL
+  (:class:`~tests.functional.keystone.KeystoneServer`);
 * ``multiprocess``: ``cyborg-dbsync upgrade`` on a fresh PostgreSQL
   database, then ``cyborg-conductor`` (syncing to the real ``placement``),
   ``cyborg-api`` (noauth) and one ``cyborg-agent`` (host
@@ -33,6 +35,7 @@ import requests
 from cyborg.common import embedded_placement
 
 from tests.functional import servers
+from tests.functional.keystone import KeystoneServer
 from tests.functional.placement import placement  # noqa: F401
 
 DEPLOYMENTS = ('multiprocess', 'allinone')
@@ -95,6 +98,14 @@ def postgres():
 @pytest.fixture(scope='session')
 def rabbitmq():
     with servers.RabbitMQServer() as server:
+        yield server
+
+
+@pytest.fixture(scope='session')
+def keystone(postgres):
+    """A real Keystone (:class:`KeystoneServer`) with its database on
+    the session's PostgreSQL."""
+    with KeystoneServer(postgres.create_database('keystone')) as server:
         yield server
 
 
