@@ -8,6 +8,7 @@ from oslo_log import log as logging
 
 from cyborg.api import errors
 from cyborg.api import microversion
+from cyborg.common import constants
 
 LOG = logging.getLogger(__name__)
 
@@ -136,8 +137,12 @@ class NoAuthMiddleware:
 
     Missing identity headers get the configured defaults, and roles get
     Keystone's implied roles, so a plain client acts as an admin of the
-    default project.
+    default project. A request with an ``X-Service-Token`` (Nova's, with
+    ``[service_user] send_service_user_token``) carries a service token
+    of role ``service`` unless ``X-Service-Roles`` names its roles:
+    nothing validates tokens in this mode, as with every other header.
     """
+
 
     def __init__(self, app, default_project_id: str,
                  default_roles: list[str]):
@@ -155,6 +160,9 @@ class NoAuthMiddleware:
             environ['HTTP_X_ROLES'] = ','.join(expand_roles(
                 [r.strip() for r in roles.split(',') if r.strip()]))
         environ['HTTP_X_IDENTITY_STATUS'] = 'Confirmed'
+        if 'HTTP_X_SERVICE_TOKEN' in environ:
+            environ.setdefault('HTTP_X_SERVICE_ROLES', ','.join(
+                constants.DEFAULT_SERVICE_TOKEN_ROLES))
         return self.app(environ, start_response)
 
 

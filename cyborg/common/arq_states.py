@@ -3,13 +3,28 @@
 ::
 
     Initial --bind--> BindStarted --job ok--> Bound
-       ^                  |                     |
-       |               job failed            unbind
-       |                  v                     v
-       +----------- BindFailed --unbind--> Unbound --bind--> BindStarted
-                                        (UnbindFailed if the device
-                                         cannot be released)
+       ^                  |      \\               |
+       |          job failed      timed out     unbind
+       |                  v        v             v
+       |            BindFailing -> BindFailed   Unbound --bind--> BindStarted
+       |          (Nova not told    (resolved)
+       |           yet; shown as
+       |           BindStarted)
+       +---------------- unbind (from any bind state) ----+
     any state --delete--> Deleting --> (row removed)
+
+A bind PATCH decides synchronously everything the database can decide
+(it answers 4xx and changes nothing otherwise), so an ARQ only fails
+asynchronously when the work on its host fails (an mdev, a VF, FPGA
+programming). Such an ARQ goes to **BindFailing**, not BindFailed:
+Nova counts Bound, BindFailed and Deleting as resolved and builds the
+server without waiting once it reads one of them, and it drops or
+refuses (422, no host yet) a ``failed`` event that arrives before its
+compute waits. A BindFailing ARQ reads as ``BindStarted`` in the API
+(:func:`shown`) while its ``failed`` event is repeated, until Nova
+unbinds or deletes it or ``[conductor] bind_timeout`` after the bind
+started, when it becomes BindFailed. ``UnbindFailed`` is reached when
+an agent cannot release a prepared handle.
 
 Every state write is a compare-and-swap on the state column against the
 allowed sources listed here, so concurrent API calls, bind jobs and
@@ -19,32 +34,40 @@ sweepers can never move an ARQ along a path this table does not allow.
 INITIAL = 'Initial'
 BIND_STARTED = 'BindStarted'
 BOUND = 'Bound'
+BIND_FAILING = 'BindFailing'
 BIND_FAILED = 'BindFailed'
 UNBOUND = 'Unbound'
 UNBIND_FAILED = 'UnbindFailed'
 DELETING = 'Deleting'
 
-ALL = (INITIAL, BIND_STARTED, BOUND, BIND_FAILED, UNBOUND, UNBIND_FAILED,
-       DELETING)
+ALL = (INITIAL, BIND_STARTED, BOUND, BIND_FAILING, BIND_FAILED, UNBOUND,
+       UNBIND_FAILED, DELETING)
 
 # target state -> states it may be entered from
 TRANSITIONS: dict[str, frozenset[str]] = {
     BIND_STARTED: frozenset([INITIAL, UNBOUND]),
     BOUND: frozenset([BIND_STARTED]),
-    BIND_FAILED: frozenset([BIND_STARTED]),
-    UNBOUND: frozenset([INITIAL, BIND_STARTED, BOUND, BIND_FAILED,
-                        UNBOUND, UNBIND_FAILED]),
+    BIND_FAILING: frozenset([BIND_STARTED]),
+    BIND_FAILED: frozenset([BIND_STARTED, BIND_FAILING]),
+    UNBOUND: frozenset([INITIAL, BIND_STARTED, BOUND, BIND_FAILING,
+                        BIND_FAILED, UNBOUND, UNBIND_FAILED]),
     UNBIND_FAILED: frozenset([BOUND, BIND_FAILED, BIND_STARTED]),
-    DELETING: frozenset([INITIAL, BIND_STARTED, BOUND, BIND_FAILED,
-                         UNBOUND, UNBIND_FAILED]),
+    DELETING: frozenset([INITIAL, BIND_STARTED, BOUND, BIND_FAILING,
+                         BIND_FAILED, UNBOUND, UNBIND_FAILED]),
 }
 
 # States whose bind has an outcome Nova can act on (bind_state=resolved).
 RESOLVED = frozenset([BOUND, BIND_FAILED, DELETING])
 
-# Nova external event status per resolved state.
-EVENT_STATUS = {BOUND: 'completed', BIND_FAILED: 'failed',
-                DELETING: 'failed'}
+# States whose bind failed; their ``bind_error`` says why.
+FAILED = frozenset([BIND_FAILING, BIND_FAILED])
+
+# Nova external event status per state that sends one.
+EVENT_STATUS = {BOUND: 'completed', BIND_FAILING: 'failed',
+                BIND_FAILED: 'failed', DELETING: 'failed'}
+
+# States clients see under another name (see the module docstring).
+_SHOWN_AS = {BIND_FAILING: BIND_STARTED}
 
 
 def sources(target: str) -> frozenset[str]:
@@ -54,3 +77,13 @@ def sources(target: str) -> frozenset[str]:
 
 def allowed(source: str, target: str) -> bool:
     return source in TRANSITIONS.get(target, ())
+
+
+def shown(state: str) -> str:
+    """The state clients (Nova above all) see for ``state``."""
+    return _SHOWN_AS.get(state, state)
+
+
+def resolved(state: str) -> bool:
+    """Whether Nova may act on the bind outcome of an ARQ in ``state``."""
+    return state in RESOLVED

@@ -10,3 +10,7 @@ BINARY_AGENT = 'cyborg-agent'
 
 # Transport URL that selects the in-process transport of the all-in-one.
 INPROC_TRANSPORT_URL = 'inproc://'
+
+# keystonemiddleware's default for [keystone_authtoken]
+# service_token_roles: the roles that make a service token a service's.
+DEFAULT_SERVICE_TOKEN_ROLES = ('service',)

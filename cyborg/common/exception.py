@@ -113,6 +113,20 @@ class ARQNotFound(NotFound):
     msg_fmt = 'ExtArq not found with uuid=%(uuid)s'
 
 
+class DeployableNotFound(NotFound):
+    msg_fmt = 'Deployable not found with resource provider uuid=%(rp_uuid)s'
+
+
+class DeployableNotOnHost(Invalid):
+    msg_fmt = ('Resource provider %(rp_uuid)s is a deployable of host '
+               '%(host)s, not of %(hostname)s')
+
+
+class NoFreeAttachHandles(Conflict):
+    msg_fmt = ('Resource provider %(rp_uuid)s has %(free)d free attach '
+               'handle(s); %(wanted)d ARQ(s) asked for one')
+
+
 class ARQBadState(Conflict):
     msg_fmt = ('Bad state: %(state)s for ARQ: %(uuid)s. Expected state(s): '
                '%(expected)s')

@@ -1,30 +1,37 @@
 """Binding accelerator requests to attach handles.
 
 :func:`bind` runs in the conductor's ``arq_bind`` call, in one
-transaction for the whole batch:
+transaction for the whole batch, and decides there everything the
+database can decide; any failure raises a 4xx and changes nothing:
 
 1. the ARQs are locked and every one is checked to move to BindStarted
-   (all or none: one ARQ in a wrong state changes nothing);
-2. for each deployable named by a ``device_rp_uuid``, free attach handles
-   are claimed (``SKIP LOCKED`` where the database has it; a handle is
+   (404 for an unknown or foreign ARQ, 409 for a wrong state);
+2. each ``device_rp_uuid`` must be a deployable (404) on the requested
+   ``hostname`` (the agent's host or its compute node's name; 400);
+3. free attach handles of that deployable are claimed for every ARQ
+   bound to it (``SKIP LOCKED`` where the database has it; a handle is
    never held by two ARQs: the claim is a compare-and-swap on ``in_use``
-   and the ARQ's handle column is unique);
-3. each ARQ is written once, passing through BindStarted (with the
-   conductor and the time) to its outcome: an ARQ whose handle needs no
-   preparation becomes Bound; one without a deployable or a free handle
-   becomes BindFailed with the reason; either way its
+   and the ARQ's handle column is unique), or 409 when there are too few
+   (handles only locked by a concurrent bind make it start again);
+4. each ARQ is written once: one whose handle needs no preparation
+   becomes Bound, passing through BindStarted, and its
    ``accelerator-request-bound`` event is queued for Nova in the same
    transaction (leased to this conductor, which sends it as soon as the
    transaction commits);
-4. an ARQ whose handle must be prepared by its host's agent (an mdev is
+5. an ARQ whose handle must be prepared by its host's agent (an mdev is
    created) stays BindStarted with the handle claimed: a job of the
-   :class:`Binder` asks the agent, then :func:`finish` es it (Bound or
-   BindFailed, and the event) in one transaction.
+   :class:`Binder` asks the agent, then :func:`finish` es it in one
+   transaction: Bound and a ``completed`` event, or BindFailing, which
+   Nova does not count as resolved, and a ``failed`` event that the
+   notifier repeats until Nova unbinds or deletes the ARQ or the bind
+   timeout passes (see :mod:`cyborg.common.arq_states`).
 
 An ARQ unbound or deleted meanwhile stops the job: those paths release
 the handle under the ARQ's row lock, so nothing leaks. A conductor that
 starts resumes its own unfinished jobs, and every conductor fails any job
-older than ``[conductor] bind_timeout``, so no ARQ stays BindStarted.
+older than ``[conductor] bind_timeout`` (BindFailed, one ``failed``
+event) and ends the BindFailing ARQs whose time is up (BindFailed), so
+no ARQ stays BindStarted or BindFailing.
 """
 
 import collections
@@ -41,6 +48,8 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base as driver_base
 from cyborg.common import arq_states as states
+from cyborg.common import constants
+from cyborg.common import exception
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
@@ -53,6 +62,7 @@ ARQS = models.ExtendedAcceleratorRequest.__table__
 HANDLES = models.AttachHandle.__table__
 DEPLOYABLES = models.Deployable.__table__
 DEVICES = models.Device.__table__
+SERVICES = models.Service.__table__
 
 @dataclasses.dataclass
 class Claim:
@@ -88,9 +98,11 @@ class BindOutcome:
 class _Events:
     """The Nova events of one transaction, inserted together."""
 
-    def __init__(self, connection, lease: Lease | None):
+    def __init__(self, connection, lease: Lease | None,
+                 repeat_until: datetime.datetime | None = None):
         self._connection = connection
         self._lease = lease
+        self._repeat_until = repeat_until
         self._queued: list[tuple[str, str, str]] = []
 
     def add(self, row, state: str) -> None:
@@ -99,38 +111,57 @@ class _Events:
                                  states.EVENT_STATUS[state]))
 
     def insert(self) -> list[dict[str, Any]]:
+        """Insert the events added, repeated until ``repeat_until`` if
+        given (see :mod:`cyborg.db.nova_events`)."""
         if not self._queued:
             return []
         now = timeutils.utcnow()
         owner, until = ((self._lease.owner, self._lease.until(now))
                         if self._lease else (None, None))
         return nova_events.enqueue_many(self._connection, self._queued, now,
-                                        owner, until)
+                                        owner, until,
+                                        repeat_until=self._repeat_until)
 
 
-def _fail(connection, row, reason: str, events: _Events,
+def _fail(connection, row, target: str, reason: str, events: _Events,
           outcome: BindOutcome) -> None:
-    """BindFailed with ``reason``; releases any claimed handle."""
+    """``target`` (BindFailing or BindFailed) with ``reason``; releases
+    any claimed handle."""
     outcome.released += arq_db.release_handles(connection, [row])
-    arq_db.swap(connection, row, states.BIND_FAILED,
+    arq_db.swap(connection, row, target,
                 dict(bind_error=reason, attach_handle_id=None,
                      deployable_id=None))
-    events.add(row, states.BIND_FAILED)
+    events.add(row, target)
     LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
 
 
 # The hot statements, built once (see cyborg.db.arqs).
-_DEPLOYABLE = sa.select(DEPLOYABLES.c.id).where(
-    DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid'))
+
+# A resource provider's deployable and the names of the host it may be
+# bound on: its device's host, and that agent's compute node provider
+# (Nova binds to the node name, which may differ from the host name).
+_DEPLOYABLE_HOSTS = (
+    sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, SERVICES.c.rp_name)
+    .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+    .outerjoin(SERVICES, sa.and_(SERVICES.c.host == DEVICES.c.hostname,
+                                 SERVICES.c.binary
+                                 == constants.BINARY_AGENT))
+    .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid')))
 # Only attach_handles is in FROM, so only handles are locked (MariaDB has
 # no FOR UPDATE OF; a locked deployable row would hide every handle).
 _FREE_HANDLES = (
     sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
               HANDLES.c.attach_info, HANDLES.c.deployable_id)
-    .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE),
+    .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
            HANDLES.c.in_use == sa.false())
     .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
     .with_for_update(skip_locked=True))
+# The same without locks: the handles free as last committed, including
+# those a concurrent bind has locked and may yet give back.
+_FREE_COUNT = (
+    sa.select(sa.func.count()).select_from(HANDLES)
+    .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
+           HANDLES.c.in_use == sa.false()))
 _TAKE_HANDLES = (
     sa.update(HANDLES)
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
@@ -138,30 +169,52 @@ _TAKE_HANDLES = (
     .values(in_use=True, updated_at=sa.bindparam('now')))
 
 
-def _claim_free(connection, rp_uuid: str, count: int) -> list:
-    """Claim up to ``count`` free handles of the deployable of resource
-    provider ``rp_uuid``; the handles (with their ``deployable_id``).
+def _deployable_for(connection, rp_uuid: str, starts) -> int:
+    """The id of ``rp_uuid``'s deployable, checked to be on the host
+    every bind of ``starts`` names (404, 400 otherwise)."""
+    found = connection.execute(_DEPLOYABLE_HOSTS,
+                               {'rp_uuid': rp_uuid}).first()
+    if found is None:
+        raise exception.DeployableNotFound(rp_uuid=rp_uuid)
+    names = {found.hostname, found.rp_name}
+    for _row, values in starts:
+        if values['hostname'] not in names:
+            raise exception.DeployableNotOnHost(
+                rp_uuid=rp_uuid, host=found.hostname,
+                hostname=values['hostname'])
+    return found.id
+
+
+def _claim_free(connection, rp_uuid: str, deployable_id: int,
+                count: int) -> list:
+    """Claim ``count`` free handles of deployable ``deployable_id`` (of
+    resource provider ``rp_uuid``); the handles.
 
     Handles locked by another binding transaction are skipped, not
-    waited for; the UPDATE re-checks ``in_use`` (SQLite, which has no row
-    locks, serialises writers instead).
+    waited for. Too few free handles is a 409; too few only because
+    others are locked starts the transaction again (the other bind may
+    give them back), as does an UPDATE that finds a handle taken (only
+    SQLite, which has no row locks and serialises writers instead).
     """
     free = list(connection.execute(
-        _FREE_HANDLES, {'rp_uuid': rp_uuid, 'count': count}))
-    if not free:
-        return []
+        _FREE_HANDLES, {'deployable_id': deployable_id, 'count': count}))
+    if len(free) < count:
+        unlocked = connection.execute(
+            _FREE_COUNT, {'deployable_id': deployable_id}).scalar()
+        too_few = exception.NoFreeAttachHandles(
+            rp_uuid=rp_uuid, free=min(unlocked, len(free)), wanted=count)
+        if unlocked >= count:
+            raise db_api.RetryRequest('attach handles of %s locked by a '
+                                      'concurrent bind' % rp_uuid, too_few)
+        raise too_few
     taken = connection.execute(_TAKE_HANDLES, {
         'ids': [h.id for h in free], 'now': timeutils.utcnow()}).rowcount
-    if taken != len(free):  # only without row locks; start again
-        raise db_api.RetryRequest('attach handles claimed concurrently')
+    if taken != len(free):
+        raise db_api.RetryRequest(
+            'attach handles claimed concurrently',
+            exception.NoFreeAttachHandles(rp_uuid=rp_uuid, free=taken,
+                                          wanted=count))
     return free
-
-
-def _no_handle_reason(connection, rp_uuid: str) -> str:
-    if connection.execute(_DEPLOYABLE, {'rp_uuid': rp_uuid}).first():
-        return ('No free attach handle on the device of resource provider '
-                '%s' % rp_uuid)
-    return 'No deployable has resource provider %s' % rp_uuid
 
 
 def _bind_to_deployable(connection, starts, rp_uuid: str, events: _Events,
@@ -169,22 +222,14 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, events: _Events,
     """Start the binds ``starts`` ((row, BindStarted values) pairs) to
     ``rp_uuid``'s deployable: one UPDATE per ARQ, to its outcome.
 
-    An ARQ that gets a handle needing no preparation is Bound at once;
-    one whose handle must be prepared stays BindStarted for a job; one
-    without a handle is BindFailed. Either way it passes through
-    BindStarted in this transaction.
+    An ARQ whose handle needs no preparation is Bound at once, passing
+    through BindStarted in this transaction; one whose handle must be
+    prepared stays BindStarted for a job. A provider that is no
+    deployable on the requested host, or too few free handles, raises.
     """
-    handles = _claim_free(connection, rp_uuid, len(starts))
-    if len(handles) < len(starts):
-        reason = _no_handle_reason(connection, rp_uuid)
-        for row, values in starts[len(handles):]:
-            arq_db.swap(connection, row, states.BIND_FAILED,
-                        dict(values, bind_error=reason),
-                        via=states.BIND_STARTED)
-            events.add(row, states.BIND_FAILED)
-            LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
-    for (row, values), handle in zip(starts[:len(handles)], handles,
-                                     strict=True):
+    deployable_id = _deployable_for(connection, rp_uuid, starts)
+    handles = _claim_free(connection, rp_uuid, deployable_id, len(starts))
+    for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
         if driver_base.needs_preparation(handle.attach_type):
@@ -200,7 +245,8 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, events: _Events,
 def bind(context, bindings: dict[str, dict[str, str]],
          project_id: str | None, owner: str,
          lease: Lease | None = None) -> BindOutcome:
-    """Bind ARQs (all or none start); see the module docstring.
+    """Bind ARQs, all or none: a check that fails raises its 4xx and
+    changes nothing (see the module docstring).
 
     ``bindings`` maps ARQ uuid to {hostname, device_rp_uuid,
     instance_uuid[, project_id]}. Returns the ARQs left to a job and the
@@ -247,40 +293,78 @@ def job_claim(context, uuid: str) -> Claim | None:
 
 @db_api.connection_writer
 def finish(context, uuid: str, failure: str | None = None,
-           lease: Lease | None = None) -> BindOutcome:
-    """Bound (or BindFailed with ``failure``); the event queued for Nova
-    and, on failure, the prepared handle to release.
+           lease: Lease | None = None,
+           bind_timeout: int | None = None) -> BindOutcome:
+    """Bound, or on ``failure`` failed; the event queued for Nova and,
+    on failure, the prepared handle to release.
 
-    A BindStarted ARQ without a handle (nothing to prepare) fails.
+    A failure within ``bind_timeout`` seconds of the bind's start makes
+    the ARQ BindFailing, its ``failed`` event repeated until then; later
+    (or without ``bind_timeout``: the sweeper) BindFailed, one event. A
+    BindStarted ARQ without a handle (nothing to prepare) fails.
     """
     connection = context.connection
     outcome = BindOutcome()
     row = _lock_binding(connection, uuid)
     if row is None:
         return outcome  # unbound or deleted meanwhile: handle released
-    events = _Events(connection, lease)
     if failure is None and row.attach_handle_id is None:
         failure = 'The bind job found no claimed attach handle'
-    if failure is not None:
-        _fail(connection, row, failure, events, outcome)
-    else:
+    if failure is None:
+        events = _Events(connection, lease)
         arq_db.swap(connection, row, states.BOUND, {})
         events.add(row, states.BOUND)
+    else:
+        report_until = (row.bind_started_at
+                        + datetime.timedelta(seconds=bind_timeout)
+                        if bind_timeout is not None else None)
+        if report_until is not None and report_until > timeutils.utcnow():
+            events = _Events(connection, lease, repeat_until=report_until)
+            target = states.BIND_FAILING
+        else:
+            events = _Events(connection, lease)
+            target = states.BIND_FAILED
+        _fail(connection, row, target, failure, events, outcome)
     outcome.events = events.insert()
     return outcome
+
+
+def _in_state(state: str, owner: str | None = None,
+              older_than: datetime.datetime | None = None):
+    """uuids of ARQs in ``state`` (of bind ``owner``, started before
+    ``older_than``)."""
+    query = sa.select(ARQS.c.uuid).where(ARQS.c.state == state)
+    if owner is not None:
+        query = query.where(ARQS.c.bind_owner == owner)
+    if older_than is not None:
+        query = query.where(ARQS.c.bind_started_at < older_than)
+    return query
 
 
 @db_api.main_context_manager.reader.connection
 def unfinished(context, owner: str | None = None,
                older_than: datetime.datetime | None = None) -> list[str]:
     """BindStarted ARQs of ``owner`` or started before ``older_than``."""
-    query = sa.select(ARQS.c.uuid).where(
-        ARQS.c.state == states.BIND_STARTED)
-    if owner is not None:
-        query = query.where(ARQS.c.bind_owner == owner)
-    if older_than is not None:
-        query = query.where(ARQS.c.bind_started_at < older_than)
-    return [row.uuid for row in context.connection.execute(query)]
+    return [row.uuid for row in context.connection.execute(
+        _in_state(states.BIND_STARTED, owner, older_than))]
+
+
+@db_api.connection_writer
+def end_failures(context, older_than: datetime.datetime) -> list[str]:
+    """BindFailing ARQs whose bind started before ``older_than`` become
+    BindFailed: Nova did not act on their failure in time. Their uuids.
+    """
+    connection = context.connection
+    uuids = [row.uuid for row in connection.execute(
+        _in_state(states.BIND_FAILING, older_than=older_than))]
+    if not uuids:
+        return []
+    ended = []
+    for row in arq_db.lock_rows(connection, None, uuids=uuids):
+        if row.state == states.BIND_FAILING:  # not unbound meanwhile
+            arq_db.swap(connection, row, states.BIND_FAILED, {})
+            ended.append(row.uuid)
+    return ended
 
 
 class HandlePreparer(Protocol):
@@ -383,7 +467,8 @@ class Binder:
             except Exception as e:
                 failure = 'Preparing attach handle %s failed: %s' % (
                     claim.handle_uuid, e)
-        outcome = finish(context, uuid, failure, self._lease)
+        outcome = finish(context, uuid, failure, self._lease,
+                         bind_timeout=self._timeout)
         self._deliver(outcome.events)
         self.release(context, outcome.released)
 
@@ -395,7 +480,8 @@ class Binder:
             self.submit(context, own)
 
     def sweep(self, context) -> None:
-        """Fail every job, of any conductor, older than the bind timeout;
+        """Fail every job, of any conductor, older than the bind timeout,
+        and end the BindFailing ARQs Nova did not act on in that time;
         release again the prepared handles whose release failed."""
         cutoff = timeutils.utcnow() - datetime.timedelta(
             seconds=self._timeout)
@@ -405,6 +491,11 @@ class Binder:
                 % self._timeout, self._lease)
             self._deliver(outcome.events)
             self.release(context, outcome.released)
+        ended = end_failures(context, cutoff)
+        if ended:
+            LOG.warning('Nova did not act on the failed binds of %d ARQs '
+                        'within %ds; they are BindFailed now: %s',
+                        len(ended), self._timeout, ', '.join(ended))
         self._release_later(arq_db.claim_unreleased(context, cutoff,
                                                     timeutils.utcnow()))
 

@@ -11,7 +11,10 @@ loops at once while full batches keep coming.
 
 Events Nova could not take are retried with exponential backoff
 (``retry_interval`` doubled per attempt, capped at ``retry_max_interval``,
-minus up to 20% jitter); events Nova refused are never retried. The
+minus up to 20% jitter); events Nova refused are never retried. Events
+to repeat (``repeat_until``: the failure of a bind on its host, which
+Nova drops or refuses until its compute waits for it) are sent again
+whatever Nova answered, capped at ``repeat_max_interval``, until then. The
 thread records outcomes up to ``[nova] record_delay`` after Nova answered,
 those of every request sent meanwhile in one transaction (the events
 themselves go out at once). Nothing kills the thread: a failing client,
@@ -98,6 +101,7 @@ class Notifier:
         self.sent = 0
         self.retried = 0
         self.rejected = 0
+        self.repeated = 0
         self.requests = 0
 
     # Life cycle -------------------------------------------------------------
@@ -299,9 +303,15 @@ class Notifier:
         sent = []
         rejected: dict[str | None, list[int]] = {}
         retry: dict[tuple[int, str | None], list[int]] = {}
+        repeat: dict[tuple[int, str | None], list[int]] = {}
         for row, result in self._unrecorded:
             detail = getattr(result, 'detail', None)
-            if result == nova_client.SENT:
+            repeat_until = row.get('repeat_until')
+            if repeat_until is not None and repeat_until > now:
+                # Nova may have dropped it: its compute was not waiting.
+                repeat.setdefault((row['attempts'] + 1, _repeat_detail(
+                    result, detail)), []).append(row['id'])
+            elif result == nova_client.SENT:
                 sent.append(row['id'])
             elif result == nova_client.REJECTED:
                 rejected.setdefault(detail, []).append(row['id'])
@@ -316,18 +326,36 @@ class Notifier:
                             nova.retry_max_interval, self._rng)
             retries.append((ids, detail,
                             now + datetime.timedelta(seconds=delay)))
+        for (attempts, detail), ids in repeat.items():
+            delay = backoff(attempts, nova.retry_interval,
+                            nova.repeat_max_interval, self._rng)
+            retries.append((ids, detail,
+                            now + datetime.timedelta(seconds=delay)))
         nova_events.record_outcomes(
             cyborg_context.get_admin_context(), now, sent=sent,
             rejected=[(ids, detail) for detail, ids in rejected.items()],
             retry=retries)
         self._unrecorded = []
         retried = sum(len(ids) for ids in retry.values())
+        repeated = sum(len(ids) for ids in repeat.values())
+        self.repeated += repeated
         dropped = sum(len(ids) for ids in rejected.values())
         self.sent += len(sent)
         self.rejected += dropped
         self.retried += retried
-        if retried or dropped:
-            LOG.info('Nova events: %d sent, %d to retry, %d rejected',
-                     len(sent), retried, dropped)
+        if retried or dropped or repeated:
+            LOG.info('Nova events: %d sent, %d to retry, %d rejected, %d '
+                     'failures to repeat', len(sent), retried, dropped,
+                     repeated)
         else:
             LOG.debug('Nova events: %d sent', len(sent))
+
+
+def _repeat_detail(result, detail: str | None) -> str:
+    """What Nova answered to an event that is repeated, for the row's
+    ``last_error``."""
+    if result == nova_client.SENT:
+        return 'repeated until Nova acts: Nova took it'
+    if result is None:
+        return 'repeated until Nova acts: no outcome from the Nova client'
+    return 'repeated until Nova acts: %s' % (detail or result)

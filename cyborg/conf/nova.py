@@ -51,6 +51,16 @@ notifier_opts = [
         'retry_max_interval', default=60.0, min=0.0,
         help='Longest wait, in seconds, between two attempts to deliver '
              'the same event.'),
+    cfg.FloatOpt(
+        'repeat_max_interval', default=10.0, min=0.1,
+        help='Longest wait, in seconds, between two sends of the failed '
+             'event of a bind that failed on its host. Nova drops such an '
+             'event while its compute is not yet waiting for it (or '
+             'refuses it while the instance has no host), so the event is '
+             'repeated, retry_interval doubled each time up to this, until '
+             'Nova unbinds or deletes the ARQ or [conductor] bind_timeout '
+             'has passed since the bind started. It bounds how long a '
+             'build waits for a failure it could already act on.'),
     cfg.IntOpt(
         'claim_timeout', default=30, min=1,
         help='Seconds a conductor holds the events it claimed. If it dies '

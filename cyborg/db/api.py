@@ -74,10 +74,15 @@ def connection_writer(fn):
 
 class RetryRequest(db_exc.RetryRequest):
     """Raised inside a :func:`retrying_writer` transaction that lost a
-    race it can only win by starting again."""
+    race it can only win by starting again.
 
-    def __init__(self, reason: str):
-        super().__init__(RuntimeError(reason))
+    ``final`` is what the caller gets if the last try loses too (a 409
+    the client can act on, say); a RuntimeError by default.
+    """
+
+    def __init__(self, reason: str, final: Exception | None = None):
+        super().__init__(final if final is not None
+                         else RuntimeError(reason))
 
 
 def retrying_writer(fn):

@@ -25,6 +25,7 @@ from cyborg.common import arq_states as states
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import models
+from cyborg.db import nova_events
 from cyborg.objects import device_profile as dp_rules
 
 ARQS = models.ExtendedAcceleratorRequest.__table__
@@ -358,6 +359,7 @@ def arq_unbind(context, uuids: list[str], project_id: str | None
     connection = context.connection
     rows = [row for row in lock(connection, uuids, project_id)
             if row.state not in (states.INITIAL, states.UNBOUND)]
+    _cancel_failure_reports(connection, rows)
     prepared = release_handles(connection, rows)
     for row in rows:
         swap(connection, row, states.UNBOUND, dict(_CLEARED))
@@ -382,10 +384,18 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     for row in rows:
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)
+    _cancel_failure_reports(connection, rows)
     prepared = release_handles(connection, rows)
     if rows:
         connection.execute(_DELETE, {'ids': [row.id for row in rows]})
     return prepared
+
+
+def _cancel_failure_reports(connection, rows) -> None:
+    """Nova acts on the failure of BindFailing ``rows``: stop repeating
+    their ``failed`` events (no statement when none is BindFailing)."""
+    nova_events.cancel_repeats(connection, [
+        row.uuid for row in rows if row.state == states.BIND_FAILING])
 
 
 _DELETE = sa.delete(ARQS).where(

@@ -254,6 +254,7 @@ class NovaEvent(Base):
     __tablename__ = 'nova_events'
     __table_args__ = (
         sa.Index('nova_events_pending_idx', 'sent_at', 'next_attempt_at'),
+        sa.Index('nova_events_arq_idx', 'arq_uuid'),
         TABLE_ARGS,
     )
 
@@ -268,3 +269,6 @@ class NovaEvent(Base):
     claimed_until = sa.Column(sa.DateTime, nullable=True)
     sent_at = sa.Column(sa.DateTime, nullable=True)
     last_error = sa.Column(sa.Text, nullable=True)
+    # Until when the event is sent again after Nova took or refused it
+    # (a failure Nova has not acted on yet); NULL: sent once.
+    repeat_until = sa.Column(sa.DateTime, nullable=True)

@@ -12,6 +12,12 @@ Life of a row:
   :func:`mark_rejected`. A conductor that dies in between leaves a lease
   that expires: the row is claimed again (delivery is at least once).
 
+A row with ``repeat_until`` (the ``failed`` event of a bind that failed
+on its host, which Nova may have refused or dropped because its compute
+was not waiting yet) is not finished by Nova's answer: it is due again
+after a backoff, as a retry is, until that time passes or Nova unbinds
+or deletes its ARQ, when :func:`cancel_repeats` removes it.
+
 A row is finished once ``sent_at`` is set. Delivered rows have
 ``last_error`` NULL; rejected rows (Nova refused the event for good, e.g.
 the instance is gone) have ``last_error`` starting with
@@ -48,7 +54,8 @@ _SKIP_LOCKED_DIALECTS = ('postgresql', 'mysql', 'mariadb')
 
 def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
                  now: datetime.datetime, owner: str | None = None,
-                 lease_until: datetime.datetime | None = None
+                 lease_until: datetime.datetime | None = None,
+                 repeat_until: datetime.datetime | None = None
                  ) -> list[dict[str, Any]]:
     """Queue ``(arq_uuid, instance_uuid, status)`` events, due at ``now``;
     the rows written.
@@ -58,7 +65,8 @@ def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
     records the binds' outcomes. ``status`` is ``'completed'`` or
     ``'failed'``. With an ``owner``, the rows are leased to it until
     ``lease_until``: it sends them once the transaction has committed,
-    and nobody else does before the lease ends.
+    and nobody else does before the lease ends. With ``repeat_until``
+    they are sent again until then (see the module docstring).
     """
     for _arq, _instance, status in events:
         if status not in STATUSES:
@@ -66,7 +74,8 @@ def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
                              % (', '.join(STATUSES), status))
     rows = [dict(arq_uuid=arq, instance_uuid=instance, status=status,
                  attempts=0, next_attempt_at=now, created_at=now,
-                 claimed_by=owner, claimed_until=lease_until)
+                 claimed_by=owner, claimed_until=lease_until,
+                 repeat_until=repeat_until)
             for arq, instance, status in events]
     if not rows:
         return []
@@ -229,6 +238,21 @@ def record_outcomes(context, now: datetime.datetime,
         mark_rejected(context, ids, now, error)
     for ids, error, next_attempt_at in retry:
         mark_retry(context, ids, now, error, next_attempt_at)
+
+
+_CANCEL_REPEATS = sa.delete(EVENTS).where(
+    EVENTS.c.arq_uuid.in_(sa.bindparam('arq_uuids', expanding=True)),
+    EVENTS.c.repeat_until.is_not(None), EVENTS.c.sent_at.is_(None))
+
+
+def cancel_repeats(connection, arq_uuids: Sequence[str]) -> None:
+    """Stop repeating the events of ``arq_uuids``: Nova acted on them.
+
+    Call it in the transaction that unbinds or deletes the ARQs. A
+    notifier sending one right now records its outcome on no row.
+    """
+    if arq_uuids:
+        connection.execute(_CANCEL_REPEATS, {'arq_uuids': list(arq_uuids)})
 
 
 @db_api.main_context_manager.reader.connection

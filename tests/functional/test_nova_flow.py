@@ -171,15 +171,21 @@ def test_handles_released_and_reused(flow, nova, profile, groups):
         instances.append((instance, arqs))
     assert _in_use(flow) == 2 * HANDLES_PER_DEVICE
 
-    # No free handle left: the bind fails and Nova hears it.
-    full, arqs = _spawn(flow, nova, profile, groups, rps[0])
-    resolved = nova('get_for_instance', instance_uuid=full,
-                    only_resolved=True)
-    assert {a['state'] for a in resolved} == {'BindFailed'}
+    # No free handle left: the bind PATCH is refused (409), so Nova's
+    # conductor fails the build before any compute host is involved;
+    # nothing changed, no event.
+    full = str(uuid.uuid4())
+    arqs = nova('create_and_match', dp_name=profile,
+                rg_rp_map=_candidate(flow, groups, rps[0]))
+    with pytest.raises(NovaError, match='409') as error:
+        nova('bind', bindings=_bindings(arqs, full))
+    assert error.value.type.endswith('AcceleratorRequestBindingFailed')
     tags = {a['uuid'] for a in arqs}
-    assert {e['status'] for e in _events_for(flow, tags)} == {'failed'}
-    assert len(_events_for(flow, tags)) == 2
-    # Nova cleans up a failed spawn by uuid.
+    assert {a['state'] for a in flow.arqs()
+            if a['uuid'] in tags} == {'Initial'}
+    assert _events_for(flow, tags) == []
+    assert _in_use(flow) == 2 * HANDLES_PER_DEVICE
+    # Nova cleans up a failed bind by uuid.
     nova('delete_by_uuid', arq_uuids=sorted(tags))
     assert flow.arqs(instance=full) == []
 

@@ -190,32 +190,87 @@ def test_batch_is_all_or_nothing(host, admin_context, database):
     assert len(_events(database)) == 1
 
 
-def test_unknown_provider_fails_the_bind(host, admin_context, database):
+def _unchanged(context, database, arqs) -> None:
+    """Nothing a refused bind could have written is there."""
+    assert _states(context, arqs) == [states.INITIAL] * len(arqs)
+    assert _handles_in_use(database) == 0
+    assert _events(database) == []
+    stored = arq_db.arq_get(context, arqs[0]['uuid'], None)
+    assert (stored['hostname'], stored['instance_uuid'],
+            stored['bind_owner']) == (None, None, None)
+
+
+def test_unknown_provider_is_refused(host, admin_context, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, arqs, 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee')
-    failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
-    assert failed['state'] == states.BIND_FAILED
-    assert 'No deployable has resource provider' in failed['bind_error']
-    assert {e[1] for e in _events(database)} == {'failed'}
+    unknown = 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee'
+    with pytest.raises(exception.DeployableNotFound) as error:
+        _bind(admin_context, arqs, unknown)
+    assert error.value.code == 404
+    assert str(error.value) == (
+        'Deployable not found with resource provider uuid=%s' % unknown)
+    _unchanged(admin_context, database, arqs)
 
 
-def test_never_more_binds_than_handles(host, admin_context, database):
+def test_a_provider_of_another_host_is_refused(host, admin_context,
+                                               database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    with pytest.raises(exception.DeployableNotOnHost) as error:
+        _bind(admin_context, arqs, host, host='host9')
+    assert error.value.code == 400
+    assert 'is a deployable of host host1, not of host9' in str(error.value)
+    _unchanged(admin_context, database, arqs)
+
+
+def test_the_compute_node_name_is_the_host_too(profiles, admin_context,
+                                               conf, database):
+    """Nova binds to its node name, which may differ from the agent's
+    host: the compute node provider the agent reports under."""
+    conf.set_override('handle_type', 'PCI', group='fake_driver')
+    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    inventory.apply_report(admin_context, 'host3', 'node3.example', wire,
+                           base.tree_digest(wire), [])
+    rp = hardware.deployable_list(admin_context)[0]['rp_uuid']
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _bind(admin_context, arqs, rp, host='node3.example')
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+    with pytest.raises(exception.DeployableNotOnHost):
+        _bind(admin_context, arq_db.arq_create(admin_context, 'two', 'p1'),
+              rp, host='node4.example')
+
+
+def test_too_few_free_handles_is_refused(host, admin_context, database):
     arqs = arq_db.arq_create(admin_context, 'five', 'p1')
-    _bind(admin_context, arqs, host)
-    assert sorted(_states(admin_context, arqs)) == sorted(
-        [states.BOUND] * 4 + [states.BIND_FAILED])
+    with pytest.raises(exception.NoFreeAttachHandles) as error:
+        _bind(admin_context, arqs, host)
+    assert error.value.code == 409
+    assert str(error.value) == (
+        'Resource provider %s has 4 free attach handle(s); 5 ARQ(s) asked '
+        'for one' % host)
+    _unchanged(admin_context, database, arqs)
+    # Four fit; then none is left for a fifth.
+    _bind(admin_context, arqs[:4], host)
     assert _handles_in_use(database) == 4
-    failed = [a for a in arqs if arq_db.arq_get(
-        admin_context, a['uuid'], None)['state'] == states.BIND_FAILED]
-    assert 'No free attach handle' in arq_db.arq_get(
-        admin_context, failed[0]['uuid'], None)['bind_error']
-    assert sorted(e[1] for e in _events(database)) == (
-        ['completed'] * 4 + ['failed'])
+    with pytest.raises(exception.NoFreeAttachHandles) as error:
+        _bind(admin_context, arqs[4:], host, instance=OTHER_INSTANCE)
+    assert 'has 0 free attach handle(s); 1 ARQ(s)' in str(error.value)
+    assert _states(admin_context, arqs[4:]) == [states.INITIAL]
+
+
+def test_one_refused_provider_refuses_the_whole_request(
+        host, admin_context, database):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    bindings = _bindings(arqs[:1], host)
+    bindings.update(_bindings(arqs[1:], 'aaaaaaaa-bbbb-4ccc-8ddd-'
+                                        'eeeeeeeeeeee'))
+    with pytest.raises(exception.DeployableNotFound):
+        binding.bind(admin_context, bindings, None, 'cond1', LEASE)
+    _unchanged(admin_context, database, arqs)
 
 
 def test_a_pci_bind_writes_each_arq_once(host, admin_context, database):
-    """Lock, claim (SELECT and UPDATE), one UPDATE per ARQ to Bound, and
-    one INSERT of the events: BindStarted is never written on its own."""
+    """Lock the ARQs, read the deployable and its host, claim (SELECT and
+    UPDATE), one UPDATE per ARQ to Bound, and one INSERT of the events:
+    BindStarted is never written on its own."""
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     statements = []
 
@@ -229,8 +284,8 @@ def test_a_pci_bind_writes_each_arq_once(host, admin_context, database):
         _bind(admin_context, arqs, host)
     finally:
         sa.event.remove(database, 'before_cursor_execute', record)
-    assert statements == ['SELECT', 'SELECT', 'UPDATE', 'UPDATE', 'UPDATE',
-                          'INSERT']
+    assert statements == ['SELECT', 'SELECT', 'SELECT', 'UPDATE', 'UPDATE',
+                          'UPDATE', 'INSERT']
     assert _states(admin_context, arqs) == [states.BOUND] * 2
 
 
@@ -239,12 +294,12 @@ def test_a_lost_claim_race_starts_the_transaction_again(
     real = binding._claim_free
     calls = []
 
-    def lose_first(session, rp_uuid, count):
+    def lose_first(connection, rp_uuid, deployable_id, count):
         calls.append(count)
         if len(calls) == 1:
-            real(session, rp_uuid, count)  # written, then undone
+            real(connection, rp_uuid, deployable_id, count)  # then undone
             raise db_api.RetryRequest('attach handles claimed concurrently')
-        return real(session, rp_uuid, count)
+        return real(connection, rp_uuid, deployable_id, count)
 
     monkeypatch.setattr(binding, '_claim_free', lose_first)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
@@ -253,6 +308,23 @@ def test_a_lost_claim_race_starts_the_transaction_again(
     assert _states(admin_context, arqs) == [states.BOUND] * 2
     assert _handles_in_use(database) == 2
     assert len(_events(database)) == 2
+
+
+def test_a_race_lost_every_time_ends_in_its_conflict(host, admin_context,
+                                                     database, monkeypatch):
+    """A transaction that keeps losing the claim race ends in the 409 it
+    asked for, never in a 500."""
+    def always_lose(connection, rp_uuid, deployable_id, count):
+        raise db_api.RetryRequest(
+            'attach handles claimed concurrently',
+            exception.NoFreeAttachHandles(rp_uuid=rp_uuid, free=0,
+                                          wanted=count))
+
+    monkeypatch.setattr(binding, '_claim_free', always_lose)
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    with pytest.raises(exception.NoFreeAttachHandles):
+        _bind(admin_context, arqs, host)
+    _unchanged(admin_context, database, arqs)
 
 
 def test_unbind_releases_and_allows_rebind(host, admin_context, database):
@@ -443,8 +515,17 @@ def test_a_handle_bound_again_is_not_freed(mdev_host, admin_context,
     assert outcome.jobs and _handles_in_use(database) == 1
 
 
-def test_failed_preparation_fails_the_bind(mdev_host, admin_context,
-                                           database):
+def _repeats(engine):
+    with engine.connect() as connection:
+        return [(r.arq_uuid, r.status, r.repeat_until) for r in
+                connection.execute(sa.select(models.NovaEvent.__table__)
+                                   .order_by(models.NovaEvent.id))]
+
+
+def test_failed_preparation_is_reported_until_nova_acts(
+        mdev_host, admin_context, database):
+    """The ARQ is BindFailing (not resolved for Nova), its handle free,
+    and its failed event repeated until the bind timeout."""
     recorder = Recorder(refuse='mdev create failed')
     job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
@@ -452,11 +533,72 @@ def test_failed_preparation_fails_the_bind(mdev_host, admin_context,
                                         host='host2'))
     job.stop()
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
-    assert failed['state'] == states.BIND_FAILED
+    assert failed['state'] == states.BIND_FAILING
+    assert not states.resolved(failed['state'])
     assert 'mdev create failed' in failed['bind_error']
     assert _handles_in_use(database) == 0
     assert len(recorder.released) == 1  # whatever was half prepared
     assert [e['status'] for e in recorder.delivered] == ['failed']
+    [(arq, status, repeat_until)] = _repeats(database)
+    assert (arq, status) == (arqs[0]['uuid'], 'failed')
+    assert repeat_until == failed['bind_started_at'] + datetime.timedelta(
+        seconds=60)
+
+
+def test_nova_acting_on_a_failure_stops_its_repeats(mdev_host,
+                                                    admin_context,
+                                                    database):
+    recorder = Recorder(refuse='mdev create failed')
+    job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    for arq in arqs:
+        _run_jobs(admin_context, job, _bind(admin_context, [arq], mdev_host,
+                                            host='host2'))
+    job.stop()
+    assert _states(admin_context, arqs) == [states.BIND_FAILING] * 2
+    arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None)
+    assert [r[0] for r in _repeats(database)] == [arqs[1]['uuid']]
+    arq_db.arq_delete(admin_context, None, INSTANCE, None)
+    assert _repeats(database) == []
+    assert _states(admin_context, arqs[:1]) == [states.UNBOUND]
+
+
+def test_a_failure_after_the_bind_timeout_is_final(mdev_host, admin_context,
+                                                   database):
+    recorder = Recorder(refuse='mdev create failed')
+    job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs[:1], mdev_host, host='host2')
+    old = datetime.datetime(2020, 1, 1)
+    with database.begin() as connection:
+        connection.execute(sa.update(models.ExtendedAcceleratorRequest
+                                     .__table__).values(bind_started_at=old))
+    _run_jobs(admin_context, job, outcome)
+    job.stop()
+    assert _states(admin_context, arqs[:1]) == [states.BIND_FAILED]
+    assert [(r[1], r[2]) for r in _repeats(database)] == [('failed', None)]
+
+
+def test_sweeper_ends_failures_nova_did_not_act_on(mdev_host, admin_context,
+                                                   binder, recorder,
+                                                   database):
+    refusing = Recorder(refuse='mdev create failed')
+    job = binding.Binder('cond1', 1, 60, refusing, refusing.deliver)
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _run_jobs(admin_context, job, _bind(admin_context, arqs[:1], mdev_host,
+                                        host='host2'))
+    job.stop()
+    binder.sweep(admin_context)  # not yet timed out
+    assert _states(admin_context, arqs[:1]) == [states.BIND_FAILING]
+    old = datetime.datetime(2020, 1, 1)
+    with database.begin() as connection:
+        connection.execute(sa.update(models.ExtendedAcceleratorRequest
+                                     .__table__).values(bind_started_at=old))
+    binder.sweep(admin_context)
+    ended = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
+    assert ended['state'] == states.BIND_FAILED
+    assert 'mdev create failed' in ended['bind_error']
+    assert recorder.delivered == []  # no event beyond the repeated one
 
 
 def test_sweeper_fails_stale_jobs(mdev_host, admin_context, binder,
@@ -501,5 +643,5 @@ def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
             arq_db.swap(session, row, states.BIND_STARTED, values)
     binder.run(admin_context, arqs[0]['uuid'])
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
-    assert failed['state'] == states.BIND_FAILED
+    assert failed['state'] == states.BIND_FAILING
     assert 'no claimed attach handle' in failed['bind_error']

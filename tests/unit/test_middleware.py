@@ -131,6 +131,19 @@ def test_noauth_defaults_and_headers():
     assert seen['HTTP_X_ROLES'] == 'member,reader'
 
 
+def test_noauth_counts_an_x_service_token_as_a_service_token():
+    app = middleware.NoAuthMiddleware(_echo_environ, 'proj', ['admin'])
+    # Nova with [service_user] send_service_user_token sends only this.
+    seen = _get(app, '/', **{'X-Service-Token': 'anything'}).json
+    assert seen['HTTP_X_SERVICE_ROLES'] == 'service'
+    # X-Service-Roles decides when present.
+    seen = _get(app, '/', **{'X-Service-Token': 'anything',
+                             'X-Service-Roles': 'reader'}).json
+    assert seen['HTTP_X_SERVICE_ROLES'] == 'reader'
+    seen = _get(app, '/').json
+    assert 'HTTP_X_SERVICE_ROLES' not in seen
+
+
 def test_body_methods_only_limits_requests_with_bodies():
     seen = []
 

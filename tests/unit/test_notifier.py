@@ -414,6 +414,61 @@ def test_second_retry_waits_twice_as_long(database, admin_context,
     assert rows(admin_context)[0]['attempts'] == len(expected)
 
 
+@db_api.writer
+def _enqueue_repeated(context, arq, now, until):
+    nova_events.enqueue_many(context.session,
+                             [(arq, str(uuid.uuid4()), 'failed')], now,
+                             repeat_until=until)
+
+
+@pytest.mark.parametrize('answer', [nova_client.SENT, nova_client.REJECTED,
+                                    nova_client.RETRY])
+def test_a_failure_is_repeated_whatever_nova_answers(
+        database, admin_context, nova_opts, client, answer):
+    """Nova drops an event no compute waits for (200) and refuses one for
+    an instance without a host (422): the failure of a bind is sent again
+    until its repeat_until, backing off up to repeat_max_interval."""
+    nova_opts.set_override('retry_interval', 1, group='nova')
+    nova_opts.set_override('retry_max_interval', 60, group='nova')
+    nova_opts.set_override('repeat_max_interval', 5, group='nova')
+    clock = [T0]
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client,
+                                     clock=lambda: clock[0])
+    client.default = answer
+    _enqueue_repeated(admin_context, 'arq-1', T0, T0 + seconds(20))
+    for full in (1, 2, 4, 5, 5):
+        assert instance.run_once() == 1
+        (row,) = rows(admin_context)
+        assert row['sent_at'] is None
+        assert row['last_error'].startswith('repeated until Nova acts')
+        delay = (row['next_attempt_at'] - clock[0]).total_seconds()
+        assert full * 0.8 <= delay <= full
+        clock[0] = row['next_attempt_at']
+    assert instance.repeated == 5
+    # Past repeat_until Nova's answer counts again.
+    clock[0] = T0 + seconds(21)
+    assert instance.run_once() == 1
+    (row,) = rows(admin_context)
+    assert (row['sent_at'] is None) == (answer == nova_client.RETRY)
+    assert row['attempts'] == 6
+
+
+def test_cancelled_repeats_are_not_sent_again(database, admin_context,
+                                              nova_opts, client):
+    clock = [T0]
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client,
+                                     clock=lambda: clock[0])
+    _enqueue_repeated(admin_context, 'arq-1', T0, T0 + seconds(300))
+    enqueue(admin_context, 1, now=T0, status='completed', arq='arq-2')
+    assert instance.run_once() == 2
+    with database.begin() as connection:
+        nova_events.cancel_repeats(connection, ['arq-1', 'arq-2'])
+    # The delivered event of arq-2 is history; arq-1's repeat is gone.
+    assert [r['arq_uuid'] for r in rows(admin_context)] == ['arq-2']
+    clock[0] = T0 + seconds(60)
+    assert instance.run_once() == 0
+
+
 def test_rejected_events_are_never_retried(database, admin_context,
                                            notifier, client):
     arqs = enqueue(admin_context, 3, now=timeutils.utcnow())

@@ -8,8 +8,9 @@ words its errors the way clients expect.
 CREATE = {
     'type': 'object',
     'properties': {
-        'device_profile_name': {'type': 'string', 'minLength': 1,
-                                'maxLength': 255},
+        # An empty name is no profile's: 404 from the lookup, as
+        # upstream answers (a missing field is still a 400).
+        'device_profile_name': {'type': 'string', 'maxLength': 255},
         # Accepted and ignored, as upstream does.
         'device_profile_group_id': {},
         'image_uuid': {},

@@ -19,6 +19,7 @@ from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as schema
 from cyborg.api import validation
 from cyborg.common import arq_states as states
+from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 
@@ -27,8 +28,6 @@ PROJECT_ID_VERSION = (2, 1)
 BIND_ERROR_VERSION = (2, 5)
 UPDATE_RULE = 'cyborg:arq:update'
 RESOLVED = 'resolved'
-# keystonemiddleware's default for [keystone_authtoken] service_token_roles.
-DEFAULT_SERVICE_TOKEN_ROLES = ('service',)
 
 BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 _UUID_FIELDS = frozenset(['device_rp_uuid', 'instance_uuid'])
@@ -38,13 +37,15 @@ _MAX_LENGTH = 255
 
 
 def view(arq: dict[str, Any]) -> dict[str, Any]:
-    """An ARQ as the API shows it; attach handles only once Bound, and
-    from 2.5 why a bind failed (``bind_error``, null unless BindFailed)."""
+    """An ARQ as the API shows it: its state as clients know it
+    (:func:`states.shown`), attach handles only once Bound, and from 2.5
+    why a bind failed (``bind_error``, null unless it failed; also while
+    a failure is still being reported to Nova as ``BindStarted``)."""
     bound = arq['state'] == states.BOUND
     info = (arq['attach_handle_info'] or {}) if bound else {}
     result = {
         'uuid': arq['uuid'],
-        'state': arq['state'],
+        'state': states.shown(arq['state']),
         'device_profile_name': arq['device_profile_name'],
         'device_profile_group_id': arq['device_profile_group_id'],
         'hostname': arq['hostname'],
@@ -62,7 +63,7 @@ def view(arq: dict[str, Any]) -> dict[str, Any]:
     }
     if base.version_at_least(BIND_ERROR_VERSION):
         result['bind_error'] = (arq['bind_error'] if arq['state']
-                                == states.BIND_FAILED else None)
+                                in states.FAILED else None)
     return result
 
 
@@ -85,7 +86,7 @@ def service_token_roles() -> list[str]:
     try:
         roles = _conf().keystone_authtoken.service_token_roles
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-        return list(DEFAULT_SERVICE_TOKEN_ROLES)
+        return list(constants.DEFAULT_SERVICE_TOKEN_ROLES)
     return list(roles or ())
 
 
@@ -223,7 +224,7 @@ class ARQsController(routing.Resource):
                                instance_uuid=instance)
         if bind_state is not None:
             resolved = [arq for arq in arqs
-                        if arq['state'] in states.RESOLVED]
+                        if states.resolved(arq['state'])]
             if instance is not None and len(resolved) != len(arqs):
                 # Nova waits until every ARQ of the instance is resolved.
                 return base.render({'error_message': 'null'}, status=423)
