@@ -293,6 +293,8 @@ class KeystoneServer(servers._Server):
                 'endpoint': {'service_id': service['id'],
                              'interface': interface, 'url': url,
                              'region_id': REGION, 'enabled': True}})
+        # The admin session's next token brings the new catalog.
+        self.admin_session().auth.invalidate()
 
     # Client configuration ---------------------------------------------------
 
