@@ -20,6 +20,8 @@ from tests.functional import nova_flow
 from tests.functional import servers
 
 HOST = 'mdev-host'
+FAILING_HOST = 'failing-host'
+V2_5 = {'OpenStack-API-Version': 'accelerator 2.5'}
 HANDLES = 6
 PREPARE_DELAY = 0.3
 
@@ -30,8 +32,12 @@ def flow(postgres, rabbitmq, placement, work_dir):
     agent = nova_flow.AgentSpec(
         HOST, devices=1, handles=HANDLES, handle_type='MDEV',
         fake_driver={'mdev_dir': mdev_dir, 'prepare_delay': PREPARE_DELAY})
+    # A host where creating an mdev always fails.
+    failing = nova_flow.AgentSpec(
+        FAILING_HOST, devices=1, handles=2, handle_type='MDEV',
+        bus_base=0x60, fake_driver={'prepare_failures': '*'})
     with nova_flow.deployment('mdev', postgres, rabbitmq, placement,
-                              work_dir, [agent]) as deployment:
+                              work_dir, [agent, failing]) as deployment:
         deployment.mdev_dir = mdev_dir
         yield deployment
 
@@ -168,4 +174,98 @@ def test_release_waits_for_the_agent(flow, clean):
     agent.start()
     nova_flow.wait_until(lambda: _quiet(flow), nova_flow.BIND_TIMEOUT + 30,
                          'the mdev released and the handle free')
+    flow.check_alive()
+
+
+def _bind_failing(flow) -> tuple[str, list[str]]:
+    """Two ARQs bound on the failing host (202); instance, ARQ uuids."""
+    profile = flow.create_profile([{'resources:FPGA': '2',
+                                    'trait:' + flow.trait: 'required'}])
+    arqs = [a['uuid'] for a in flow.create_arqs(profile)]
+    instance = str(uuid.uuid4())
+    rp = flow.devices[FAILING_HOST][0].rp_uuid
+    response = flow.bind({u: {'hostname': FAILING_HOST, 'device_rp_uuid': rp,
+                              'instance_uuid': instance} for u in arqs})
+    assert response.status_code == 202, response.text
+    return instance, arqs
+
+
+def _shown(flow, arqs: list[str]) -> dict[str, dict]:
+    """The ARQs as Nova reads them, at 2.5 (with ``bind_error``)."""
+    return {a['uuid']: a for a in flow.request(
+        'GET', '/v2/accelerator_requests', headers=V2_5).json()['arqs']
+        if a['uuid'] in arqs}
+
+
+def _sent(flow, arqs: list[str]) -> dict[str, int]:
+    """How often Nova was sent each ARQ's event (refused ones too)."""
+    counts = flow.nova.tag_counts(accepted_only=False)
+    return {u: counts[u] for u in arqs}
+
+
+def _failed(flow, arqs):
+    shown = _shown(flow, arqs)
+    return all(a['bind_error'] for a in shown.values())
+
+
+def test_a_preparation_failure_is_repeated_until_nova_deletes(flow, clean):
+    """The mdev cannot be created: the ARQs keep reading BindStarted (not
+    resolved: Nova keeps waiting) with the reason, and their failed event
+    is sent again whether Nova refuses it (422: no host yet) or takes it,
+    until Nova deletes the ARQs; then nothing is left."""
+    before = flow.handle_stats()['in_use']
+    instance, arqs = _bind_failing(flow)
+    flow.nova.set_unhosted(instance)  # Nova's conductor has not placed it
+    nova_flow.wait_until(lambda: _failed(flow, arqs), 30,
+                         'the failure recorded')
+    shown = _shown(flow, arqs)
+    assert {a['state'] for a in shown.values()} == {'BindStarted'}
+    assert all('Preparing attach handle' in a['bind_error']
+               for a in shown.values())
+    resolved = flow.request('GET', '/v2/accelerator_requests', params={
+        'instance': instance, 'bind_state': 'resolved'})
+    assert resolved.status_code == 423  # Nova's compute would wait
+    # Refused (422), and sent again all the same.
+    nova_flow.wait_until(lambda: min(_sent(flow, arqs).values()) >= 2, 10,
+                         'each failed event sent twice')
+    assert flow.nova.tag_counts()[arqs[0]] == 0  # none accepted yet
+    # The instance is on its host now: events are taken, still repeated.
+    with flow.nova._lock:
+        flow.nova.unhosted.discard(instance)
+    taken = flow.nova.tag_counts()
+    nova_flow.wait_until(
+        lambda: all(flow.nova.tag_counts()[u] >= taken[u] + 2
+                    for u in arqs), 15, 'the taken event repeated')
+    assert {e['status'] for e in flow.nova.events
+            if e['tag'] in arqs} == {'failed'}
+    assert flow.handle_stats()['in_use'] == before  # released at failure
+    # Nova acts: it deletes the instance's ARQs; the repeats stop.
+    response = flow.request('DELETE', '/v2/accelerator_requests',
+                            service=True, params={'instance': instance})
+    assert response.status_code == 204, response.text
+    time.sleep(0.5)  # a send in flight at the delete may still land
+    stopped = _sent(flow, arqs)
+    time.sleep(4)
+    assert _sent(flow, arqs) == stopped
+    assert flow.db_rows('SELECT count(*) FROM nova_events WHERE arq_uuid '
+                        'IN (:a, :b) AND sent_at IS NULL', a=arqs[0],
+                        b=arqs[1])[0][0] == 0
+    assert flow.arqs(instance=instance) == []
+    flow.check_alive()
+
+
+def test_a_failure_nova_never_acts_on_ends_bind_failed(flow, clean):
+    """Nobody deletes the ARQs: after [conductor] bind_timeout they read
+    BindFailed (resolved) and the repeats end."""
+    instance, arqs = _bind_failing(flow)
+    nova_flow.wait_until(lambda: _failed(flow, arqs), 30,
+                         'the failure recorded')
+    assert {a['state'] for a in _shown(flow, arqs).values()} == {
+        'BindStarted'}
+    ended = flow.wait_resolved(arqs, timeout=nova_flow.BIND_TIMEOUT + 30)
+    assert {a['state'] for a in ended.values()} == {'BindFailed'}
+    repeats = _sent(flow, arqs)
+    assert min(repeats.values()) >= 2, repeats
+    time.sleep(3)
+    assert _sent(flow, arqs) == repeats
     flow.check_alive()
