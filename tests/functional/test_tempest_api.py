@@ -41,6 +41,7 @@ from tests.functional import servers
 START_TIMEOUT = 90
 RUN_TIMEOUT = 420
 AGENT_HOST = 'tempest-agent-1'
+SERVICE_USER = 'cyborg-tempest-api'
 PLUGIN_API_TESTS = 'cyborg_tempest_plugin.tests.api'
 # The fake driver's default device (the plugin's profiles ask for
 # resources:FPGA and trait:CUSTOM_FAKE_DEVICE).
@@ -88,7 +89,10 @@ def cloud(postgres, rabbitmq, placement, keystone, work_dir):
     port = servers.free_port()
     url = 'http://%s:%d' % (servers.LOOPBACK, port)
     password = secrets.token_hex(8)
-    keystone.add_user('cyborg', password, 'service', ['admin', 'service'])
+    # Its own service user: other modules may give user "cyborg" another
+    # password on the session's Keystone.
+    keystone.add_user(SERVICE_USER, password, 'service',
+                      ['admin', 'service'])
     keystone.add_service('accelerator', 'cyborg', url + '/v2')
     config = {
         'DEFAULT': {'transport_url': transport, 'state_path': directory,
@@ -97,7 +101,7 @@ def cloud(postgres, rabbitmq, placement, keystone, work_dir):
         'database': {'connection': db_url},
         'api': {'auth_strategy': 'keystone', 'host_ip': servers.LOOPBACK,
                 'port': port},
-        'keystone_authtoken': keystone.authtoken_options('cyborg',
+        'keystone_authtoken': keystone.authtoken_options(SERVICE_USER,
                                                          password),
         'placement': {'auth_type': 'admin_token', 'endpoint': placement.url,
                       'token': 'admin',
