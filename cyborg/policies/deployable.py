@@ -7,7 +7,4 @@ rules = [
               'List deployables.', [('GET', PATH)]),
     base.rule('cyborg:deployable:get_one', base.PROJECT_MANAGER_OR_ADMIN,
               'Show a deployable.', [('GET', PATH + '/{uuid}')]),
-    base.rule('cyborg:deployable:program', base.ADMIN,
-              'Program an FPGA deployable.',
-              [('PATCH', PATH + '/{uuid}/program')]),
 ]
