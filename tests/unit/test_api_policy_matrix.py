@@ -17,6 +17,7 @@ import json
 import shutil
 from unittest import mock
 
+from oslo_policy import policy as oslo_policy
 import pytest
 import sqlalchemy as sa
 import webob
@@ -25,6 +26,8 @@ from cyborg.api import app as api_app
 from cyborg.api.controllers import root
 from cyborg.api.controllers import routing
 from cyborg.common import arq_states as states
+from cyborg.common import exception
+from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import models
@@ -388,3 +391,17 @@ def test_every_case_is_a_documented_operation_of_its_rule():
             for op in rules[case.rule].operations
         ]
         assert handler.__func__ in documented, case.name
+
+
+def test_invalid_scope_is_a_refusal(conf):
+    """Older oslo.policy releases (requirements.txt allows them) raise
+    InvalidScope for a system-scoped token instead of returning False."""
+    authorizer = policies.Authorizer(policies.get_enforcer(conf))
+    scope_error = oslo_policy.InvalidScope('cyborg:device:get_all',
+                                           ['project'], 'system')
+    context = cyborg_context.RequestContext(
+        roles=['admin'], project_id='', system_scope='all')
+    with mock.patch.object(authorizer.enforcer, 'authorize',
+                           side_effect=scope_error):
+        with pytest.raises(exception.PolicyNotAuthorized):
+            authorizer.authorize('cyborg:device:get_all', context)
