@@ -1,0 +1,703 @@
+"""Real Nova services beside Cyborg, for functional tests.
+
+:func:`real_nova` starts, on the session's PostgreSQL, RabbitMQ and
+Placement (see conftest.py) and a real Keystone (keystone.py):
+
+* Nova from the installed ``nova`` package: its API database, cell0 and
+  cell1 databases (``nova-manage api_db sync``, ``cell_v2 map_cell0``,
+  ``cell_v2 create_cell``, ``db sync``), nova-api (the WSGI application
+  ``nova.wsgi.osapi_compute:application`` under the suite's WSGI server),
+  nova-conductor, nova-scheduler and one nova-compute per
+  :class:`ComputeSpec` with ``compute_driver =
+  fake.FakeDriverWithoutFakeNodes`` (Nova's fake virt driver, with a node
+  uuid kept in its state directory so that a restarted compute finds its
+  node again), ``[api] auth_strategy = keystone``, service tokens, hosts
+  discovered by the scheduler every two seconds;
+* Cyborg: ``cyborg-dbsync upgrade``, cyborg-conductor, cyborg-api
+  (``auth_strategy = keystone``, ``accelerator`` in the catalog, ``[nova]``
+  through Keystone to the real nova-api) and one cyborg-agent per compute
+  host, with the same host name and the fake driver, so that its devices
+  nest under that compute node's provider;
+* :class:`StandIns`: a small Glance (one image, and what Nova's shelve
+  needs: create, update and delete of snapshot images) and an empty
+  Neutron (no networks, no ports) in one threaded WSGI server of the test
+  process, registered in the catalog as ``image`` and ``network``.
+
+Everything listens on 127.0.0.1 and is stopped at the end; logs are in
+the deployment's directory (``<name>.log`` per process).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid as uuid_lib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import requests
+import sqlalchemy as sa
+
+from cyborg.common import wsgi_server
+from tests.functional import servers
+from tests.functional.placement import SERVICE_TOKEN
+
+START_TIMEOUT = 180
+COMPUTE_API_VERSION = 'compute 2.90'
+IMAGE_ID = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
+PLACEMENT_VERSION = 'placement 1.36'
+
+
+# nova-api's WSGI application, for gunicorn or uWSGI: Nova parses the
+# process's command line as its own (oslo.config), which is the WSGI
+# server's here.
+NOVA_API_APP = '''
+import sys
+sys.argv = sys.argv[:1]
+from nova.wsgi.osapi_compute import application  # noqa: E402,F401
+'''
+
+
+# Glance and Neutron stand-ins --------------------------------------------
+
+IMAGE_SCHEMA = {
+    'name': 'image',
+    'properties': {
+        'id': {'type': 'string'}, 'name': {'type': ['null', 'string']},
+        'status': {'type': 'string'},
+        'visibility': {'type': 'string'},
+        'container_format': {'type': ['null', 'string']},
+        'disk_format': {'type': ['null', 'string']},
+        'min_ram': {'type': 'integer'}, 'min_disk': {'type': 'integer'},
+        'size': {'type': ['null', 'integer']},
+        'virtual_size': {'type': ['null', 'integer']},
+        'protected': {'type': 'boolean'},
+        'os_hidden': {'type': 'boolean'},
+        'tags': {'type': 'array', 'items': {'type': 'string'}},
+        'owner': {'type': ['null', 'string']},
+        'checksum': {'type': ['null', 'string']},
+        'created_at': {'type': 'string'}, 'updated_at': {'type': 'string'},
+        'locations': {'type': 'array'},
+        'file': {'type': 'string'}, 'self': {'type': 'string'},
+        'schema': {'type': 'string'},
+    },
+    'additionalProperties': {'type': 'string'},
+    'links': [{'rel': 'self', 'href': '{self}'},
+              {'rel': 'enclosure', 'href': '{file}'},
+              {'rel': 'describedby', 'href': '{schema}'}],
+}
+
+
+def _image(image_id: str, **fields) -> dict[str, Any]:
+    image = {
+        'id': image_id, 'name': 'stand-in', 'status': 'active',
+        'visibility': 'public', 'container_format': 'bare',
+        'disk_format': 'raw', 'min_ram': 0, 'min_disk': 0, 'size': 1024,
+        'virtual_size': None, 'protected': False, 'os_hidden': False,
+        'tags': [], 'owner': None, 'checksum': None,
+        'created_at': '2026-01-01T00:00:00Z',
+        'updated_at': '2026-01-01T00:00:00Z',
+        'file': '/v2/images/%s/file' % image_id,
+        'self': '/v2/images/%s' % image_id, 'schema': '/v2/schemas/image'}
+    image.update(fields)
+    return image
+
+
+class StandIns:
+    """Glance (under ``/image``) and Neutron (under ``/network``) on one
+    threaded loopback server in this process. ``requests`` records
+    ``(method, path)`` of every request."""
+
+    def __init__(self):
+        self.images: dict[str, dict[str, Any]] = {IMAGE_ID: _image(IMAGE_ID)}
+        self.requests: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        self._server = wsgi_server.WSGIServer(self._app, servers.LOOPBACK, 0)
+
+    @property
+    def url(self) -> str:
+        return 'http://%s:%d' % (servers.LOOPBACK, self._server.port)
+
+    def start(self) -> StandIns:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def _app(self, environ, start_response):
+        method = environ['REQUEST_METHOD']
+        path = environ.get('PATH_INFO', '')
+        length = int(environ.get('CONTENT_LENGTH') or 0)
+        body = environ['wsgi.input'].read(length) if length else b''
+        with self._lock:
+            self.requests.append((method, path))
+        if path.startswith('/image'):
+            status, answer = self._glance(method, path[len('/image'):],
+                                          body)
+        elif path.startswith('/network'):
+            status, answer = self._neutron(method, path[len('/network'):])
+        else:
+            status, answer = 404, {'error': 'not found'}
+        data = b'' if answer is None else json.dumps(answer).encode()
+        headers = [('Content-Length', str(len(data)))]
+        if data:
+            headers.append(('Content-Type', 'application/json'))
+        start_response('%d %s' % (status, {
+            200: 'OK', 201: 'Created', 204: 'No Content', 300:
+            'Multiple Choices', 404: 'Not Found'}.get(status, 'Error')),
+            headers)
+        return [data]
+
+    def _glance(self, method: str, path: str, body: bytes):
+        base = self.url + '/image'
+        if path in ('', '/', '/versions'):
+            return 200, {'versions': [{
+                'id': 'v2.16', 'status': 'CURRENT',
+                'links': [{'rel': 'self', 'href': base + '/v2/'}]}]}
+        if path.rstrip('/') == '/v2/schemas/image':
+            return 200, IMAGE_SCHEMA
+        if path.rstrip('/') == '/v2/images':
+            if method == 'POST':
+                fields = json.loads(body or b'{}')
+                image_id = fields.pop('id', None) or str(uuid_lib.uuid4())
+                image = _image(image_id, status='queued', size=None,
+                               **fields)
+                with self._lock:
+                    self.images[image_id] = image
+                return 201, image
+            with self._lock:
+                return 200, {'images': list(self.images.values())}
+        match = re.match(r'^/v2/images/([^/]+)(/file)?/?$', path)
+        if not match:
+            return 404, {'error': 'not found'}
+        image_id, file = match.groups()
+        with self._lock:
+            image = self.images.get(image_id)
+            if image is None:
+                return 404, {'error': 'image %s not found' % image_id}
+            if file:
+                if method == 'PUT':
+                    image.update(status='active', size=1024)
+                    return 204, None
+                return 404, {'error': 'no data'}
+            if method == 'DELETE':
+                del self.images[image_id]
+                return 204, None
+            if method == 'PATCH':
+                for op in json.loads(body or b'[]'):
+                    key = op['path'].lstrip('/')
+                    if op['op'] == 'remove':
+                        image.pop(key, None)
+                    else:
+                        image[key] = op['value']
+            return 200, image
+
+    def _neutron(self, method: str, path: str):
+        if path in ('', '/'):
+            return 200, {'versions': [{
+                'id': 'v2.0', 'status': 'CURRENT',
+                'links': [{'rel': 'self',
+                           'href': self.url + '/network/v2.0/'}]}]}
+        match = re.match(r'^/v2\.0/([a-z_-]+?)(\.json)?/?$', path)
+        if method == 'GET' and match:
+            return 200, {match.group(1): []}
+        return 404, {'NeutronError': {'type': 'NotFound',
+                                      'message': 'not found', 'detail': ''}}
+
+
+# Processes ------------------------------------------------------------------
+
+class Process:
+    """One service process (own process group, log in ``work_dir``),
+    always stopped by :meth:`stop`."""
+
+    def __init__(self, name: str, argv: Sequence[str], work_dir: str,
+                 env: Mapping[str, str] | None = None):
+        self.name = name
+        self.argv = list(argv)
+        self.work_dir = work_dir
+        self.env = dict(os.environ, PYTHONUNBUFFERED='1', **(env or {}))
+        self.log = os.path.join(work_dir, name + '.log')
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> Process:
+        self.process = servers.spawn(self.argv, self.log, env=self.env,
+                                     cwd=self.work_dir)
+        return self
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process is not None:
+            servers.kill_group(self.process, timeout=timeout)
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log, errors='replace') as f:
+                return f.read()
+        except OSError:
+            return ''
+
+    def wait_log(self, text: str, timeout: float = START_TIMEOUT,
+                 start: int = 0) -> None:
+        servers.wait_for(lambda: text in self.log_text()[start:], timeout,
+                         '%s to log %r' % (self.name, text), self.process,
+                         self.log, interval=0.25)
+
+
+@dataclasses.dataclass
+class ComputeSpec:
+    """One compute host: nova-compute and a cyborg-agent named ``host``,
+    the agent's fake driver reporting ``devices`` (the devices file's
+    entries) with ``fake_driver`` options."""
+    host: str
+    devices: list[dict[str, Any]]
+    fake_driver: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class RealNova:
+    """The running deployment; see the module docstring."""
+
+    def __init__(self, name: str, directory: str, keystone, placement,
+                 postgres, rabbitmq):
+        self.name = name
+        self.directory = directory
+        self.keystone = keystone
+        self.placement = placement
+        self.postgres = postgres
+        self.rabbitmq = rabbitmq
+        self.processes: dict[str, Process] = {}
+        self.computes: dict[str, ComputeSpec] = {}
+        self.databases: list[str] = []
+        self.stand_ins: StandIns | None = None
+        self.startup_seconds: float | None = None
+        self.timings: dict[str, float] = {}
+        self.cyborg_db: sa.Engine | None = None
+        self.nova_conf = ''
+        self.cyborg_conf = ''
+        self._session = None
+
+    # Logs ------------------------------------------------------------------
+
+    def logs(self, lines: int = 40) -> str:
+        return '\n'.join('==== %s ====\n%s' % (name, servers.tail(p.log,
+                                                                   lines))
+                         for name, p in self.processes.items())
+
+    def check_alive(self) -> None:
+        for name, process in self.processes.items():
+            assert process.running(), '%s died:\n%s' % (
+                name, servers.tail(process.log))
+
+    def log_of(self, name: str) -> str:
+        return self.processes[name].log_text()
+
+    # Clients -----------------------------------------------------------------
+
+    def session(self):
+        """A keystoneauth session of Keystone's bootstrap admin (project
+        ``admin``): the user whose servers the tests boot."""
+        if self._session is None:
+            # Not the Keystone fixture's admin session: its token (and
+            # the catalog in it) may predate the services added here.
+            from keystoneauth1 import loading, session
+            auth = loading.get_plugin_loader('password').load_from_options(
+                auth_url=self.keystone.url, username='admin',
+                password=self.keystone.admin_password, project_name='admin',
+                user_domain_name='Default', project_domain_name='Default')
+            self._session = session.Session(auth=auth)
+        return self._session
+
+    def compute(self, method: str, path: str, version: str =
+                COMPUTE_API_VERSION, ok=(200, 201, 202, 204),
+                **kwargs) -> Any:
+        """A request to nova-api through the catalog; its JSON (or None).
+        Fails unless the status is in ``ok``."""
+        response = self.compute_response(method, path, version, **kwargs)
+        assert response.status_code in ok, '%s %s: %s %s' % (
+            method, path, response.status_code, response.text)
+        return response.json() if response.content else None
+
+    def compute_response(self, method: str, path: str,
+                         version: str = COMPUTE_API_VERSION, **kwargs):
+        headers = dict(kwargs.pop('headers', {}))
+        headers['OpenStack-API-Version'] = version
+        return self.session().request(
+            path, method, endpoint_filter={'service_type': 'compute',
+                                           'interface': 'public'},
+            headers=headers, raise_exc=False, **kwargs)
+
+    def cyborg(self, method: str, path: str, ok=(200, 201, 202, 204),
+               version: str = 'accelerator 2.5', **kwargs) -> Any:
+        headers = dict(kwargs.pop('headers', {}))
+        headers['OpenStack-API-Version'] = version
+        response = self.session().request(
+            '/v2' + path, method,
+            endpoint_filter={'service_type': 'accelerator',
+                             'interface': 'public'},
+            headers=headers, raise_exc=False, **kwargs)
+        assert response.status_code in ok, '%s %s: %s %s' % (
+            method, path, response.status_code, response.text)
+        return response.json() if response.content else None
+
+    def placement_get(self, path: str) -> Any:
+        response = requests.get(self.placement.url + path, timeout=10,
+                                headers={'X-Auth-Token': 'admin',
+                                         'OpenStack-API-Version':
+                                         PLACEMENT_VERSION})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def db_rows(self, sql: str, **params) -> list[Any]:
+        assert self.cyborg_db is not None
+        with self.cyborg_db.connect() as conn:
+            return list(conn.execute(sa.text(sql), params))
+
+    # Processes -------------------------------------------------------------
+
+    def _add(self, process: Process) -> Process:
+        self.processes[process.name] = process
+        return process.start()
+
+    def start_compute(self, host: str) -> tuple[Process, int]:
+        """(Re)start nova-compute of ``host``; the process and the length
+        its log had before (the log is appended to)."""
+        process = Process(
+            'nova-compute-%s' % host,
+            [servers.venv_script('nova-compute'), '--config-file',
+             self.nova_conf, '--config-file',
+             os.path.join(self.directory, 'compute-%s.conf' % host)],
+            self.directory)
+        start = len(process.log_text())
+        self._add(process)
+        return process, start
+
+    def stop_process(self, name: str) -> None:
+        self.processes[name].stop()
+
+    def stop(self) -> None:
+        errors = []
+        for process in reversed(list(self.processes.values())):
+            try:
+                process.stop()
+            except Exception as e:  # pragma: no cover - best effort
+                errors.append(e)
+        if self.stand_ins is not None:
+            self.stand_ins.stop()
+        if self.cyborg_db is not None:
+            self.cyborg_db.dispose()
+        for database in self.databases:
+            with contextlib.suppress(Exception):
+                self.postgres.drop_database(database)
+        if errors:
+            raise errors[0]
+
+
+def _nova_manage(config_files: Sequence[str], log: str, *args: str) -> None:
+    argv = [servers.venv_script('nova-manage')]
+    for path in config_files:
+        argv += ['--config-file', path]
+    servers.run_logged(argv + list(args), log,
+                       'nova-manage %s' % ' '.join(args), timeout=300)
+
+
+def _timed(timings: dict, name: str, function, *args):
+    started = time.monotonic()
+    try:
+        return function(*args)
+    finally:
+        timings[name] = round(time.monotonic() - started, 1)
+
+
+def _compute_node_provider(placement, host: str) -> str | None:
+    response = requests.get(
+        placement.url + '/resource_providers', params={'name': host},
+        headers={'X-Auth-Token': 'admin',
+                 'OpenStack-API-Version': PLACEMENT_VERSION}, timeout=10)
+    response.raise_for_status()
+    providers = response.json()['resource_providers']
+    return providers[0]['uuid'] if providers else None
+
+
+@contextlib.contextmanager
+def real_nova(name: str, postgres, rabbitmq, placement, keystone,
+              work_dir: str, computes: Sequence[ComputeSpec],
+              cyborg_options: Mapping[str, Mapping] | None = None,
+              nova_options: Mapping[str, Mapping] | None = None,
+              ) -> Iterator[RealNova]:
+    """Start the deployment of the module docstring; stop it after."""
+    started = time.monotonic()
+    directory = os.path.join(work_dir, name)
+    os.makedirs(directory)
+    suffix = uuid_lib.uuid4().hex[:8]
+    deployment = RealNova(name, directory, keystone, placement, postgres,
+                          rabbitmq)
+    try:
+        _start(deployment, suffix, computes, cyborg_options or {},
+               nova_options or {})
+        deployment.startup_seconds = round(time.monotonic() - started, 1)
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+def _start(deployment: RealNova, suffix: str,
+           computes: Sequence[ComputeSpec],
+           cyborg_options: Mapping[str, Mapping],
+           nova_options: Mapping[str, Mapping]) -> None:
+    d = deployment
+    directory = d.directory
+    keystone, placement, postgres = d.keystone, d.placement, d.postgres
+    timings = d.timings
+    password = secrets.token_hex(10)
+    # Service users of this deployment only (the Keystone may be shared).
+    nova_user, cyborg_user = '%s-nova' % d.name, '%s-cyborg' % d.name
+
+    def database(kind: str) -> str:
+        db_name = '%s_%s_%s' % (d.name.replace('-', '_'), kind, suffix)
+        d.databases.append(db_name)
+        return postgres.create_database(db_name)
+
+    api_db, cell0_db, cell1_db = (database(k) for k in ('napi', 'ncell0',
+                                                        'ncell1'))
+    cyborg_db = database('cyborg')
+    d.cyborg_db = sa.create_engine(cyborg_db, poolclass=sa.pool.NullPool)
+    nova_transport = d.rabbitmq.create_vhost('%s-nova-%s' % (d.name, suffix))
+    cyborg_transport = d.rabbitmq.create_vhost('%s-cyborg-%s' % (d.name,
+                                                                  suffix))
+    nova_port, cyborg_port = servers.free_port(), servers.free_port()
+    nova_url = 'http://%s:%d' % (servers.LOOPBACK, nova_port)
+    cyborg_url = 'http://%s:%d' % (servers.LOOPBACK, cyborg_port)
+
+    d.stand_ins = StandIns().start()
+
+    # Keystone: service users and the catalog.
+    def identity():
+        for user in (nova_user, cyborg_user):
+            keystone.add_user(user, password, 'service',
+                              ['admin', 'service'])
+        keystone.add_service('compute', 'nova', nova_url + '/v2.1')
+        keystone.add_service('accelerator', 'cyborg', cyborg_url)
+        keystone.add_service('image', 'glance', d.stand_ins.url + '/image')
+        keystone.add_service('network', 'neutron',
+                             d.stand_ins.url + '/network')
+
+    # Nova's configuration: one file for every service, plus one per
+    # compute host with its host name and state directory.
+    etc = os.path.join(directory, 'etc-nova')
+    os.makedirs(etc)
+    shutil.copy(os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini'),
+                etc)
+    authtoken = keystone.authtoken_options(nova_user, password)
+    authtoken['service_type'] = 'compute'
+    nova_service_user = keystone.ksa_options(nova_user, password)
+    placement_section = {'auth_type': 'admin_token',
+                         'endpoint': placement.url, 'token': 'admin',
+                         'endpoint_override': placement.url}
+    nova_config: dict[str, dict[str, Any]] = {
+        'DEFAULT': {
+            'transport_url': nova_transport,
+            'host': '%s-control' % d.name,
+            'state_path': directory,
+            'my_ip': servers.LOOPBACK,
+            'use_stderr': True,
+            'debug': False,
+            'compute_driver': 'fake.FakeDriverWithoutFakeNodes',
+            # Nothing in these tests needs the periodic tasks that call
+            # other services; they only cost CPU on a small test host.
+            'heal_instance_info_cache_interval': -1,
+            'sync_power_state_interval': -1,
+            'update_resources_interval': 60,
+            'instance_delete_interval': -1,
+            'arq_binding_timeout': 90,
+            'shelved_offload_time': 0,
+            'report_interval': 5,
+            'service_down_time': 60,
+        },
+        'api_database': {'connection': api_db, 'max_pool_size': 2},
+        'database': {'connection': cell1_db, 'max_pool_size': 2},
+        'api': {'auth_strategy': 'keystone'},
+        'keystone_authtoken': authtoken,
+        'service_user': dict(nova_service_user,
+                             send_service_user_token=True),
+        'placement': placement_section,
+        'cyborg': {'region_name': 'RegionOne'},
+        'glance': {'region_name': 'RegionOne'},
+        'neutron': dict(nova_service_user, default_floating_pool='none'),
+        'scheduler': {'discover_hosts_in_cells_interval': 2, 'workers': 1},
+        'conductor': {'workers': 1},
+        'quota': {'driver': 'nova.quota.NoopQuotaDriver'},
+        'vnc': {'enabled': False},
+        'oslo_concurrency': {'lock_path': os.path.join(directory, 'locks')},
+        'oslo_messaging_notifications': {'driver': 'noop'},
+    }
+    for section, options in nova_options.items():
+        nova_config.setdefault(section, {}).update(options)
+    d.nova_conf = servers.write_config(os.path.join(etc, 'nova.conf'),
+                                       nova_config)
+    cell0_conf = servers.write_config(
+        os.path.join(directory, 'nova-cell0.conf'),
+        {'database': {'connection': cell0_db}})
+    for spec in computes:
+        state = os.path.join(directory, 'compute-state-%s' % spec.host)
+        os.makedirs(state)
+        servers.write_config(
+            os.path.join(directory, 'compute-%s.conf' % spec.host),
+            {'DEFAULT': {'host': spec.host, 'state_path': state}})
+    manage_log = os.path.join(directory, 'nova-manage.log')
+
+    def nova_api_db():
+        _nova_manage([d.nova_conf], manage_log, 'api_db', 'sync')
+        _nova_manage([d.nova_conf], manage_log, 'cell_v2', 'map_cell0',
+                     '--database_connection', cell0_db)
+        _nova_manage([d.nova_conf], manage_log, 'cell_v2', 'create_cell',
+                     '--name', 'cell1', '--database_connection', cell1_db,
+                     '--transport-url', nova_transport, '--verbose')
+
+    def nova_cell_db(config_files):
+        _nova_manage(config_files, manage_log, 'db', 'sync', '--local_cell')
+
+    # Cyborg's configuration.
+    cyborg_base = {
+        'DEFAULT': {'transport_url': cyborg_transport,
+                    'state_path': directory, 'heartbeat_interval': 2,
+                    'periodic_interval': 2, 'use_stderr': True},
+        'database': {'connection': cyborg_db},
+        # As Cyborg's service user (admin and service roles; placement.py).
+        'placement': dict(placement_section, token=SERVICE_TOKEN),
+    }
+    cyborg_config = json.loads(json.dumps(cyborg_base))
+    cyborg_config['DEFAULT']['host'] = '%s-cyborg' % d.name
+    cyborg_config['api'] = {'auth_strategy': 'keystone',
+                            'host_ip': servers.LOOPBACK, 'port': cyborg_port}
+    cyborg_config['keystone_authtoken'] = keystone.authtoken_options(
+        cyborg_user, password)
+    cyborg_config['nova'] = dict(
+        keystone.ksa_options(cyborg_user, password), timeout=10,
+        retry_interval=0.2, retry_max_interval=2, poll_interval=0.5,
+        claim_timeout=20)
+    cyborg_config['conductor'] = {'workers': 4, 'bind_timeout': 60,
+                                  'agent_timeout': 10}
+    for section, options in cyborg_options.items():
+        cyborg_config.setdefault(section, {}).update(options)
+    d.cyborg_conf = servers.write_config(
+        os.path.join(directory, 'cyborg.conf'), cyborg_config)
+
+    def cyborg_dbsync():
+        result = servers.run_script('cyborg-dbsync', 'upgrade',
+                                    config_file=d.cyborg_conf, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        futures = [
+            pool.submit(_timed, timings, 'keystone users and catalog',
+                        identity),
+            pool.submit(_timed, timings, 'nova api db and cells',
+                        nova_api_db),
+            pool.submit(_timed, timings, 'nova cell1 db', nova_cell_db,
+                        [d.nova_conf]),
+            pool.submit(_timed, timings, 'nova cell0 db', nova_cell_db,
+                        [d.nova_conf, cell0_conf]),
+            pool.submit(_timed, timings, 'cyborg db', cyborg_dbsync)]
+        for future in futures:
+            future.result()
+
+    started = time.monotonic()
+    conf_args = ['--config-file', d.nova_conf]
+    nova_env = {'OS_NOVA_CONFIG_DIR': etc}
+    conductor = d._add(Process('nova-conductor', [
+        servers.venv_script('nova-conductor')] + conf_args, directory))
+    scheduler = d._add(Process('nova-scheduler', [
+        servers.venv_script('nova-scheduler')] + conf_args, directory))
+    with open(os.path.join(etc, 'nova_api_app.py'), 'w') as f:
+        f.write(NOVA_API_APP)
+    nova_api = d._add(Process('nova-api', servers.wsgi_argv(
+        'gunicorn', 'nova_api_app:application', nova_port, 1, threads=4,
+        chdir=etc), directory, env=nova_env))
+    cyborg_conductor = d._add(Process('cyborg-conductor', [
+        servers.venv_script('cyborg-conductor'), '--config-file',
+        d.cyborg_conf], directory))
+    cyborg_api = d._add(Process('cyborg-api', [
+        servers.venv_script('cyborg-api'), '--config-file', d.cyborg_conf],
+        directory))
+    conductor.wait_log('Starting conductor node')
+    for spec in computes:
+        d.computes[spec.host] = spec
+        d.start_compute(spec.host)
+    scheduler.wait_log('Starting scheduler node')
+    cyborg_conductor.wait_log('Started cyborg-conductor')
+    servers.wait_for(lambda: requests.get(nova_url + '/', timeout=5)
+                     .status_code == 200, START_TIMEOUT, 'nova-api',
+                     nova_api.process, nova_api.log, interval=0.25)
+    servers.wait_for(lambda: requests.get(cyborg_url + '/', timeout=5)
+                     .status_code == 200, START_TIMEOUT, 'cyborg-api',
+                     cyborg_api.process, cyborg_api.log, interval=0.25)
+    timings['control services'] = round(time.monotonic() - started, 1)
+
+    # An agent once its compute node's provider exists.
+    started = time.monotonic()
+    for spec in computes:
+        compute = d.processes['nova-compute-%s' % spec.host]
+        servers.wait_for(lambda host=spec.host: _compute_node_provider(
+            placement, host), START_TIMEOUT,
+            'the compute node provider of %s' % spec.host, compute.process,
+            compute.log, interval=0.25)
+        devices_file = os.path.join(directory,
+                                    'devices-%s.json' % spec.host)
+        with open(devices_file, 'w') as f:
+            json.dump(spec.devices, f)
+        agent_config = json.loads(json.dumps(cyborg_base))
+        agent_config['DEFAULT']['host'] = spec.host
+        agent_config['agent'] = {'resource_provider_name': spec.host,
+                                 'discovery_interval': 2,
+                                 'enabled_drivers': 'fake_driver'}
+        agent_config['fake_driver'] = dict(spec.fake_driver,
+                                           devices_file=devices_file)
+        config_file = servers.write_config(
+            os.path.join(directory, 'agent-%s.conf' % spec.host),
+            agent_config)
+        d._add(Process('cyborg-agent-%s' % spec.host, [
+            servers.venv_script('cyborg-agent'), '--config-file',
+            config_file], directory))
+    timings['compute nodes'] = round(time.monotonic() - started, 1)
+
+    started = time.monotonic()
+    # Every device in Placement, under its host's compute node.
+    expected = sum(len(spec.devices) for spec in computes)
+
+    def devices_in_placement():
+        rows = d.db_rows('SELECT count(*) FROM deployables '
+                         'WHERE rp_uuid IS NOT NULL')
+        return rows[0][0] >= expected
+    servers.wait_for(devices_in_placement, START_TIMEOUT,
+                     'the devices of the agents in Placement\n' + d.logs(20),
+                     interval=0.5)
+
+    # The computes up and discovered (mapped to cell1 by the scheduler).
+    api_engine = sa.create_engine(api_db, poolclass=sa.pool.NullPool)
+
+    def hypervisors_up():
+        services = d.compute('GET', '/os-services?binary=nova-compute')[
+            'services']
+        hosts = {s['host'] for s in services if s['state'] == 'up'}
+        with api_engine.connect() as conn:
+            mapped = {row[0] for row in conn.execute(sa.text(
+                'SELECT host FROM host_mappings'))}
+        return hosts >= set(d.computes) and mapped >= set(d.computes)
+    servers.wait_for(hypervisors_up, START_TIMEOUT,
+                     'the computes up in nova-api\n' + d.logs(20),
+                     interval=0.5)
+    api_engine.dispose()
+    timings['devices and hosts ready'] = round(time.monotonic() - started, 1)
