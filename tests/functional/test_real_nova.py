@@ -130,6 +130,10 @@ def boots(rn):
         _wait_gone(rn, server)
     for server in ids:
         _assert_nothing_left(rn, server)
+    # Every attach handle free again (MDEV ones once their agent
+    # released them).
+    servers.wait_for(lambda: _handles_in_use(rn) == 0, 30,
+                     'every attach handle free: %s' % _handle_rows(rn))
 
 
 # Helpers -------------------------------------------------------------------
@@ -310,6 +314,15 @@ def _assert_nothing_left(rn, server: str) -> None:
     assert _allocations(rn, server) == {}
 
 
+def _handle_rows(rn) -> list:
+    return rn.db_rows(
+        'SELECT h.id, h.in_use, d.hostname, d.address, a.uuid, a.state, '
+        'a.instance_uuid FROM attach_handles h JOIN deployables dep ON '
+        'dep.id = h.deployable_id JOIN devices d ON d.id = dep.device_id '
+        'LEFT JOIN extended_accelerator_requests a ON '
+        'a.attach_handle_id = h.id ORDER BY h.id')
+
+
 def _handles_in_use(rn, address: str | None = None) -> int:
     sql = ('SELECT count(*) FROM attach_handles h JOIN deployables dep '
            'ON dep.id = h.deployable_id JOIN devices d ON '
@@ -437,6 +450,9 @@ def test_bind_to_provider_without_deployable_fails_build(rn, boots):
         profile = rn.profiles[GHOST_TRAIT]
         assert [a for a in _arqs(rn)
                 if a['device_profile_name'] == profile] == []
+        # Nova keeps an ERROR server's allocations until it is deleted.
+        rn.compute('DELETE', '/servers/%s' % server)
+        _wait_gone(rn, server)
         response = requests.get(
             rn.placement.url + '/resource_providers/%s/allocations' % ghost,
             headers=PLACEMENT, timeout=10)
@@ -514,8 +530,12 @@ def test_evacuate_binds_new_arqs_on_the_other_host(rn, boots):
         # its providers when it starts.
         process, start = rn.start_compute(HOST_1)
         process.wait_log('Starting compute node', start=start)
-        rn.compute('PUT', '/os-services/%s' % service['id'],
-                   json={'forced_down': False})
+        # Nova refuses to force it up until the restarted compute has
+        # completed the evacuation's migration record.
+        servers.wait_for(lambda: rn.compute_response(
+            'PUT', '/os-services/%s' % service['id'],
+            json={'forced_down': False}).status_code == 200, 60,
+            '%s forced up' % HOST_1, interval=1)
     host_1_rps = {rp for rp, (host, _a) in _deployables(rn).items()
                   if host == HOST_1}
     servers.wait_for(
