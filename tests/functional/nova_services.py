@@ -288,6 +288,7 @@ class RealNova:
         self.nova_conf = ''
         self.cyborg_conf = ''
         self._session = None
+        self.service_password = ''
 
     # Logs ------------------------------------------------------------------
 
@@ -461,7 +462,7 @@ def _start(deployment: RealNova, suffix: str,
     directory = d.directory
     keystone, placement, postgres = d.keystone, d.placement, d.postgres
     timings = d.timings
-    password = secrets.token_hex(10)
+    password = d.service_password = secrets.token_hex(10)
     # Service users of this deployment only (the Keystone may be shared).
     nova_user, cyborg_user = '%s-nova' % d.name, '%s-cyborg' % d.name
 
@@ -524,6 +525,9 @@ def _start(deployment: RealNova, suffix: str,
             'arq_binding_timeout': 90,
             'shelved_offload_time': 0,
             'report_interval': 5,
+            # Periodic tasks (the scheduler's host discovery) start at
+            # once, not after up to a minute.
+            'periodic_fuzzy_delay': 0,
             'service_down_time': 60,
         },
         'api_database': {'connection': api_db, 'max_pool_size': 2},

@@ -189,8 +189,8 @@ def _wait_status(rn, server: str, status: str,
         last.clear()
         last.update(_server(rn, server))
         if last['status'] == 'ERROR' and status != 'ERROR':
-            raise AssertionError('server %s ERROR: %s\n%s' % (
-                server, last.get('fault'), rn.logs(30)))
+            raise AssertionError('server %s ERROR: %s\nhandles: %s\n%s' % (
+                server, last.get('fault'), _handle_rows(rn), rn.logs(30)))
         return (last['status'] == status
                 and last.get('OS-EXT-STS:task_state') is None)
     deadline = time.monotonic() + timeout
