@@ -145,19 +145,24 @@ _DEPLOYABLE_HOSTS = (
     .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
     .outerjoin(SERVICES, sa.and_(SERVICES.c.host == DEVICES.c.hostname,
                                  SERVICES.c.binary
-                                 == constants.BINARY_AGENT))
-    .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid')))
-# Only attach_handles is in FROM, so only handles are locked (MariaDB has
-# no FOR UPDATE OF; a locked deployable row would hide every handle).
+                                 == constants.BINARY_AGENT)))
+_DEPLOYABLE_ON_HOST = (
+    _DEPLOYABLE_HOSTS.with_only_columns(DEPLOYABLES.c.id)
+    .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid'),
+           sa.or_(DEVICES.c.hostname == sa.bindparam('hostname'),
+                  SERVICES.c.rp_name == sa.bindparam('hostname'))))
+# Free handles of that deployable if it is on that host. Only
+# attach_handles is in FROM, so only handles are locked (MariaDB has no
+# FOR UPDATE OF; a locked deployable row would hide every handle).
 _FREE_HANDLES = (
     sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
               HANDLES.c.attach_info, HANDLES.c.deployable_id)
-    .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
+    .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE_ON_HOST),
            HANDLES.c.in_use == sa.false())
     .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
     .with_for_update(skip_locked=True))
-# The same without locks: the handles free as last committed, including
-# those a concurrent bind has locked and may yet give back.
+# The handles free as last committed, locked or not (by a concurrent
+# bind that may yet give them back).
 _FREE_COUNT = (
     sa.select(sa.func.count()).select_from(HANDLES)
     .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
@@ -169,44 +174,44 @@ _TAKE_HANDLES = (
     .values(in_use=True, updated_at=sa.bindparam('now')))
 
 
-def _deployable_for(connection, rp_uuid: str, starts) -> int:
-    """The id of ``rp_uuid``'s deployable, checked to be on the host
-    every bind of ``starts`` names (404, 400 otherwise)."""
-    found = connection.execute(_DEPLOYABLE_HOSTS,
-                               {'rp_uuid': rp_uuid}).first()
-    if found is None:
-        raise exception.DeployableNotFound(rp_uuid=rp_uuid)
-    names = {found.hostname, found.rp_name}
-    for _row, values in starts:
-        if values['hostname'] not in names:
-            raise exception.DeployableNotOnHost(
-                rp_uuid=rp_uuid, host=found.hostname,
-                hostname=values['hostname'])
-    return found.id
+def _too_few(connection, rp_uuid: str, hostname: str, count: int,
+             found: int) -> Exception:
+    """Why only ``found`` of ``count`` handles of ``rp_uuid`` on
+    ``hostname`` could be claimed, as the exception to raise: no such
+    deployable (404), one on another host (400), too few free handles
+    (409), or handles locked by a concurrent bind (start again)."""
+    deployable = connection.execute(
+        _DEPLOYABLE_HOSTS.where(DEPLOYABLES.c.rp_uuid == rp_uuid)).first()
+    if deployable is None:
+        return exception.DeployableNotFound(rp_uuid=rp_uuid)
+    if hostname not in (deployable.hostname, deployable.rp_name):
+        return exception.DeployableNotOnHost(
+            rp_uuid=rp_uuid, host=deployable.hostname, hostname=hostname)
+    unlocked = connection.execute(
+        _FREE_COUNT, {'deployable_id': deployable.id}).scalar()
+    too_few = exception.NoFreeAttachHandles(
+        rp_uuid=rp_uuid, free=min(unlocked, found), wanted=count)
+    if unlocked >= count:
+        return db_api.RetryRequest('attach handles of %s locked by a '
+                                   'concurrent bind' % rp_uuid, too_few)
+    return too_few
 
 
-def _claim_free(connection, rp_uuid: str, deployable_id: int,
+def _claim_free(connection, rp_uuid: str, hostname: str,
                 count: int) -> list:
-    """Claim ``count`` free handles of deployable ``deployable_id`` (of
-    resource provider ``rp_uuid``); the handles.
+    """Claim ``count`` free handles of the deployable of resource
+    provider ``rp_uuid`` on host ``hostname``; the handles (with their
+    ``deployable_id``).
 
     Handles locked by another binding transaction are skipped, not
-    waited for. Too few free handles is a 409; too few only because
-    others are locked starts the transaction again (the other bind may
-    give them back), as does an UPDATE that finds a handle taken (only
-    SQLite, which has no row locks and serialises writers instead).
+    waited for. Too few raises what :func:`_too_few` finds; so does an
+    UPDATE that finds a handle taken (only SQLite, which has no row locks
+    and serialises writers instead): the transaction starts again.
     """
-    free = list(connection.execute(
-        _FREE_HANDLES, {'deployable_id': deployable_id, 'count': count}))
+    free = list(connection.execute(_FREE_HANDLES, {
+        'rp_uuid': rp_uuid, 'hostname': hostname, 'count': count}))
     if len(free) < count:
-        unlocked = connection.execute(
-            _FREE_COUNT, {'deployable_id': deployable_id}).scalar()
-        too_few = exception.NoFreeAttachHandles(
-            rp_uuid=rp_uuid, free=min(unlocked, len(free)), wanted=count)
-        if unlocked >= count:
-            raise db_api.RetryRequest('attach handles of %s locked by a '
-                                      'concurrent bind' % rp_uuid, too_few)
-        raise too_few
+        raise _too_few(connection, rp_uuid, hostname, count, len(free))
     taken = connection.execute(_TAKE_HANDLES, {
         'ids': [h.id for h in free], 'now': timeutils.utcnow()}).rowcount
     if taken != len(free):
@@ -217,18 +222,18 @@ def _claim_free(connection, rp_uuid: str, deployable_id: int,
     return free
 
 
-def _bind_to_deployable(connection, starts, rp_uuid: str, events: _Events,
-                        outcome: BindOutcome) -> None:
+def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
+                        events: _Events, outcome: BindOutcome) -> None:
     """Start the binds ``starts`` ((row, BindStarted values) pairs) to
-    ``rp_uuid``'s deployable: one UPDATE per ARQ, to its outcome.
+    ``rp_uuid``'s deployable on ``hostname``: one UPDATE per ARQ, to its
+    outcome.
 
     An ARQ whose handle needs no preparation is Bound at once, passing
     through BindStarted in this transaction; one whose handle must be
     prepared stays BindStarted for a job. A provider that is no
-    deployable on the requested host, or too few free handles, raises.
+    deployable on that host, or too few free handles, raises.
     """
-    deployable_id = _deployable_for(connection, rp_uuid, starts)
-    handles = _claim_free(connection, rp_uuid, deployable_id, len(starts))
+    handles = _claim_free(connection, rp_uuid, hostname, len(starts))
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
@@ -254,14 +259,16 @@ def bind(context, bindings: dict[str, dict[str, str]],
     """
     connection = context.connection
     rows = arq_db.lock(connection, list(bindings), project_id)
-    by_provider = collections.defaultdict(list)
+    by_target = collections.defaultdict(list)
     for row, values in arq_db.binds_to_start(rows, bindings, owner,
                                              timeutils.utcnow()):
-        by_provider[values['device_rp_uuid']].append((row, values))
+        by_target[values['device_rp_uuid'],
+                  values['hostname']].append((row, values))
     events = _Events(connection, lease)
     outcome = BindOutcome()
-    for rp_uuid, group in by_provider.items():
-        _bind_to_deployable(connection, group, rp_uuid, events, outcome)
+    for (rp_uuid, hostname), group in by_target.items():
+        _bind_to_deployable(connection, group, rp_uuid, hostname, events,
+                            outcome)
     outcome.events = events.insert()
     return outcome
 

@@ -16,11 +16,9 @@ endpoint_override`` (no catalog) and ``[service_user]
 send_service_user_token = true`` with an ``admin_token`` service user, so
 that Nova's code builds its real ``ServiceTokenAuthWrapper`` and every
 request carries the user's ``X-Auth-Token`` plus an ``X-Service-Token``.
-Without keystonemiddleware nobody turns that service token into the
-``X-Service-Roles`` header cyborg checks, so this probe makes the wrapper
-add ``X-Service-Roles: service`` next to ``X-Service-Token``: exactly what
-keystonemiddleware puts in the environment for a valid service token of a
-user with the ``service`` role. Nothing else of Nova is changed.
+Nothing of Nova is changed: Cyborg's noauth mode counts an
+``X-Service-Token`` as a service token, as keystonemiddleware would a
+valid one of a user with the ``service`` role.
 
 Ops (each answers ``{"result": ...}`` or ``{"error": {type, message}}``):
 
@@ -44,7 +42,6 @@ import sys
 import tempfile
 import warnings
 
-SERVICE_ROLES_HEADER = 'X-Service-Roles'
 TIMEOUT = 120
 
 
@@ -140,21 +137,6 @@ def _configure(config):
     return conf
 
 
-def _emulate_keystonemiddleware():
-    """A service token implies X-Service-Roles (see the docstring)."""
-    from keystoneauth1 import service_token
-
-    original = service_token.ServiceTokenAuthWrapper.get_headers
-
-    def get_headers(self, session):
-        headers = original(self, session)
-        if headers and headers.get(service_token.SERVICE_AUTH_HEADER_NAME):
-            headers[SERVICE_ROLES_HEADER] = 'service'
-        return headers
-
-    service_token.ServiceTokenAuthWrapper.get_headers = get_headers
-
-
 def main(config):
     os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = '1'
     warnings.simplefilter('ignore')
@@ -165,7 +147,6 @@ def main(config):
 
     objects.register_all()
     _configure(config)
-    _emulate_keystonemiddleware()
     # A user's request context as nova-compute has it (the user's token).
     ctx = nova_context.RequestContext(
         user_id='nova-flow-user', project_id=config.get(

@@ -66,6 +66,16 @@ def rp_uuid(cyborg_endpoint):
     return deployables[0]['rp_uuid']
 
 
+@pytest.fixture(scope='module')
+def host(cyborg_endpoint):
+    """The host of the deployable ``rp_uuid`` names: a bind must name it
+    (or its compute node)."""
+    devices = requests.get(cyborg_endpoint + '/v2/devices',
+                           timeout=10).json()['devices']
+    assert len({d['hostname'] for d in devices}) == 1, devices
+    return devices[0]['hostname']
+
+
 @pytest.fixture
 def profile(cyborg_endpoint, unique_name):
     """A device profile asking for one FPGA: one ARQ per create."""
@@ -109,7 +119,7 @@ def _bind_ops(hostname, rp, instance):
 
 # openstacksdk ----------------------------------------------------------------
 
-def test_sdk_create_list_get_bind_unbind_delete(service_conn, profile,
+def test_sdk_create_list_get_bind_unbind_delete(host, service_conn, profile,
                                                 rp_uuid, cleanup,
                                                 cyborg_endpoint):
     acc = service_conn.accelerator
@@ -125,11 +135,11 @@ def test_sdk_create_list_get_bind_unbind_delete(service_conn, profile,
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # deprecated alias of patch_...
         acc.update_accelerator_request(
-            arq.uuid, _bind_ops('compat-host', rp_uuid, instance))
+            arq.uuid, _bind_ops(host, rp_uuid, instance))
     assert _wait_resolved(cyborg_endpoint, arq.uuid) == 'Bound'
     bound = acc.get_accelerator_request(arq.uuid)
     assert bound.state == 'Bound'
-    assert bound.hostname == 'compat-host'
+    assert bound.hostname == host
     assert bound.device_rp_uuid == rp_uuid
     assert bound.instance_uuid == instance
     assert bound.attach_handle_type == 'TEST_PCI'
@@ -178,18 +188,18 @@ def test_sdk_create_returns_only_the_first_arq(service_conn, unique_name,
     assert len(mine) == 2 and arq.uuid in mine
 
 
-def test_sdk_without_service_role_cannot_bind(user_conn, service_conn,
+def test_sdk_without_service_role_cannot_bind(host, user_conn, service_conn,
                                               profile, rp_uuid, cleanup):
     arq = user_conn.accelerator.create_accelerator_request(
         device_profile_name=profile)
     cleanup.append(arq.uuid)
     with pytest.raises(sdk_exc.ForbiddenException):
         user_conn.accelerator.patch_accelerator_request(
-            arq.uuid, _bind_ops('compat-host', rp_uuid, str(uuid.uuid4())))
+            arq.uuid, _bind_ops(host, rp_uuid, str(uuid.uuid4())))
     assert user_conn.accelerator.get_accelerator_request(
         arq.uuid).state == 'Initial'
     service_conn.accelerator.patch_accelerator_request(
-        arq.uuid, _bind_ops('compat-host', rp_uuid, str(uuid.uuid4())))
+        arq.uuid, _bind_ops(host, rp_uuid, str(uuid.uuid4())))
     # Bound: only a service may delete it.
     with pytest.raises(sdk_exc.ForbiddenException):
         user_conn.accelerator.delete_accelerator_request(arq.uuid)
@@ -250,15 +260,15 @@ def test_cli_create_list_show_delete(cli, profile, cleanup):
     assert '1 of 1 accelerator requests failed to delete' in proc.stderr
 
 
-def test_cli_unbind_refused_without_service_role(cli, service_conn, profile,
-                                                 rp_uuid, cleanup,
+def test_cli_unbind_refused_without_service_role(host, cli, service_conn,
+                                                 profile, rp_uuid, cleanup,
                                                  cyborg_endpoint):
     arq = service_conn.accelerator.create_accelerator_request(
         device_profile_name=profile)
     cleanup.append(arq.uuid)
     instance = str(uuid.uuid4())
     service_conn.accelerator.patch_accelerator_request(
-        arq.uuid, _bind_ops('compat-host', rp_uuid, instance))
+        arq.uuid, _bind_ops(host, rp_uuid, instance))
     assert _wait_resolved(cyborg_endpoint, arq.uuid) == 'Bound'
     shown = cli.json('accelerator', 'arq', 'show', arq.uuid)
     assert shown['state'] == 'Bound'
@@ -276,14 +286,14 @@ def test_cli_unbind_refused_without_service_role(cli, service_conn, profile,
 
 # Nova's client module --------------------------------------------------------
 
-def test_nova_client_flow(cyborg_endpoint, profile, rp_uuid):
+def test_nova_client_flow(host, cyborg_endpoint, profile, rp_uuid):
     instance = str(uuid.uuid4())
     with Probe(cyborg_endpoint) as nova:
         arqs = nova('create_and_match', dp_name=profile,
                     rg_rp_map={'device_profile_0': [rp_uuid]})
         assert [a['device_rp_uuid'] for a in arqs] == [rp_uuid]
         nova('bind', bindings={arqs[0]['uuid']: {
-            'hostname': 'compat-host', 'device_rp_uuid': rp_uuid,
+            'hostname': host, 'device_rp_uuid': rp_uuid,
             'instance_uuid': instance}})
         # No Nova to wait for events from: poll as Nova's code cannot.
         assert _wait_resolved(cyborg_endpoint, arqs[0]['uuid']) == 'Bound'

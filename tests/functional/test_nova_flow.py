@@ -3,8 +3,8 @@
 Nova's ``nova.accelerator.cyborg`` (installed ``nova`` package) runs in a
 child interpreter (tests/compat/nova_arq_probe.py) configured like a
 nova-compute with service tokens; the requests it sends carry
-``X-Auth-Token``, ``X-Service-Token`` and ``X-Service-Roles: service``
-(the last one standing in for keystonemiddleware, see the probe). The
+``X-Auth-Token`` and ``X-Service-Token``, unmodified, which the noauth
+API counts as a service token. The
 deployment is nova_flow.py's: two conductors, the API, one agent with two
 devices of two PCI handles each, real Placement, and a FakeNova that
 receives the ``accelerator-request-bound`` events.
@@ -101,9 +101,9 @@ def test_request_groups(flow, nova, profile):
 
 
 def test_nova_sends_service_token_headers(nova):
+    # No X-Service-Roles: noauth counts the service token itself.
     assert nova('headers') == {'X-Auth-Token': '<set>',
-                               'X-Service-Token': '<set>',
-                               'X-Service-Roles': '<set>'}
+                               'X-Service-Token': '<set>'}
 
 
 def test_create_match_bind_events_and_resolved_arqs(flow, nova, profile,

@@ -268,9 +268,10 @@ def test_one_refused_provider_refuses_the_whole_request(
 
 
 def test_a_pci_bind_writes_each_arq_once(host, admin_context, database):
-    """Lock the ARQs, read the deployable and its host, claim (SELECT and
-    UPDATE), one UPDATE per ARQ to Bound, and one INSERT of the events:
-    BindStarted is never written on its own."""
+    """Lock the ARQs, claim handles of the deployable on that host (SELECT
+    and UPDATE), one UPDATE per ARQ to Bound, and one INSERT of the
+    events: BindStarted is never written on its own, and the checks cost
+    no statement while they pass."""
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     statements = []
 
@@ -284,8 +285,8 @@ def test_a_pci_bind_writes_each_arq_once(host, admin_context, database):
         _bind(admin_context, arqs, host)
     finally:
         sa.event.remove(database, 'before_cursor_execute', record)
-    assert statements == ['SELECT', 'SELECT', 'SELECT', 'UPDATE', 'UPDATE',
-                          'UPDATE', 'INSERT']
+    assert statements == ['SELECT', 'SELECT', 'UPDATE', 'UPDATE', 'UPDATE',
+                          'INSERT']
     assert _states(admin_context, arqs) == [states.BOUND] * 2
 
 
@@ -294,12 +295,12 @@ def test_a_lost_claim_race_starts_the_transaction_again(
     real = binding._claim_free
     calls = []
 
-    def lose_first(connection, rp_uuid, deployable_id, count):
+    def lose_first(connection, rp_uuid, hostname, count):
         calls.append(count)
         if len(calls) == 1:
-            real(connection, rp_uuid, deployable_id, count)  # then undone
+            real(connection, rp_uuid, hostname, count)  # then undone
             raise db_api.RetryRequest('attach handles claimed concurrently')
-        return real(connection, rp_uuid, deployable_id, count)
+        return real(connection, rp_uuid, hostname, count)
 
     monkeypatch.setattr(binding, '_claim_free', lose_first)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
@@ -310,11 +311,26 @@ def test_a_lost_claim_race_starts_the_transaction_again(
     assert len(_events(database)) == 2
 
 
+def test_handles_only_locked_by_another_bind_start_again(host,
+                                                         admin_context):
+    """The claim skipped free handles (SKIP LOCKED: another bind holds
+    them and may give them back): the transaction is started again, and
+    ends in the 409 if it never gets them; really too few is a 409."""
+    with db_api.main_context_manager.writer.using(admin_context) as session:
+        connection = session.connection()
+        again = binding._too_few(connection, host, 'host1', 2, 0)
+        assert isinstance(again, db_api.RetryRequest)
+        assert isinstance(again.inner_exc, exception.NoFreeAttachHandles)
+        refused = binding._too_few(connection, host, 'host1', 5, 3)
+        assert isinstance(refused, exception.NoFreeAttachHandles)
+        assert 'has 3 free attach handle(s); 5 ARQ(s)' in str(refused)
+
+
 def test_a_race_lost_every_time_ends_in_its_conflict(host, admin_context,
                                                      database, monkeypatch):
     """A transaction that keeps losing the claim race ends in the 409 it
     asked for, never in a 500."""
-    def always_lose(connection, rp_uuid, deployable_id, count):
+    def always_lose(connection, rp_uuid, hostname, count):
         raise db_api.RetryRequest(
             'attach handles claimed concurrently',
             exception.NoFreeAttachHandles(rp_uuid=rp_uuid, free=0,
@@ -515,6 +531,16 @@ def test_a_handle_bound_again_is_not_freed(mdev_host, admin_context,
     assert outcome.jobs and _handles_in_use(database) == 1
 
 
+def _fail_preparing(context, arqs, rp) -> Recorder:
+    """Bind ``arqs`` on host2 and run their jobs with an agent that cannot
+    create the mdevs (bind timeout 60 s); the agent's recorder."""
+    recorder = Recorder(refuse='mdev create failed')
+    job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
+    _run_jobs(context, job, _bind(context, arqs, rp, host='host2'))
+    job.stop()
+    return recorder
+
+
 def _repeats(engine):
     with engine.connect() as connection:
         return [(r.arq_uuid, r.status, r.repeat_until) for r in
@@ -526,12 +552,8 @@ def test_failed_preparation_is_reported_until_nova_acts(
         mdev_host, admin_context, database):
     """The ARQ is BindFailing (not resolved for Nova), its handle free,
     and its failed event repeated until the bind timeout."""
-    recorder = Recorder(refuse='mdev create failed')
-    job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _run_jobs(admin_context, job, _bind(admin_context, arqs[:1], mdev_host,
-                                        host='host2'))
-    job.stop()
+    recorder = _fail_preparing(admin_context, arqs[:1], mdev_host)
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILING
     assert not states.resolved(failed['state'])
@@ -548,13 +570,9 @@ def test_failed_preparation_is_reported_until_nova_acts(
 def test_nova_acting_on_a_failure_stops_its_repeats(mdev_host,
                                                     admin_context,
                                                     database):
-    recorder = Recorder(refuse='mdev create failed')
-    job = binding.Binder('cond1', 1, 60, recorder, recorder.deliver)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     for arq in arqs:
-        _run_jobs(admin_context, job, _bind(admin_context, [arq], mdev_host,
-                                            host='host2'))
-    job.stop()
+        _fail_preparing(admin_context, [arq], mdev_host)
     assert _states(admin_context, arqs) == [states.BIND_FAILING] * 2
     arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None)
     assert [r[0] for r in _repeats(database)] == [arqs[1]['uuid']]
@@ -582,12 +600,8 @@ def test_a_failure_after_the_bind_timeout_is_final(mdev_host, admin_context,
 def test_sweeper_ends_failures_nova_did_not_act_on(mdev_host, admin_context,
                                                    binder, recorder,
                                                    database):
-    refusing = Recorder(refuse='mdev create failed')
-    job = binding.Binder('cond1', 1, 60, refusing, refusing.deliver)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _run_jobs(admin_context, job, _bind(admin_context, arqs[:1], mdev_host,
-                                        host='host2'))
-    job.stop()
+    _fail_preparing(admin_context, arqs[:1], mdev_host)
     binder.sweep(admin_context)  # not yet timed out
     assert _states(admin_context, arqs[:1]) == [states.BIND_FAILING]
     old = datetime.datetime(2020, 1, 1)

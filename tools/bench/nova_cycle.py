@@ -40,6 +40,7 @@ sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
 import requests  # noqa: E402
+import sqlalchemy  # noqa: E402
 
 from cyborg.common import embedded_placement  # noqa: E402
 from tools import bench  # noqa: E402
@@ -73,10 +74,11 @@ class Deployment:
         self.processes: list[servers.CyborgProcess] = []
 
     def start(self, pg, rabbit, placement, nova) -> None:
+        self.db_url = pg.create_database('cyborg')
         base = {'DEFAULT': {'transport_url': rabbit.url,
                             'heartbeat_interval': 10,
                             'periodic_interval': 10},
-                'database': {'connection': pg.create_database('cyborg'),
+                'database': {'connection': self.db_url,
                              'max_pool_size': 10},
                 'placement': {'auth_type': 'admin_token',
                               'endpoint': placement.url, 'token': 'admin',
@@ -184,9 +186,9 @@ class Client(threading.Thread):
                   200)
         arqs = self.call('create', 'POST', '/accelerator_requests', 201,
                          {'device_profile_name': PROFILE})['arqs']
-        rp = self.rps[index % len(self.rps)]
+        rp, host = self.rps[index % len(self.rps)]
         patch = {arq['uuid']: [
-            {'op': 'add', 'path': '/hostname', 'value': 'compute'},
+            {'op': 'add', 'path': '/hostname', 'value': host},
             {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
             {'op': 'add', 'path': '/instance_uuid', 'value': instance}]
             for arq in arqs}
@@ -307,8 +309,9 @@ def main() -> int:
     return 0
 
 
-def _setup(deployment, deployables: int) -> list[str]:
-    """The profile, and the deployables' providers once all reported."""
+def _setup(deployment, deployables: int) -> list[tuple[str, str]]:
+    """The profile, and the deployables' providers with their hosts (a
+    bind names both) once all reported."""
     requests.post(deployment.url + '/device_profiles', json=[{
         'name': PROFILE, 'groups': [{'resources:FPGA': '1',
                                      'trait:CUSTOM_FAKE_DEVICE':
@@ -319,10 +322,24 @@ def _setup(deployment, deployables: int) -> list[str]:
                              headers={'X-Roles': 'admin'},
                              timeout=30).json()['deployables']
         if len(found) >= deployables:
-            return [d['rp_uuid'] for d in found]
+            return _provider_hosts(deployment.db_url)
         time.sleep(0.5)
     raise RuntimeError('agents did not report %d deployables: %s'
                        % (deployables, json.dumps(found)[:200]))
+
+
+def _provider_hosts(db_url: str) -> list[tuple[str, str]]:
+    """(resource provider, host) of every deployable: the API shows a
+    device's host, not which device a deployable belongs to."""
+    engine = sqlalchemy.create_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(sqlalchemy.text(
+                'SELECT deployables.rp_uuid, devices.hostname FROM '
+                'deployables JOIN devices ON devices.id = '
+                'deployables.device_id ORDER BY deployables.id'))]
+    finally:
+        engine.dispose()
 
 
 if __name__ == '__main__':
