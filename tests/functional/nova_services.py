@@ -623,8 +623,17 @@ def _start(deployment: RealNova, suffix: str,
     nova_env = {'OS_NOVA_CONFIG_DIR': etc}
     conductor = d._add(Process('nova-conductor', [
         servers.venv_script('nova-conductor')] + conf_args, directory))
+    # One scheduling request at a time: Placement 16 lets concurrent
+    # allocation writes overcommit a provider (its capacity check and
+    # generation increment race; seen on PostgreSQL and MariaDB), so
+    # parallel boots would get more servers than a device has
+    # accelerators, and Cyborg's bind would refuse the extra ones.
+    scheduler_conf = servers.write_config(
+        os.path.join(directory, 'nova-scheduler.conf'),
+        {'DEFAULT': {'executor_thread_pool_size': 1}})
     scheduler = d._add(Process('nova-scheduler', [
-        servers.venv_script('nova-scheduler')] + conf_args, directory))
+        servers.venv_script('nova-scheduler')] + conf_args
+        + ['--config-file', scheduler_conf], directory))
     with open(os.path.join(etc, 'nova_api_app.py'), 'w') as f:
         f.write(NOVA_API_APP)
     nova_api = d._add(Process('nova-api', servers.wsgi_argv(

@@ -398,6 +398,14 @@ def test_parallel_boots_take_every_accelerator_then_no_valid_host(rn,
     bound = {}
     for server, host in hosts.items():
         bound.update(_assert_bound(rn, server, host))
+    # Placement agrees: every PCI provider full, none beyond.
+    for rp, (_host, address) in _deployables(rn).items():
+        response = requests.get(
+            rn.placement.url + '/resource_providers/%s/usages' % rp,
+            headers=PLACEMENT, timeout=10)
+        used = response.json()['usages'].get('FPGA', 0)
+        assert used == (0 if address == MDEV_ADDRESS else PCI_HANDLES), (
+            rp, address, used)
     handles = {(a['attach_handle_info']['bus'],
                 a['attach_handle_info']['function']) for a in bound.values()}
     assert len(handles) == free
