@@ -104,8 +104,10 @@ def rn(postgres, rabbitmq, placement_pg, keystone_server, work_dir):
             work_dir, COMPUTES,
             cyborg_options={'nova': {'retry_interval': 0.2,
                                      'retry_max_interval': 2}}) as d:
-        _report('deployment started in %.1f s (%s)'
-                % (time.monotonic() - started, d.timings))
+        _report('deployment started in %.1f s, %.1f s after the module '
+                'was imported (Keystone and Placement included): %s'
+                % (time.monotonic() - started,
+                   time.monotonic() - _module_started, d.timings))
         d.profiles = {}
         d.flavors = {}
         try:
@@ -486,6 +488,7 @@ def test_failed_preparation_aborts_build(rn, boots):
     server = _boot(rn, boots, MDEV_TRAIT)
     seen: dict[str, set] = {}
     errors = set()
+    events: dict[str, Any] = {}
     deadline = time.monotonic() + BUILD_TIMEOUT
     status = None
     while time.monotonic() < deadline:
@@ -493,6 +496,8 @@ def test_failed_preparation_aborts_build(rn, boots):
             seen.setdefault(arq['uuid'], set()).add(arq['state'])
             if arq.get('bind_error'):
                 errors.add(arq['bind_error'])
+        for arq in seen:
+            events[arq] = _events(rn, arq) or events.get(arq)
         status = _server(rn, server)
         if status['status'] == 'ERROR':
             break
@@ -502,6 +507,11 @@ def test_failed_preparation_aborts_build(rn, boots):
     assert status and status['status'] == 'ERROR', (status, rn.logs(30))
     assert not any({'Bound', 'BindFailed'} & states
                    for states in seen.values()), seen
+    _report('failed preparation: ARQ states seen %s, bind_error %s, '
+            'events (status, sent, refusal, attempts) %s'
+            % (seen, errors, events))
+    assert any(e.status == 'failed' for rows in events.values() if rows
+               for e in rows), events
     assert _arqs(rn, server) == []
     assert _allocations(rn, server) == {}
     assert _events_accepted_for_server(rn, server) >= 1
