@@ -6,13 +6,29 @@ widened portably across SQLite, PostgreSQL and MySQL.
 """
 
 from oslo_db.sqlalchemy import models
+from oslo_utils import timeutils
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 from sqlalchemy import orm
 
 TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
 
+# The type of every date/time column: microseconds kept on every database.
+# MySQL/MariaDB's plain DATETIME drops the fraction of a second (leases,
+# retry backoff and bind timeouts would lose up to a second), so there it
+# is DATETIME(6); SQLite and PostgreSQL keep microseconds already.
+DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql',
+                                      'mariadb')
 
-class Base(models.TimestampMixin, models.ModelBase, orm.DeclarativeBase):
+
+class TimestampMixin:
+    """oslo.db's ``TimestampMixin`` with the precise :data:`DateTime`."""
+
+    created_at = sa.Column(DateTime, default=lambda: timeutils.utcnow())
+    updated_at = sa.Column(DateTime, onupdate=lambda: timeutils.utcnow())
+
+
+class Base(TimestampMixin, models.ModelBase, orm.DeclarativeBase):
     """Base of every model: id primary key plus created/updated timestamps."""
 
 
@@ -29,7 +45,7 @@ class Service(Base):
     id = sa.Column(sa.Integer, primary_key=True)
     host = sa.Column(sa.String(255), nullable=False)
     binary = sa.Column(sa.String(255), nullable=False)
-    last_seen_up = sa.Column(sa.DateTime, nullable=True)
+    last_seen_up = sa.Column(DateTime, nullable=True)
     # Agents only: digest of the last device tree applied, the compute
     # node resource provider, and two counters: every change that
     # Placement must see bumps ``sync_requested``; a complete sync records
@@ -215,7 +231,7 @@ class ExtendedAcceleratorRequest(Base):
     deployable_id = sa.Column(sa.Integer, sa.ForeignKey('deployables.id'),
                               nullable=True)
     bind_owner = sa.Column(sa.String(255), nullable=True)
-    bind_started_at = sa.Column(sa.DateTime, nullable=True)
+    bind_started_at = sa.Column(DateTime, nullable=True)
     bind_error = sa.Column(sa.Text, nullable=True)
 
 
@@ -264,11 +280,11 @@ class NovaEvent(Base):
     status = sa.Column(sa.String(16), nullable=False)
     attempts = sa.Column(sa.Integer, nullable=False, default=0,
                          server_default='0')
-    next_attempt_at = sa.Column(sa.DateTime, nullable=False)
+    next_attempt_at = sa.Column(DateTime, nullable=False)
     claimed_by = sa.Column(sa.String(255), nullable=True)
-    claimed_until = sa.Column(sa.DateTime, nullable=True)
-    sent_at = sa.Column(sa.DateTime, nullable=True)
+    claimed_until = sa.Column(DateTime, nullable=True)
+    sent_at = sa.Column(DateTime, nullable=True)
     last_error = sa.Column(sa.Text, nullable=True)
     # Until when the event is sent again after Nova took or refused it
     # (a failure Nova has not acted on yet); NULL: sent once.
-    repeat_until = sa.Column(sa.DateTime, nullable=True)
+    repeat_until = sa.Column(DateTime, nullable=True)

@@ -3,12 +3,15 @@
 * Migrating an empty database to head gives exactly the schema of
   ``cyborg.db.models`` (alembic autogenerate finds no difference, types
   and server defaults included) on SQLite, PostgreSQL and MariaDB.
+* Date/time columns keep microseconds on every database (MariaDB's
+  plain DATETIME would drop them; alembic alone does not see that).
 * ``cyborg-dbsync upgrade`` / ``version`` as an operator runs them.
 * Upgrading an up-to-date database changes nothing.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import uuid
 
@@ -103,14 +106,30 @@ def _compare_server_default(_context, _inspected_column, _metadata_column,
     return None
 
 
+def _compare_type(context, _inspected_column, _metadata_column,
+                  inspected_type, metadata_type):
+    """Date/time types as the database spells them, precision included.
+
+    Alembic ignores a precision that only one side states, so it would
+    take MariaDB's DATETIME for the models' DATETIME(6). Other types are
+    left to alembic (None).
+    """
+    if not isinstance(inspected_type, sa.DateTime):
+        return None
+    dialect = context.dialect
+    return (inspected_type.compile(dialect=dialect)
+            != metadata_type.compile(dialect=dialect))
+
+
 def schema_diff(engine, metadata=models.Base.metadata) -> list:
     """What alembic autogenerate would change to make the DB ``metadata``.
 
-    Column types and server defaults are compared too.
+    Column types (date/time precision too) and server defaults are
+    compared too.
     """
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={
-            'compare_type': True,
+            'compare_type': _compare_type,
             'compare_server_default': _compare_server_default,
             'include_name': _include_name,
         })
@@ -176,6 +195,60 @@ def test_drift_is_detected(engine):
     kinds = {d[0] if isinstance(d, tuple) else d[0][0]
              for d in schema_diff(engine, altered)}
     assert {'add_table', 'modify_type', 'modify_default'} <= kinds
+
+
+def test_datetime_precision_drift_is_detected(engine):
+    """Before 0003, MariaDB's date/time columns are whole seconds: the
+    comparison names each of them; SQLite and PostgreSQL had nothing to
+    change."""
+    migration.upgrade('0002_nova_event_repeat', engine=engine)
+    changed = sorted((d[0][2], d[0][3]) for d in schema_diff(engine)
+                     if isinstance(d, list) and d[0][0] == 'modify_type')
+    datetimes = sorted((table.name, column.name)
+                       for table in models.Base.metadata.sorted_tables
+                       for column in table.columns
+                       if isinstance(column.type, sa.DateTime))
+    assert len(datetimes) == 26
+    if engine.dialect.name == 'mysql':
+        assert changed == datetimes
+    else:
+        assert changed == []
+    migration.upgrade(engine=engine)
+    assert schema_diff(engine) == []
+
+
+PRECISE = datetime.datetime(2026, 11, 25, 3, 40, 1, 123456)
+
+
+def test_datetimes_keep_microseconds(engine):
+    """A fraction of a second written to a date/time column reads back
+    unchanged, on a column of the 0001 schema, of 0002 and a NOT NULL one,
+    and compares as later than the whole second (leases and backoff)."""
+    migration.upgrade(engine=engine)
+    events = models.NovaEvent.__table__
+    services = models.Service.__table__
+    later = PRECISE + datetime.timedelta(microseconds=1)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(events).values(
+            arq_uuid='a', instance_uuid='i', status='completed',
+            next_attempt_at=PRECISE, claimed_until=later,
+            repeat_until=PRECISE, created_at=PRECISE))
+        conn.execute(sa.insert(services).values(
+            host='h', binary='cyborg-agent', last_seen_up=PRECISE,
+            created_at=PRECISE))
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(
+            events.c.next_attempt_at, events.c.claimed_until,
+            events.c.repeat_until, events.c.created_at)).one() == (
+            PRECISE, later, PRECISE, PRECISE)
+        assert conn.execute(sa.select(
+            services.c.last_seen_up, services.c.created_at)).one() == (
+            PRECISE, PRECISE)
+        assert conn.execute(sa.select(sa.func.count()).where(
+            events.c.claimed_until > PRECISE)).scalar() == 1
+        assert conn.execute(sa.select(sa.func.count()).where(
+            events.c.next_attempt_at
+            > PRECISE.replace(microsecond=0))).scalar() == 1
 
 
 # cyborg-dbsync as a command --------------------------------------------
