@@ -1,7 +1,8 @@
 """Real Nova services beside Cyborg, for functional tests.
 
-:func:`real_nova` starts, on the session's PostgreSQL, RabbitMQ and
-Placement (see conftest.py) and a real Keystone (keystone.py):
+:func:`real_nova` starts, on the session's PostgreSQL and RabbitMQ (see
+conftest.py), a given Placement (test_real_nova.py runs one on PostgreSQL)
+and a real Keystone (keystone.py):
 
 * Nova from the installed ``nova`` package: its API database, cell0 and
   cell1 databases (``nova-manage api_db sync``, ``cell_v2 map_cell0``,
@@ -12,7 +13,8 @@ Placement (see conftest.py) and a real Keystone (keystone.py):
   fake.FakeDriverWithoutFakeNodes`` (Nova's fake virt driver, with a node
   uuid kept in its state directory so that a restarted compute finds its
   node again), ``[api] auth_strategy = keystone``, service tokens, hosts
-  discovered by the scheduler every two seconds;
+  discovered by the scheduler every two seconds, one scheduling request
+  at a time (see the comment at nova-scheduler's start);
 * Cyborg: ``cyborg-dbsync upgrade``, cyborg-conductor, cyborg-api
   (``auth_strategy = keystone``, ``accelerator`` in the catalog, ``[nova]``
   through Keystone to the real nova-api) and one cyborg-agent per compute
