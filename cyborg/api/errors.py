@@ -8,11 +8,33 @@ openstacksdk) parse exactly this.
 
 import json
 
+from oslo_db import exception as db_exc
+import oslo_messaging as messaging
+import sqlalchemy.exc as sa_exc
 from webob import exc as webob_exc
 
 from cyborg.common import exception
 
 JSON = 'application/json'
+
+#: Seconds a client is told to wait (``Retry-After``) before it retries a
+#: request answered 503 because the database or every conductor was
+#: unavailable.
+RETRY_AFTER = 5
+
+DB_UNAVAILABLE = 'The database is unavailable; retry later.'
+NO_CONDUCTOR = ('No conductor answered within %d s; nothing may have been '
+                'changed, retry later.')
+CONDUCTOR_UNREACHABLE = ('The conductor could not be reached (%s); nothing '
+                         'was changed, retry later.')
+# The exception types of a conductor that does not map its database errors
+# (an older one during an upgrade), as a RemoteError names them.
+_REMOTE_DB_CONFLICTS = ('DBDuplicateEntry', 'DBReferenceError')
+_REMOTE_DB_ERRORS = ('DBError', 'DBDeadlock', 'DBConnectionError',
+                     'DBNotSupportedError', 'OperationalError',
+                     'DBDataError', 'DBConstraintError',
+                     'DBInvalidUnicodeParameter', 'DBNonExistentTable',
+                     'DBNonExistentDatabase', 'DBNonExistentConstraint')
 
 
 def fault_body(status: int, message: str) -> bytes:
@@ -21,13 +43,40 @@ def fault_body(status: int, message: str) -> bytes:
     return json.dumps({'error_message': json.dumps(fault)}).encode()
 
 
-def status_and_message(error: Exception) -> tuple[int, str]:
-    """Map an exception raised while handling a request to a response."""
+def status_and_message(error: Exception, conductor_timeout: float | None = None
+                       ) -> tuple[int, str]:
+    """Map an exception raised while handling a request to a response.
+
+    Database errors of the API's own reads, and a conductor that did not
+    answer (``conductor_timeout``: the seconds the API waited) or could
+    not be reached, are 503s: the client retries (see
+    :func:`retry_after`).
+    """
     if isinstance(error, exception.CyborgException):
         return error.code, error.message
     if isinstance(error, webob_exc.HTTPException):
         return error.code, error.detail or error.explanation
+    if isinstance(error, db_exc.DBError | sa_exc.SQLAlchemyError):
+        return 503, DB_UNAVAILABLE
+    if isinstance(error, messaging.MessagingTimeout):
+        return 503, NO_CONDUCTOR % round(conductor_timeout or 0)
+    if isinstance(error, messaging.RemoteError):
+        if error.exc_type in _REMOTE_DB_CONFLICTS:
+            return 409, ('Conflict: the request conflicts with a '
+                         'concurrent change; nothing was changed, retry.')
+        if error.exc_type in _REMOTE_DB_ERRORS:
+            return 503, DB_UNAVAILABLE
+    elif isinstance(error, messaging.MessagingException):
+        # MessageDeliveryFailure, a transport (RabbitMQ) connection
+        # that failed, a conductor that vanished mid-call.
+        return 503, CONDUCTOR_UNREACHABLE % type(error).__name__
     return 500, 'An internal error occurred; see the service logs.'
+
+
+def retry_after(status: int) -> tuple[tuple[str, str], ...]:
+    """The headers of an error response with ``status``: ``Retry-After``
+    on a 503."""
+    return (('Retry-After', str(RETRY_AFTER)),) if status == 503 else ()
 
 
 def http_error(status: int, message: str, headers=()) -> webob_exc.HTTPError:

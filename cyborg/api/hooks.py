@@ -17,6 +17,12 @@ class ContextHook(hooks.PecanHook):
 
     def __init__(self, conf, conductor_api, authorizer, profile_cache):
         self._conf = conf
+        # Writes wait [api] conductor_timeout for a conductor, not
+        # oslo.messaging's rpc_response_timeout (60 s by default). A test
+        # double without with_timeout (a Mock) is used as given.
+        if hasattr(type(conductor_api), 'with_timeout'):
+            conductor_api = conductor_api.with_timeout(
+                conf.api.conductor_timeout)
         self._conductor_api = conductor_api
         self._authorizer = authorizer
         self._profile_cache = profile_cache
@@ -36,16 +42,34 @@ class ContextHook(hooks.PecanHook):
 
 
 class ErrorHook(hooks.PecanHook):
-    """Turns cyborg exceptions into JSON fault responses."""
+    """Turns exceptions into JSON fault responses.
+
+    A database error of the API's own reads, and a conductor that did not
+    answer within ``[api] conductor_timeout`` or could not be reached,
+    answer 503 with ``Retry-After``; a traceback is logged, never sent.
+    """
+
+    def __init__(self, conf=None):
+        self._conf = conf
+
+    def _conductor_timeout(self, state) -> float | None:
+        conf = getattr(state.request, 'conf', None) or self._conf
+        return conf.api.conductor_timeout if conf is not None else None
 
     def on_error(self, state, error):
-        if not isinstance(error, exception.CyborgException):
-            if isinstance(error, webob_exc.HTTPException):
-                return None
-            LOG.exception('Unexpected error handling %s %s',
-                          state.request.method, state.request.path)
-        status, message = errors.status_and_message(error)
-        if status >= 500 and isinstance(error, exception.CyborgException):
-            LOG.error('Error handling %s %s: %s', state.request.method,
-                      state.request.path, message)
-        return errors.http_error(status, message)
+        if (isinstance(error, webob_exc.HTTPException)
+                and not isinstance(error, exception.CyborgException)):
+            return None
+        status, message = errors.status_and_message(
+            error, self._conductor_timeout(state))
+        method, path = state.request.method, state.request.path
+        if isinstance(error, exception.CyborgException):
+            if status >= 500:
+                LOG.error('Error handling %s %s: %s', method, path, message)
+        elif status == 500:
+            LOG.exception('Unexpected error handling %s %s', method, path)
+        else:
+            LOG.error('Error handling %s %s: %s (%s: %s)', method, path,
+                      message, type(error).__name__, error)
+        return errors.http_error(status, message,
+                                 errors.retry_after(status))

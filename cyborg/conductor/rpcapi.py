@@ -1,5 +1,6 @@
 """Client side of the conductor RPC API."""
 
+import copy
 from typing import Any
 
 from cyborg.common import constants
@@ -18,8 +19,22 @@ class ConductorAPI:
     may finish later is cast.
     """
 
-    def __init__(self, transport):
+    def __init__(self, transport, timeout: float | None = None):
         self._client = rpc.get_client(transport, constants.CONDUCTOR_TOPIC)
+        #: Seconds a call waits for a conductor's answer before it raises
+        #: MessagingTimeout; None: ``[DEFAULT] rpc_response_timeout``.
+        self.timeout = None
+        if timeout is not None:
+            self._client = self._client.prepare(timeout=timeout)
+            self.timeout = timeout
+
+    def with_timeout(self, timeout: float) -> 'ConductorAPI':
+        """This client, with calls that wait at most ``timeout`` seconds
+        for an answer (the API's ``[api] conductor_timeout``)."""
+        api = copy.copy(self)
+        api._client = self._client.prepare(timeout=timeout)
+        api.timeout = timeout
+        return api
 
     def device_profile_create(self, context, values: dict[str, Any]
                               ) -> dict[str, Any]:

@@ -31,6 +31,18 @@ opts = [
                       'profile deleted through another API process can be '
                       'returned for up to this long. 0 disables the '
                       'cache.'),
+    cfg.IntOpt('conductor_timeout',
+               default=30, min=1,
+               help='Seconds an API request that writes waits for a '
+                    'conductor to answer before it answers 503 with a '
+                    'Retry-After header (every write goes through a '
+                    'conductor). Replaces [DEFAULT] rpc_response_timeout '
+                    'for the API\'s calls to the conductor. Keep it below '
+                    'the timeout of the API\'s clients (Nova\'s HTTP '
+                    'timeout to Cyborg) and above the longest write a '
+                    'loaded conductor takes (a bind of many requests, '
+                    'device profile creation: well under a second '
+                    'normally).'),
     cfg.StrOpt('noauth_default_project_id',
                default='00000000000000000000000000000001',
                help='With auth_strategy=noauth, the project of a request '

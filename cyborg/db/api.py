@@ -57,19 +57,106 @@ def _serialised_on_sqlite(transactional, fn):
     return wrapper
 
 
+# Retrying whole transactions. A transaction that lost a lock race
+# (deadlock, lock wait timeout, serialization failure) is rolled back by
+# the database and can only succeed if it starts again from its first
+# statement, so the retry wraps the outermost transaction: a write
+# function called inside another's transaction joins it and is not
+# retried on its own (the outer one is).
+
+#: Tries after the first before a transient error reaches the caller.
+MAX_RETRIES = 5
+#: First pause between tries (seconds); doubled, with jitter, each time.
+RETRY_INTERVAL = 0.05
+#: Longest pause between tries (seconds).
+MAX_RETRY_INTERVAL = 1.0
+
+# SQLSTATEs of PostgreSQL errors that roll a transaction back because of
+# concurrency: serialization_failure, deadlock_detected,
+# lock_not_available (lock_timeout).
+_PG_TRANSIENT = ('40001', '40P01', '55P03')
+# MySQL/MariaDB: lock wait timeout, deadlock.
+_MYSQL_TRANSIENT = (1205, 1213)
+_TRANSIENT_TEXT = ('could not serialize access', 'Lock wait timeout exceeded',
+                   'Deadlock found', 'deadlock detected')
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` rolled its transaction back only because of a
+    concurrent one, so that running the transaction again can succeed:
+    a deadlock (oslo.db's DBDeadlock: MySQL 1213 and 1205, PostgreSQL
+    40P01), a lock wait timeout, a PostgreSQL serialization failure."""
+    if isinstance(error, db_exc.DBDeadlock):
+        return True
+    if not isinstance(error, db_exc.DBError):
+        return False
+    original = getattr(error, 'inner_exception', None)
+    original = getattr(original, 'orig', None) or original
+    code = (getattr(original, 'pgcode', None)
+            or getattr(getattr(original, 'diag', None), 'sqlstate', None))
+    if code in _PG_TRANSIENT:
+        return True
+    args = getattr(original, 'args', None) or ()
+    if args and args[0] in _MYSQL_TRANSIENT:
+        return True
+    text = str(error)
+    return any(fragment in text for fragment in _TRANSIENT_TEXT)
+
+
+def _in_transaction(args, kwargs) -> bool:
+    """Whether the call joins a transaction already open on its
+    context (in this thread)."""
+    context = kwargs.get('context', args[0] if args else None)
+    scopes = getattr(context, '_enginefacade_context', None)
+    return getattr(scopes, 'current', None) is not None
+
+
+def _retried(fn, duplicates: bool = False, max_retries: int | None = None,
+             interval: float | None = None,
+             max_interval: float | None = None):
+    """``fn`` (a transaction function) run again, after a short
+    jittered pause, when its outermost transaction failed with a
+    transient error (see :func:`is_transient`), raised
+    :class:`RetryRequest` or, with ``duplicates``, hit a unique
+    constraint; at most :data:`MAX_RETRIES` times, then the last error
+    is raised."""
+    if duplicates:
+        def checker(e):
+            return is_transient(e) or isinstance(e, db_exc.DBDuplicateEntry)
+    else:
+        checker = is_transient
+    retrying = oslo_db_api.wrap_db_retry(
+        max_retries=MAX_RETRIES if max_retries is None else max_retries,
+        retry_interval=RETRY_INTERVAL if interval is None else interval,
+        max_retry_interval=(MAX_RETRY_INTERVAL if max_interval is None
+                            else max_interval),
+        inc_retry_interval=True,
+        retry_on_deadlock=True, jitter=True,
+        exception_checker=checker)(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _in_transaction(args, kwargs):
+            return fn(*args, **kwargs)
+        return retrying(*args, **kwargs)
+    return wrapper
+
+
 def writer(fn):
     """``main_context_manager.writer`` (``context.session``), serialised
-    on SQLite."""
-    return _serialised_on_sqlite(main_context_manager.writer(fn), fn)
+    on SQLite, run again on a transient error (deadlock, lock wait
+    timeout, serialization failure)."""
+    return _retried(_serialised_on_sqlite(main_context_manager.writer(fn),
+                                          fn))
 
 
 def connection_writer(fn):
     """``main_context_manager.writer.connection`` (``context.connection``:
     SQLAlchemy Core, without the ORM session's cost), serialised on
-    SQLite. For the hot paths that need no ORM."""
-    return _serialised_on_sqlite(
-        main_context_manager.writer.connection(fn), fn)
-
+    SQLite, run again on a transient error. For the hot paths that need
+    no ORM."""
+    return _retried(_serialised_on_sqlite(
+        main_context_manager.writer.connection(fn), fn))
 
 
 class RetryRequest(db_exc.RetryRequest):
@@ -86,15 +173,13 @@ class RetryRequest(db_exc.RetryRequest):
 
 
 def retrying_writer(fn):
-    """:func:`connection_writer`, run again (a few times, after a short
-    pause) when its transaction deadlocked, hit a unique constraint or
-    raised :class:`RetryRequest`."""
-    return oslo_db_api.wrap_db_retry(
-        max_retries=3, retry_interval=0.02, max_retry_interval=0.2,
-        inc_retry_interval=True, retry_on_deadlock=True,
-        jitter=True,
-        exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry),
-    )(connection_writer(fn))
+    """:func:`connection_writer`, also run again when its transaction hit
+    a unique constraint or raised :class:`RetryRequest`, with shorter
+    pauses (a lost handle race is over in milliseconds)."""
+    return _retried(_serialised_on_sqlite(
+        main_context_manager.writer.connection(fn), fn), duplicates=True,
+        interval=0.02, max_interval=0.2)
+
 
 _DP = models.DeviceProfile.__table__
 _ARQ = models.ExtendedAcceleratorRequest.__table__
