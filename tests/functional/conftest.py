@@ -3,6 +3,8 @@
 Session-scoped, each started once on demand and always stopped:
 
 * ``postgres``: a private PostgreSQL cluster (:class:`PostgreSQLServer`);
+* ``mariadb``: a private MariaDB server (:class:`MariaDBServer`), started
+  only when a test asks for it;
 * ``rabbitmq``: a private RabbitMQ node (:class:`RabbitMQServer`);
 * ``keystone``: a real Keystone on that PostgreSQL
   (:class:`~tests.functional.keystone.KeystoneServer`);
@@ -13,6 +15,10 @@ Session-scoped, each started once on demand and always stopped:
   driver's default: one FPGA device, 4 TEST_PCI handles, trait
   CUSTOM_FAKE_DEVICE) talking over the private RabbitMQ;
 * ``allinone``: ``cyborg-all-in-one`` on SQLite in a temporary state dir.
+
+Module-scoped, parametrized: ``db_server``, the session's PostgreSQL and
+then its MariaDB (:data:`DATABASES`), for the module-scoped deployments
+whose tests must hold on both production databases.
 
 Both deployments are yielded only once their agent's device is visible
 through the API, so API tests can rely on at least one device.
@@ -39,6 +45,9 @@ from tests.functional.keystone import KeystoneServer
 from tests.functional.placement import placement  # noqa: F401
 
 DEPLOYMENTS = ('multiprocess', 'allinone')
+# The production databases, as the db_server fixture's ids, and the
+# session fixture that starts each.
+DATABASES = {'postgresql': 'postgres', 'mariadb': 'mariadb'}
 START_TIMEOUT = 90
 MULTIPROCESS_AGENT_HOST = 'functional-agent-1'
 # The fake driver's default device, spelled out.
@@ -93,6 +102,21 @@ def work_dir():
 def postgres():
     with servers.PostgreSQLServer() as server:
         yield server
+
+
+@pytest.fixture(scope='session')
+def mariadb():
+    with servers.MariaDBServer() as server:
+        yield server
+
+
+@pytest.fixture(scope='module', params=list(DATABASES))
+def db_server(request):
+    """The session's PostgreSQL, then its MariaDB (both have
+    ``create_database``/``drop_database``/``url_for``): a module-scoped
+    fixture built on it runs its module's tests once per database, one
+    database after the other."""
+    return request.getfixturevalue(DATABASES[request.param])
 
 
 @pytest.fixture(scope='session')

@@ -1,7 +1,8 @@
 """A deployment to play Nova against, shared by test_nova_flow.py and
 test_arq_faults.py.
 
-:func:`deployment` starts, on the session's PostgreSQL, RabbitMQ and
+:func:`deployment` starts, on a database server of the session (its
+PostgreSQL or its MariaDB: conftest.py's ``db_server``), its RabbitMQ and
 Placement (see conftest.py):
 
 * a fresh database, upgraded with ``cyborg-dbsync upgrade``;
@@ -327,18 +328,27 @@ def _wait_for_providers(deployment: NovaFlowDeployment,
                      % deployment.name, interval=0.5)
 
 
+def database_kind(server) -> str:
+    """``'mariadb'`` or ``'postgresql'``: which kind of server
+    ``server`` (a :class:`servers.MariaDBServer` or
+    :class:`servers.PostgreSQLServer`) is."""
+    return ('mariadb' if isinstance(server, servers.MariaDBServer)
+            else 'postgresql')
+
+
 @contextlib.contextmanager
-def deployment(name: str, postgres, rabbitmq, placement, work_dir: str,
+def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                agents: Sequence[AgentSpec], conductor_workers: int = 16,
                nova_options: dict | None = None
                ) -> Iterator[NovaFlowDeployment]:
-    """Start the deployment described in the module docstring."""
+    """Start the deployment described in the module docstring, with
+    its database on ``db_server`` (PostgreSQL or MariaDB)."""
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
     suffix = uuid_lib.uuid4().hex[:8]
     trait = 'CUSTOM_NOVA_FLOW_%s' % suffix.upper()
     db_name = '%s_%s' % (name.replace('-', '_'), suffix)
-    db_url = postgres.create_database(db_name)
+    db_url = db_server.create_database(db_name)
     transport = rabbitmq.create_vhost('%s-%s' % (name, suffix))
     port = servers.free_port()
     url = 'http://%s:%d' % (servers.LOOPBACK, port)
@@ -413,7 +423,7 @@ def deployment(name: str, postgres, rabbitmq, placement, work_dir: str,
             try:
                 flow.stop()
             finally:
-                postgres.drop_database(db_name)
+                db_server.drop_database(db_name)
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):

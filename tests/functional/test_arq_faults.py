@@ -1,11 +1,15 @@
-"""ARQ binds under faults, over real HTTP, RabbitMQ and PostgreSQL.
+"""ARQ binds under faults, over real HTTP and RabbitMQ, on PostgreSQL and
+then on MariaDB (the module runs once per database: ``db_server``).
 
 The deployment is nova_flow.py's: two conductors sharing the RPC topic,
 the API (noauth), a FakeNova for the ``accelerator-request-bound``
-events, and two agents: ``faults-big`` (2 devices x 32 PCI handles) and
-``faults-small`` (1 device x 8 PCI handles). Every test starts with no
-ARQ and no handle in use, and checks the database directly: a handle is
-held by at most one ARQ, handles in use == ARQs holding one == Bound ARQs.
+events, and three agents: ``faults-big`` (2 devices x 32 PCI handles),
+``faults-small`` (1 device x 8 PCI handles) and ``faults-mdev`` (2
+devices x 16 MDEV handles, each taking :data:`PREPARE_DELAY` to prepare,
+so that its binds are in flight long enough to kill a conductor). Every
+test starts with no ARQ and no handle in use, and checks the database
+directly: a handle is held by at most one ARQ, handles in use == ARQs
+holding one == Bound ARQs.
 """
 
 import collections
@@ -20,6 +24,9 @@ from tests.functional import nova_flow
 
 BIG = 'faults-big'
 SMALL = 'faults-small'
+MDEV = 'faults-mdev'
+# Each mdev takes this long to prepare: binds on MDEV stay in flight.
+PREPARE_DELAY = 1.0
 SMALL_HANDLES = 8
 # Events are leased for CLAIM_TIMEOUT seconds: a duplicate caused by an
 # expired lease shows up within that time after the last delivery.
@@ -28,12 +35,17 @@ MEMBER = 'member,reader'
 
 
 @pytest.fixture(scope='module')
-def flow(postgres, rabbitmq, placement, work_dir):
+def flow(db_server, rabbitmq, placement, work_dir):
     agents = [nova_flow.AgentSpec(BIG, devices=2, handles=32),
               nova_flow.AgentSpec(SMALL, devices=1, handles=SMALL_HANDLES,
-                                  bus_base=0x60)]
+                                  bus_base=0x60),
+              nova_flow.AgentSpec(MDEV, devices=2, handles=16, bus_base=0x70,
+                                  handle_type='MDEV',
+                                  fake_driver={'prepare_delay':
+                                               PREPARE_DELAY})]
     with nova_flow.deployment(
-            'arq-faults', postgres, rabbitmq, placement, work_dir, agents,
+            'arq-faults-' + nova_flow.database_kind(db_server), db_server,
+            rabbitmq, placement, work_dir, agents,
             nova_options={'timeout': 2, 'claim_timeout': CLAIM_TIMEOUT}
     ) as deployment:
         yield deployment
@@ -48,8 +60,9 @@ def clean(flow):
     yield flow
     flow.nova.up()
     flow.delete_all_arqs()
-    stats = flow.handle_stats()
-    assert stats['in_use'] == 0, stats
+    # An mdev's handle is free once its agent has removed the mdev.
+    nova_flow.wait_until(lambda: flow.handle_stats()['in_use'] == 0,
+                         nova_flow.AGENT_TIMEOUT + 15, 'every handle free')
 
 
 def _profile(flow, count):
@@ -122,51 +135,89 @@ def _bind_all(flow, bindings_per_request, threads=16):
     assert bad == [], bad[:5]
 
 
-def _sigkill_binds(flow, kill, delay_before_kill=0.0):
-    """30 ARQs over 6 instances (two devices), bound through both
-    conductors; then ``kill`` (conductor indexes) are SIGKILLed and
-    restarted. Returns the resolved ARQs, their instances, the
-    monotonic time of the kill and the (owner, state) counts then."""
+def _lease_truncation(flow) -> float:
+    """How much of a lease the database may cut off when it stores its
+    end: 1 s where ``claimed_until`` keeps whole seconds (a MariaDB
+    DATETIME without fractional precision), else 0."""
+    if flow.engine.dialect.name != 'mysql':
+        return 0.0
+    precision = flow.db_rows(
+        "SELECT datetime_precision FROM information_schema.columns WHERE "
+        "table_schema = DATABASE() AND table_name = 'nova_events' AND "
+        "column_name = 'claimed_until'")[0][0]
+    return 1.0 if not precision else 0.0
+
+
+def _kill_state(flow):
+    """What the database holds right after a kill: every ARQ's (state,
+    bind owner, handle) and every undelivered outbox row's owner."""
+    arqs = {row.uuid: (row.state, row.bind_owner, row.attach_handle_id)
+            for row in flow.db_rows(
+                'SELECT uuid, state, bind_owner, attach_handle_id FROM '
+                'extended_accelerator_requests')}
+    unsent = {row.arq_uuid: row.claimed_by for row in flow.db_rows(
+        'SELECT arq_uuid, claimed_by FROM nova_events WHERE sent_at IS '
+        'NULL')}
+    return arqs, unsent
+
+
+def _sigkill_binds(flow, kill, host, in_flight, settle=0.0):
+    """30 ARQs over 6 instances (``host``'s two devices), bound through
+    both conductors (every PATCH answered 202); as soon as
+    ``in_flight(arqs, unsent)`` holds for the database's state (see
+    :func:`_kill_state`), and ``settle`` seconds later, ``kill``
+    (conductor indexes) are SIGKILLed, then restarted once the state at
+    the kill is captured. Returns the resolved ARQs, their instances, the
+    monotonic time of the kill, the state then, and the killed
+    conductors' hosts."""
     profile = _profile(flow, 5)
-    rps = [d.rp_uuid for d in flow.devices[BIG]]
+    rps = [d.rp_uuid for d in flow.devices[host]]
     requests_, instances = [], {}
     for number in range(6):
         instance = str(uuid.uuid4())
         arqs = flow.create_arqs(profile)
         rp = rps[number % 2]
-        requests_.append({a['uuid']: {'hostname': BIG, 'device_rp_uuid': rp,
+        requests_.append({a['uuid']: {'hostname': host, 'device_rp_uuid': rp,
                                       'instance_uuid': instance}
                           for a in arqs})
         instances.update({a['uuid']: instance for a in arqs})
+    killed = {flow.conductor_configs[i]['DEFAULT']['host'] for i in kill}
     _bind_all(flow, requests_, threads=6)
-    time.sleep(delay_before_kill)
+    nova_flow.wait_until(lambda: in_flight(*_kill_state(flow)), 10,
+                         'binds in flight to kill', interval=0.02)
+    time.sleep(settle)
     for index in kill:
         flow.kill_conductor(index)
     killed_at = time.monotonic()
-    at_kill = collections.Counter(
-        (row.bind_owner, row.state) for row in flow.db_rows(
-            'SELECT bind_owner, state FROM extended_accelerator_requests'))
+    at_kill = _kill_state(flow)
     for index in kill:
         flow.start_conductor(index)
     arqs = flow.wait_resolved(list(instances), timeout=nova_flow.BIND_TIMEOUT
                               + 30)
-    owners = {owner for owner, _state in at_kill}
-    assert len(owners) == 2, ('both conductors should have bound some',
-                              at_kill)
     _check_handles(flow, arqs)
-    # 64 free handles for 30 ARQs: nothing may fail for lack of handles.
+    # Enough free handles for 30 ARQs: none may fail for lack of them.
     failed = {u: a for u, a in arqs.items() if a['state'] != 'Bound'}
     reasons = dict(flow.db_rows(
         "SELECT uuid, bind_error FROM extended_accelerator_requests "
         "WHERE state = 'BindFailed'"))
     assert failed == {}, (at_kill, reasons)
-    return arqs, instances, killed_at, at_kill
+    # An ARQ keeps the handle it held at the kill: a bind in flight is
+    # finished where it stood, not started again.
+    handles = dict(flow.db_rows(
+        'SELECT uuid, attach_handle_id FROM extended_accelerator_requests'))
+    moved = {u: (h, handles[u]) for u, (_s, _o, h) in at_kill[0].items()
+             if u in instances and h is not None and handles[u] != h}
+    assert moved == {}, moved
+    return arqs, instances, killed_at, at_kill, killed
 
 
-def _assert_delivered_after_kill(flow, arqs, instances, killed_at):
-    """Every ARQ's event (completed) arrives; an event is repeated only
-    if it was in flight at the kill (its first copy arrived by then, the
-    second after the lease expired), and at most once."""
+def _assert_delivered_after_kill(flow, arqs, instances, killed_at, unsent,
+                                 killed):
+    """Every ARQ's event (completed) is accepted by Nova; it is accepted
+    twice exactly when it was in flight at the kill (Nova had received it
+    while the outbox row, leased to a killed conductor, was not marked
+    sent), its second copy once the lease expired; the redeliveries
+    counted. Returns how many there were."""
     tags = set(arqs)
     nova_flow.wait_until(
         lambda: all(flow.nova.tag_counts()[t] >= 1 for t in tags), 60,
@@ -179,38 +230,72 @@ def _assert_delivered_after_kill(flow, arqs, instances, killed_at):
             assert event['status'] == 'completed'
             assert event['server_uuid'] == instances[event['tag']]
     assert set(arrivals) == tags
-    for tag, times in arrivals.items():
-        assert len(times) <= 2, (tag, times)
-        if len(times) == 2:
-            first, second = sorted(times)
-            assert first <= killed_at + 0.5, (tag, times, killed_at)
-            assert second - first >= CLAIM_TIMEOUT - 0.5, (tag, times)
+    # Slack for a request the kernel had taken before the kill and
+    # FakeNova read after it; nothing killed sends again for a lease.
+    received = {tag for tag, times in arrivals.items()
+                if min(times) <= killed_at + 0.5}
+    in_flight = {tag for tag, owner in unsent.items()
+                 if tag in tags and owner in killed} & received
+    redelivered = {tag for tag, times in arrivals.items() if len(times) > 1}
+    assert redelivered == in_flight, (
+        redelivered, in_flight, _duplicate_report(flow,
+                                                  redelivered ^ in_flight))
+    lease = CLAIM_TIMEOUT - 0.5 - _lease_truncation(flow)
+    for tag in redelivered:
+        times = sorted(arrivals[tag])
+        assert len(times) == 2, (tag, times)
+        assert times[1] - times[0] >= lease, (tag, times)
     flow.check_alive()
+    return len(redelivered)
 
 
 def test_conductor_sigkill_mid_bind(flow, clean):
-    """Conductor 0 is SIGKILLed right after the PATCHes and restarted:
-    every ARQ ends Bound, no handle leaks, Nova hears of every ARQ; an
-    event is repeated only if the killed conductor had it in flight (the
-    first copy arrived before the kill, the second one after its lease
-    expired), and at most once."""
-    arqs, instances, killed_at, _at_kill = _sigkill_binds(flow, [0])
-    _assert_delivered_after_kill(flow, arqs, instances, killed_at)
+    """Conductor 0 is SIGKILLed while its binds are in flight (ARQs it
+    started are BindStarted, their mdevs being prepared: the state at the
+    kill says so) and restarted: it resumes them, every ARQ ends Bound
+    with the handle it had claimed, no handle leaks, and Nova accepts
+    each ARQ's event once, twice only if it was in flight at the kill."""
+    owner = flow.conductor_configs[0]['DEFAULT']['host']
+
+    def started_by_0(arqs, _unsent):
+        return any(state == 'BindStarted' and who == owner
+                   for state, who, _handle in arqs.values())
+    arqs, instances, killed_at, (at_kill, unsent), killed = _sigkill_binds(
+        flow, [0], MDEV, started_by_0)
+    states = collections.Counter((who, state)
+                                 for state, who, _h in at_kill.values())
+    assert states[(owner, 'BindStarted')] > 0, states
+    assert not [u for u, (state, _w, handle) in at_kill.items()
+                if state == 'BindStarted' and handle is None], at_kill
+    resumed = [u for u, (state, who, _h) in at_kill.items()
+               if state == 'BindStarted' and who == owner]
+    assert 'Resuming %d unfinished bind jobs' % len(resumed) in (
+        flow.conductors[0].log_text()), states
+    _assert_delivered_after_kill(flow, arqs, instances, killed_at, unsent,
+                                 killed)
 
 
 def test_at_least_once_when_conductors_die_during_delivery(flow, clean):
-    """Nova takes 1.5s to answer; both conductors are SIGKILLed while the
-    first events are in flight, then restarted. Delivery is at least
-    once: every ARQ's event arrives; one Nova received but whose answer
-    no conductor recorded is sent again once its lease expires (Nova
-    ignores an event nobody waits for), and only such an event."""
+    """Nova takes 1.5s to answer; both conductors are SIGKILLed while
+    events are in flight (Nova has them, the outbox has not recorded
+    them as sent: the state at the kill says so), then restarted.
+    Delivery is at least once: every ARQ's event arrives; those in flight
+    are sent again once their lease expires (Nova ignores an event nobody
+    waits for), and only those."""
     flow.nova.delay = 1.5
+
+    def delivering(_arqs, unsent):
+        return any(owner is not None for owner in unsent.values())
     try:
-        arqs, instances, killed_at, _at_kill = _sigkill_binds(
-            flow, [0, 1], delay_before_kill=0.5)
+        # Leased events are posted at once; half a second later their
+        # request is with Nova, which answers a second after that.
+        arqs, instances, killed_at, (_at_kill, unsent), killed = (
+            _sigkill_binds(flow, [0, 1], BIG, delivering, settle=0.5))
     finally:
         flow.nova.delay = 0.0
-    _assert_delivered_after_kill(flow, arqs, instances, killed_at)
+    redelivered = _assert_delivered_after_kill(flow, arqs, instances,
+                                               killed_at, unsent, killed)
+    assert redelivered > 0, 'no event was in flight at the kill'
 
 
 @pytest.mark.parametrize('refuse', [False, True], ids=['503', 'refused'])
@@ -285,6 +370,66 @@ def test_200_concurrent_binds_on_8_handles(flow, clean):
     _assert_events_once(flow, arqs, won)
     counts = flow.nova.tag_counts()
     assert all(counts[u] == 0 for u in lost)
+
+
+@pytest.mark.parametrize('host', [BIG, MDEV], ids=['pci', 'mdev'])
+def test_delete_racing_bind(flow, clean, host):
+    """Nova deletes ARQs while their binds run: 40 ARQs (one instance
+    each), each PATCHed and DELETEd at the same moment through both
+    conductors (on mdevs, the delete lands during the bind's job, or
+    before or after it). Whichever wins, every answer is one the contract
+    allows, every ARQ is gone, and every handle it claimed is free
+    again (on mdevs, once its agent released the mdev)."""
+    profile = _profile(flow, 10)
+    rps = [d.rp_uuid for d in flow.devices[host]]
+    all_arqs = []
+    for _number in range(4):
+        all_arqs.extend(flow.create_arqs(profile))
+    instances = {a['uuid']: str(uuid.uuid4()) for a in all_arqs}
+    def bind(number, arq):
+        return flow.bind({arq: {'hostname': host,
+                                'device_rp_uuid': rps[number % 2],
+                                'instance_uuid': instances[arq]}})
+
+    def delete(arq):
+        return flow.request('DELETE', '/v2/accelerator_requests',
+                            service=True, params={'arqs': arq})
+
+    with futures.ThreadPoolExecutor(16) as pool:
+        binds, deletes = [], []
+        for number, arq in enumerate(instances):
+            if number % 2:  # half the deletes leave first
+                deletes.append(pool.submit(delete, arq))
+                binds.append(pool.submit(bind, number, arq))
+            else:
+                binds.append(pool.submit(bind, number, arq))
+                deletes.append(pool.submit(delete, arq))
+        binds = [f.result() for f in binds]
+        deletes = [f.result() for f in deletes]
+    # A bind that lost answers 404 (the ARQ is gone); a delete always
+    # succeeds, of a bound, binding or unbound ARQ alike.
+    assert {r.status_code for r in binds} <= {202, 404}, [
+        (r.status_code, r.text) for r in binds if r.status_code not in (
+            202, 404)][:3]
+    # Some binds won (their ARQ was deleted bound, or binding).
+    assert 202 in {r.status_code for r in binds}
+    assert {r.status_code for r in deletes} == {204}, [
+        (r.status_code, r.text) for r in deletes if r.status_code != 204][:3]
+    assert flow.arqs() == []
+    nova_flow.wait_until(
+        lambda: flow.handle_stats()['in_use'] == 0,
+        nova_flow.AGENT_TIMEOUT + 15, 'every claimed handle free')
+    stats = flow.handle_stats()
+    assert stats['states'] == {} and stats['held'] == 0, stats
+    if host == MDEV:
+        # No job is left to finish, and none failed for the race.
+        time.sleep(PREPARE_DELAY + 1)
+        assert flow.handle_stats()['in_use'] == 0
+    # Nova hears of a bound ARQ at most once (it may have been deleted
+    # before its event was sent).
+    counts = flow.nova.tag_counts(accepted_only=False)
+    assert all(counts[u] <= 1 for u in instances), counts
+    flow.check_alive()
 
 
 # Tenant isolation and service token, over HTTP ---------------------------
