@@ -2,15 +2,25 @@
 
 What a new user sees after the README's run command: the fake driver's
 device in the API and, in the embedded Placement, a provider under the
-host's compute node that allocation candidates find.
+host's compute node that allocation candidates find. And Nova's cycle
+from several clients at once, on the all-in-one's SQLite.
 """
 
+import collections
+import os
 import re
+import threading
 import time
+import uuid
 
+import pytest
 import requests
+import sqlalchemy as sa
 
 from cyborg.clients import placement as placement_client
+from tests.functional import conftest
+from tests.functional import servers
+from tests.functional.fake_nova import FakeNova
 
 
 def _placement_url(allinone) -> str:
@@ -55,3 +65,141 @@ def test_allocation_candidates_find_the_device(allinone):
     summary = summaries[deployable['rp_uuid']]
     assert summary['resources'] == {'FPGA': {'capacity': 4, 'used': 0}}
     assert set(summary['traits']) == {'OWNER_CYBORG', 'CUSTOM_FAKE_DEVICE'}
+
+
+# Concurrency: Nova's cycle from 8 clients at once, on SQLite ----------------
+
+CLIENTS = 8
+CYCLES = 10  # per client
+SERVICE = {'X-Service-Roles': 'service'}
+
+
+@pytest.fixture(scope='module')
+def busy_allinone(work_dir):
+    """An all-in-one of its own on SQLite (2 fake devices of 8 PCI
+    handles, enough for every client at once) whose Nova events go to a
+    :class:`FakeNova`."""
+    directory = os.path.join(work_dir, 'allinone-concurrency')
+    port = servers.free_port()
+    with FakeNova() as nova:
+        process = servers.CyborgProcess(
+            'cyborg-all-in-one', {
+                'DEFAULT': {'host': 'functional-allinone-busy'},
+                'fake_driver': {'num_devices': 2, 'handle_type': 'PCI',
+                                'accelerators_per_device': 8},
+                'nova': {'auth_type': 'admin_token', 'endpoint': nova.url,
+                         'token': 'admin', 'endpoint_override': nova.url,
+                         'timeout': 5},
+            }, directory,
+            args=['--host', servers.LOOPBACK, '--port', str(port),
+                  '--placement-port', '0',
+                  '--state-dir', os.path.join(directory, 'state')])
+        try:
+            process.start()
+            process.wait_log('Cyborg all-in-one is running.',
+                             conftest.START_TIMEOUT)
+            url = 'http://%s:%d' % (servers.LOOPBACK, port)
+            servers.wait_for(
+                lambda: len(conftest.api_devices(url)) == 2,
+                conftest.START_TIMEOUT, 'the all-in-one\'s 2 devices',
+                process.process, process.log)
+            yield conftest.Deployment('allinone-busy', url, [process]), nova
+        finally:
+            process.stop()
+
+
+def test_concurrent_nova_cycles(busy_allinone):
+    """8 clients repeat Nova's cycle for an instance each (profile, create,
+    bind, wait for the event, read the resolved ARQs, delete by instance)
+    at once on the all-in-one's SQLite: no cycle fails, each ARQ's event
+    is accepted once, and every handle is free at the end."""
+    deployment, nova = busy_allinone
+    api = deployment.url + '/v2'
+    profile = 'aio-busy-%s' % uuid.uuid4().hex[:8]
+    response = requests.post(api + '/device_profiles', timeout=30, json=[{
+        'name': profile, 'groups': [{'resources:FPGA': '1',
+                                     'trait:CUSTOM_FAKE_DEVICE':
+                                         'required'}]}])
+    assert response.status_code == 201, response.text
+    hostname = conftest.api_devices(deployment.url)[0]['hostname']
+    rps = [d['rp_uuid'] for d in requests.get(
+        api + '/deployables', timeout=30).json()['deployables']]
+    assert len(rps) == 2, rps
+    failures, tags = [], []
+    lock = threading.Lock()
+
+    def cycle(client: int, number: int) -> None:
+        session = requests.Session()
+        instance = str(uuid.uuid4())
+        response = session.get(api + '/device_profiles',
+                               params={'name': profile}, timeout=30)
+        assert response.status_code == 200, response.text
+        response = session.post(api + '/accelerator_requests', timeout=30,
+                                json={'device_profile_name': profile})
+        assert response.status_code == 201, response.text
+        arqs = [a['uuid'] for a in response.json()['arqs']]
+        rp = rps[(client + number) % 2]
+        response = session.patch(
+            api + '/accelerator_requests', headers=SERVICE, timeout=30,
+            json={arq: [{'op': 'add', 'path': '/hostname',
+                         'value': hostname},
+                        {'op': 'add', 'path': '/device_rp_uuid',
+                         'value': rp},
+                        {'op': 'add', 'path': '/instance_uuid',
+                         'value': instance}] for arq in arqs})
+        assert response.status_code == 202, response.text
+        nova.wait_tags(arqs, 30)
+        response = session.get(api + '/accelerator_requests', timeout=30,
+                               params={'instance': instance,
+                                       'bind_state': 'resolved'})
+        assert response.status_code == 200, response.text
+        resolved = response.json()['arqs']
+        assert [(a['uuid'], a['state']) for a in resolved] == [
+            (arq, 'Bound') for arq in arqs], resolved
+        assert resolved[0]['attach_handle_type'] == 'PCI', resolved
+        response = session.delete(api + '/accelerator_requests',
+                                  params={'instance': instance},
+                                  headers=SERVICE, timeout=30)
+        assert response.status_code == 204, response.text
+        with lock:
+            tags.extend(arqs)
+
+    def client(index: int) -> None:
+        for number in range(CYCLES):
+            try:
+                cycle(index, number)
+            except Exception as e:  # counted, reported below
+                with lock:
+                    failures.append('client %d cycle %d: %r'
+                                    % (index, number, e))
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,))
+               for i in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    elapsed = time.monotonic() - started
+    print('%d cycles by %d clients in %.1fs (%.1f cycles/s)'
+          % (len(tags), CLIENTS, elapsed, len(tags) / elapsed))
+    assert failures == [], (failures[:5], deployment.logs())
+    assert len(tags) == CLIENTS * CYCLES
+    counts = nova.tag_counts()
+    assert {counts[t] for t in tags} == {1}, collections.Counter(
+        counts[t] for t in tags)
+    assert requests.get(api + '/accelerator_requests',
+                        timeout=30).json()['arqs'] == []
+    # Every handle free again, none claimed twice meanwhile.
+    engine = sa.create_engine('sqlite:///' + os.path.join(
+        deployment.processes[0].work_dir, 'state', 'cyborg.sqlite'),
+        poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            handles = list(connection.execute(sa.text(
+                'SELECT in_use, count(*) FROM attach_handles '
+                'GROUP BY in_use')))
+    finally:
+        engine.dispose()
+    assert [tuple(row) for row in handles] == [(0, 16)], handles
+    deployment.check_alive()
