@@ -85,13 +85,19 @@ def is_transient(error: BaseException) -> bool:
     """Whether ``error`` rolled its transaction back only because of a
     concurrent one, so that running the transaction again can succeed:
     a deadlock (oslo.db's DBDeadlock: MySQL 1213 and 1205, PostgreSQL
-    40P01), a lock wait timeout, a PostgreSQL serialization failure."""
+    40P01), a lock wait timeout, a PostgreSQL serialization failure
+    (SQLAlchemy's OperationalError: oslo.db passes those through)."""
     if isinstance(error, db_exc.DBDeadlock):
         return True
-    if not isinstance(error, db_exc.DBError):
+    if isinstance(error, sa.exc.DBAPIError):
+        # oslo.db raises an OperationalError it does not translate (a
+        # PostgreSQL lock timeout or serialization failure) as it is.
+        original = error.orig
+    elif isinstance(error, db_exc.DBError):
+        original = getattr(error, 'inner_exception', None)
+        original = getattr(original, 'orig', None) or original
+    else:
         return False
-    original = getattr(error, 'inner_exception', None)
-    original = getattr(original, 'orig', None) or original
     code = (getattr(original, 'pgcode', None)
             or getattr(getattr(original, 'diag', None), 'sqlstate', None))
     if code in _PG_TRANSIENT:

@@ -80,6 +80,13 @@ class _Inner:
                                'concurrent update', pgcode='40001'))), True),
     (db_exc.DBError(_Inner('canceling statement due to lock timeout',
                            pgcode='55P03')), True),
+    # oslo.db passes PostgreSQL's OperationalErrors through untranslated.
+    (sa_exc.OperationalError('UPDATE x', {}, _Inner(
+        'could not serialize access', pgcode='40001')), True),
+    (sa_exc.OperationalError('UPDATE x', {}, _Inner(
+        'canceling statement due to lock timeout', pgcode='55P03')), True),
+    (sa_exc.OperationalError('UPDATE x', {}, _Inner(
+        'server closed the connection', pgcode=None)), False),
     (db_exc.DBError(_Inner(1064, 'You have an error in your SQL')), False),
     (db_exc.DBDuplicateEntry(['name']), False),
     (db_exc.DBConnectionError(Exception('gone')), False),
