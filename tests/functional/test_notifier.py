@@ -1,5 +1,6 @@
 """The Nova notifier end to end: the outbox on the session's PostgreSQL,
-events posted over real HTTP to a :class:`FakeNova`.
+then on its MariaDB (every test runs on both), events posted over real
+HTTP to a :class:`FakeNova`.
 
 The notifiers run in this process (one thread each, sharing the DB API's
 engine but not connections), so "two conductors" are two
@@ -28,6 +29,7 @@ from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import nova_events
 from tests.functional.fake_nova import fake_nova  # noqa: F401
+from tests.functional import servers as servers_lib
 
 TIMEOUT = 30
 
@@ -52,21 +54,24 @@ def make_conf(tmp_path, nova_url: str, **nova_options) -> cfg.ConfigOpts:
 
 
 @pytest.fixture
-def pg_database(postgres, tmp_path):
-    """A fresh migrated PostgreSQL database the DB API is configured for."""
+def database(db_server, tmp_path):
+    """A fresh migrated database (PostgreSQL, then MariaDB) the DB API is
+    configured for; its engine."""
     name = 'cyborg_notifier_%s' % uuid.uuid4().hex[:12]
     conf = cfg.ConfigOpts()
     default_conf.register_opts(conf)
     database_conf.register_opts(conf)
     conf([], project='cyborg', default_config_files=[])
-    conf.set_override('connection', postgres.create_database(name),
+    conf.set_override('connection', db_server.create_database(name),
                       group='database')
     db_api.configure(conf)
     migration.upgrade()
-    assert db_api.get_engine().dialect.name == 'postgresql'
+    assert db_api.get_engine().dialect.name == (
+        'mysql' if isinstance(db_server, servers_lib.MariaDBServer)
+        else 'postgresql')
     yield db_api.get_engine()
     db_api.get_engine().dispose()
-    postgres.drop_database(name)
+    db_server.drop_database(name)
 
 
 @pytest.fixture
@@ -125,10 +130,10 @@ def assert_exactly_once(nova, arqs, settle=0.5):
     assert not duplicates
 
 
-def test_200_events_delivered_exactly_once(pg_database, context, tmp_path,
+def test_200_events_delivered_exactly_once(database, context, tmp_path,
                                            fake_nova, notifiers):  # noqa: F811
     conf = make_conf(tmp_path, fake_nova.url)
-    arqs = enqueue(pg_database, 200)
+    arqs = enqueue(database, 200)
     notifier = make_notifier(notifiers, 'conductor-a', conf)
     notifier.start()
     assert_exactly_once(fake_nova, arqs)
@@ -146,7 +151,7 @@ def test_200_events_delivered_exactly_once(pg_database, context, tmp_path,
     assert notifier.sent == 200 and notifier.requests == 2
 
 
-def test_wake_latency(pg_database, context, tmp_path, fake_nova,  # noqa: F811
+def test_wake_latency(database, context, tmp_path, fake_nova,  # noqa: F811
                       notifiers):
     """From a bind's commit to Nova receiving its event, after wake()."""
     conf = make_conf(tmp_path, fake_nova.url, poll_interval=30)
@@ -155,7 +160,7 @@ def test_wake_latency(pg_database, context, tmp_path, fake_nova,  # noqa: F811
     time.sleep(0.3)  # past the first (empty) round: now asleep for 30s
     latencies = []
     for i in range(20):
-        arq = enqueue(pg_database, 1)[0]
+        arq = enqueue(database, 1)[0]
         committed = time.monotonic()
         notifier.wake()
         event = fake_nova.wait_for(i + 1, 5)[-1]
@@ -169,7 +174,7 @@ def test_wake_latency(pg_database, context, tmp_path, fake_nova,  # noqa: F811
 
 @pytest.mark.parametrize('refuse', [False, True],
                          ids=['503', 'connection-refused'])
-def test_nova_down_then_up(pg_database, context, tmp_path,
+def test_nova_down_then_up(database, context, tmp_path,
                            fake_nova, notifiers, refuse):  # noqa: F811
     conf = make_conf(tmp_path, fake_nova.url, events_batch_size=20)
     fake_nova.down(refuse=refuse)
@@ -177,7 +182,7 @@ def test_nova_down_then_up(pg_database, context, tmp_path,
     notifier.start()
     arqs = []
     for _ in range(5):
-        arqs += enqueue(pg_database, 12)
+        arqs += enqueue(database, 12)
         notifier.wake()
         time.sleep(0.05)
     # Every event failed more than once while Nova was down.
@@ -197,15 +202,15 @@ def test_nova_down_then_up(pg_database, context, tmp_path,
     assert notifier.sent == len(arqs)
 
 
-def test_two_conductors_share_the_work(pg_database, context, tmp_path,
+def test_two_conductors_share_the_work(database, context, tmp_path,
                                        fake_nova, notifiers):  # noqa: F811
     conf = make_conf(tmp_path, fake_nova.url, events_batch_size=10)
-    arqs = enqueue(pg_database, 400)
+    arqs = enqueue(database, 400)
     first = make_notifier(notifiers, 'conductor-a', conf)
     second = make_notifier(notifiers, 'conductor-b', conf)
     first.start()
     second.start()
-    arqs += enqueue(pg_database, 100)
+    arqs += enqueue(database, 100)
     first.wake()
     second.wake()
     assert_exactly_once(fake_nova, arqs)
@@ -215,9 +220,9 @@ def test_two_conductors_share_the_work(pg_database, context, tmp_path,
     assert first.retried == second.retried == 0
 
 
-def test_claims_skip_rows_locked_by_another_conductor(pg_database, context):
+def test_claims_skip_rows_locked_by_another_conductor(database, context):
     """A claim in progress does not block another; they never overlap."""
-    enqueue(pg_database, 10)
+    enqueue(database, 10)
     now = timeutils.utcnow()
     other: dict = {}
 
@@ -237,13 +242,13 @@ def test_claims_skip_rows_locked_by_another_conductor(pg_database, context):
     assert nova_events.claim_due(context, 'conductor-c', now, 30, 5) == []
 
 
-def test_missing_server_rejected_not_retried(pg_database, context, tmp_path,
+def test_missing_server_rejected_not_retried(database, context, tmp_path,
                                              fake_nova,  # noqa: F811
                                              notifiers):
     conf = make_conf(tmp_path, fake_nova.url)
     servers = [str(uuid.uuid4()) for _ in range(3)]
     fake_nova.set_missing(servers[1])
-    arqs = enqueue(pg_database, 3, servers=servers)
+    arqs = enqueue(database, 3, servers=servers)
     notifier = make_notifier(notifiers, 'conductor-a', conf)
     notifier.start()
     fake_nova.wait_for(3, TIMEOUT)
@@ -264,13 +269,13 @@ def test_missing_server_rejected_not_retried(pg_database, context, tmp_path,
     assert (notifier.sent, notifier.rejected, notifier.retried) == (2, 1, 0)
 
 
-def test_all_servers_missing_404_rejects(pg_database, context, tmp_path,
+def test_all_servers_missing_404_rejects(database, context, tmp_path,
                                          fake_nova,  # noqa: F811
                                          notifiers):
     conf = make_conf(tmp_path, fake_nova.url)
     servers = [str(uuid.uuid4()) for _ in range(2)]
     fake_nova.set_missing(*servers)
-    enqueue(pg_database, 2, servers=servers)
+    enqueue(database, 2, servers=servers)
     notifier = make_notifier(notifiers, 'conductor-a', conf)
     notifier.start()
     wait_until(lambda: nova_events.pending_count(context) == 0)
