@@ -43,10 +43,15 @@ STATUSES = ('completed', 'failed')
 SENT = 'sent'
 RETRY = 'retry'
 REJECTED = 'rejected'
+# Per-event 422: the instance has no host yet. Nova's conductor binds ARQs
+# before it hands the instance to a compute host, so an event sent at once
+# usually meets this; it is taken once the host is set.
+UNHOSTED = 'unhosted'
 
 # Per-event codes of a 207 answer that will never change on a retry:
-# 400 bad event, 404 instance not found, 422 instance not on a host.
-_REJECTED_CODES = (400, 404, 422)
+# 400 bad event, 404 instance not found.
+_REJECTED_CODES = (400, 404)
+_UNHOSTED_CODE = 422
 # Request-level 4xx that are transient by definition.
 _TRANSIENT_4XX = (408, 429)
 _BODY_LOG_LIMIT = 1000
@@ -57,7 +62,8 @@ class NovaNotConfigured(ValueError):
 
 
 class EventResult(str):
-    """An outcome (:data:`SENT`, :data:`RETRY` or :data:`REJECTED`).
+    """An outcome (:data:`SENT`, :data:`RETRY`, :data:`UNHOSTED` or
+    :data:`REJECTED`).
 
     A plain string for every comparison, plus ``detail``: why an event was
     not sent (e.g. ``'HTTP 503: ...'``), None when it was.
@@ -145,9 +151,10 @@ class NovaClient:
 
         Each outcome is an :class:`EventResult`: :data:`SENT` (Nova took
         the event), :data:`RETRY` (Nova unreachable, timed out, 5xx, 408,
-        429, or an event Nova answered with an unexpected code) or
+        429, or an event Nova answered with an unexpected code),
+        :data:`UNHOSTED` (per-event 422: the instance has no host yet) or
         :data:`REJECTED` (Nova refused it; retrying cannot help: per-event
-        400/404/422, every event of a 404, any other 4xx). Tags should be
+        400/404, every event of a 404, any other 4xx). Tags should be
         unique within one call. Never raises for an HTTP or connection
         failure.
         """
@@ -211,7 +218,11 @@ class NovaClient:
                 continue
             detail = 'event code %s for instance %s' % (
                 code, event.get('server_uuid'))
-            if code in _REJECTED_CODES:
+            if code == _UNHOSTED_CODE:
+                LOG.debug('Nova cannot take event %s (ARQ %s) yet: %s',
+                          event.get('name'), tag, detail)
+                results[tag] = EventResult(UNHOSTED, detail)
+            elif code in _REJECTED_CODES:
                 LOG.warning('Nova refused event %s (ARQ %s): %s',
                             event.get('name'), tag, detail)
                 results[tag] = EventResult(REJECTED, detail)

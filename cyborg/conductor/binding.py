@@ -43,6 +43,7 @@ from concurrent import futures
 from typing import Any, Protocol
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
@@ -374,6 +375,23 @@ def end_failures(context, older_than: datetime.datetime) -> list[str]:
     return ended
 
 
+# Longest failure reason kept in ``bind_error`` (clients see it).
+_REASON_LIMIT = 500
+
+
+def failure_reason(error: Exception) -> str:
+    """What a user may read of ``error``: an agent's exception without
+    the remote traceback oslo.messaging carries, and not too long."""
+    if isinstance(error, messaging.RemoteError):
+        reason = '%s: %s' % (error.exc_type, error.value)
+    else:
+        reason = str(error) or type(error).__name__
+    reason = reason.strip().splitlines()[0] if reason.strip() else reason
+    if len(reason) > _REASON_LIMIT:
+        reason = reason[:_REASON_LIMIT - 3] + '...'
+    return reason
+
+
 class HandlePreparer(Protocol):
     """Asks a handle's agent to prepare it and to release it."""
 
@@ -473,7 +491,7 @@ class Binder:
                 self._agents.prepare(context, claim)
             except Exception as e:
                 failure = 'Preparing attach handle %s failed: %s' % (
-                    claim.handle_uuid, e)
+                    claim.handle_uuid, failure_reason(e))
         outcome = finish(context, uuid, failure, self._lease,
                          bind_timeout=self._timeout)
         self._deliver(outcome.events)

@@ -14,7 +14,10 @@ Events Nova could not take are retried with exponential backoff
 minus up to 20% jitter); events Nova refused are never retried. Events
 to repeat (``repeat_until``: the failure of a bind on its host, which
 Nova drops or refuses until its compute waits for it) are sent again
-whatever Nova answered, capped at ``repeat_max_interval``, until then. The
+whatever Nova answered, capped at ``repeat_max_interval``, until then.
+Events Nova cannot take yet because the instance has no host (422: Nova
+binds before it places the instance) are retried the same way for up to
+``unhosted_retry_timeout`` after they were queued, then dropped. The
 thread records outcomes up to ``[nova] record_delay`` after Nova answered,
 those of every request sent meanwhile in one transaction (the events
 themselves go out at once). Nothing kills the thread: a failing client,
@@ -311,6 +314,13 @@ class Notifier:
                 # Nova may have dropped it: its compute was not waiting.
                 repeat.setdefault((row['attempts'] + 1, _repeat_detail(
                     result, detail)), []).append(row['id'])
+            elif result == nova_client.UNHOSTED:
+                if now - row['created_at'] < datetime.timedelta(
+                        seconds=nova.unhosted_retry_timeout):
+                    repeat.setdefault((row['attempts'] + 1, detail),
+                                      []).append(row['id'])
+                else:
+                    rejected.setdefault(detail, []).append(row['id'])
             elif result == nova_client.SENT:
                 sent.append(row['id'])
             elif result == nova_client.REJECTED:
@@ -345,8 +355,9 @@ class Notifier:
         self.retried += retried
         if retried or dropped or repeated:
             LOG.info('Nova events: %d sent, %d to retry, %d rejected, %d '
-                     'failures to repeat', len(sent), retried, dropped,
-                     repeated)
+                     'to send again (failures Nova has not acted on, '
+                     'instances without a host yet)', len(sent), retried,
+                     dropped, repeated)
         else:
             LOG.debug('Nova events: %d sent', len(sent))
 

@@ -62,6 +62,17 @@ notifier_opts = [
              'has passed since the bind started. It bounds how long a '
              'build waits for a failure it could already act on.'),
     cfg.IntOpt(
+        'unhosted_retry_timeout', default=300, min=0,
+        help='Seconds after it was queued during which an event Nova '
+             'refuses because the instance has no host yet (event code '
+             '422) is sent again, as a retry capped at '
+             'repeat_max_interval. Nova binds accelerator requests before '
+             'it places the instance on its compute host, so the event of '
+             'a bind that completes at once usually meets this answer '
+             'first. Past this time such an event is dropped; 0 drops it '
+             'at once. Keep it at least Nova\'s [DEFAULT] '
+             'arq_binding_timeout.'),
+    cfg.IntOpt(
         'claim_timeout', default=30, min=1,
         help='Seconds a conductor holds the events it claimed. If it dies '
              'before recording the outcome, another conductor delivers '

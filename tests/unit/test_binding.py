@@ -1,5 +1,5 @@
 """ARQ creation, binding (in one transaction, or by a job for handles to
-prepare), unbind and delete on SQLite."""
+prepare), unbind and delete, on each database."""
 
 import datetime
 
@@ -565,6 +565,19 @@ def test_failed_preparation_is_reported_until_nova_acts(
     assert (arq, status) == (arqs[0]['uuid'], 'failed')
     assert repeat_until == failed['bind_started_at'] + datetime.timedelta(
         seconds=60)
+
+
+def test_a_failure_reason_carries_no_remote_traceback():
+    import oslo_messaging as messaging
+    remote = messaging.RemoteError(
+        'PrepareFailed', 'mdev type nvidia-35 has no instances left',
+        ['Traceback (most recent call last):\n', '  File "x.py"\n'])
+    assert binding.failure_reason(remote) == (
+        'PrepareFailed: mdev type nvidia-35 has no instances left')
+    assert binding.failure_reason(RuntimeError('one\ntwo')) == 'one'
+    assert binding.failure_reason(TimeoutError()) == 'TimeoutError'
+    long = binding.failure_reason(RuntimeError('x' * 2000))
+    assert len(long) == 500 and long.endswith('...')
 
 
 def test_nova_acting_on_a_failure_stops_its_repeats(mdev_host,

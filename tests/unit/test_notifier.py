@@ -1,5 +1,6 @@
-"""Unit tests of the Nova event outbox (cyborg.db.nova_events, on SQLite)
-and of its notifier (cyborg.conductor.notifier, with a fake client)."""
+"""Unit tests of the Nova event outbox (cyborg.db.nova_events, on each
+database) and of its notifier (cyborg.conductor.notifier, with a fake
+client)."""
 
 from __future__ import annotations
 
@@ -106,8 +107,9 @@ def test_claim_due_leases_oldest_first(database, admin_context):
 
 
 def test_lease_guard_skips_rows_claimed_meanwhile(database, admin_context):
-    # What a concurrent SQLite claimer between our SELECT and our UPDATE
-    # looks like: one of the selected rows is leased already.
+    # What a concurrent claimer between our SELECT and our UPDATE looks
+    # like (on SQLite, which has no SKIP LOCKED): one of the selected rows
+    # is leased already.
     enqueue(admin_context, 2)
     first, second = (r['id'] for r in rows(admin_context))
     (taken,) = nova_events.claim_due(admin_context, 'other', T0, 30, 1)
@@ -453,6 +455,36 @@ def test_a_failure_is_repeated_whatever_nova_answers(
     assert row['attempts'] == 6
 
 
+def test_an_instance_without_a_host_gets_its_event_later(
+        database, admin_context, nova_opts, client):
+    """422 (no host yet) is retried, backing off up to
+    repeat_max_interval, until Nova takes it or unhosted_retry_timeout
+    after the event was queued; then it is dropped."""
+    nova_opts.set_override('retry_interval', 1, group='nova')
+    nova_opts.set_override('repeat_max_interval', 2, group='nova')
+    nova_opts.set_override('unhosted_retry_timeout', 10, group='nova')
+    clock = [T0]
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client,
+                                     clock=lambda: clock[0])
+    taken, dropped = enqueue(admin_context, 2, now=T0)
+    client.default = nova_client.UNHOSTED
+    for full in (1, 2, 2):
+        assert instance.run_once() == 2
+        for row in rows(admin_context):
+            assert row['sent_at'] is None
+            delay = (row['next_attempt_at'] - clock[0]).total_seconds()
+            assert full * 0.8 <= delay <= full
+        clock[0] += seconds(full)
+    client.outcomes[taken] = nova_client.SENT  # the instance has a host
+    clock[0] = T0 + seconds(11)  # past unhosted_retry_timeout
+    assert instance.run_once() == 2
+    by_arq = {r['arq_uuid']: r for r in rows(admin_context)}
+    assert by_arq[taken]['last_error'] is None
+    assert by_arq[taken]['sent_at'] is not None
+    assert by_arq[dropped]['last_error'].startswith(
+        nova_events.REJECTED_PREFIX)
+
+
 def test_cancelled_repeats_are_not_sent_again(database, admin_context,
                                               nova_opts, client):
     clock = [T0]
@@ -534,7 +566,7 @@ def test_stop_is_prompt(notifier):
     assert time.monotonic() - started < 1
 
 
-def test_two_notifiers_on_sqlite_send_each_event_once(
+def test_two_notifiers_send_each_event_once(
         database, admin_context, nova_opts):
     nova_opts.set_override('events_batch_size', 10, group='nova')
     nova_opts.set_override('poll_interval', 0.05, group='nova')
