@@ -1,6 +1,6 @@
 """/v2/accelerator_requests through the assembled app, in process.
 
-Reads come from rows inserted into the migrated SQLite database; the
+Reads come from rows inserted into the migrated database (of each kind); the
 conductor is a mock, so writes are checked by what reaches it.
 """
 

@@ -1,7 +1,8 @@
 """Every policy proven at its endpoint, for every persona.
 
 Each case sends one request through the assembled WSGI app (noauth mode,
-identity from headers, a mocked conductor, a seeded SQLite database) and
+identity from headers, a mocked conductor, a seeded database of each
+kind: SQLite, PostgreSQL, MariaDB) and
 asserts its status; a refusal also asserts which check refused it (the
 rule named in the fault, or the service-token check). The expected
 outcomes below are the specification, written out by hand from the
@@ -32,6 +33,8 @@ from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import models
 from cyborg import policies
+from tests.unit.conftest import DATABASES
+from tests.unit.conftest import new_database
 
 P1 = 'p1'
 P2 = 'p2'
@@ -251,12 +254,8 @@ def conductor():
     return conductor
 
 
-@pytest.fixture(scope='module')
-def template(tmp_path_factory):
-    """A migrated SQLite database with one of each resource and ARQs of
-    two projects, built once; each test gets a copy."""
-    path = tmp_path_factory.mktemp('policy_matrix') / 'template.sqlite'
-    engine = sa.create_engine('sqlite:///%s' % path)
+def _seed(engine) -> None:
+    """One of each resource and ARQs of two projects."""
     migration.upgrade(engine=engine)
     with engine.begin() as connection:
         def insert(table, **values):
@@ -287,15 +286,45 @@ def template(tmp_path_factory):
                    project_id=project, device_profile_id=profile_id,
                    device_profile_group_id=0, **values)
     engine.dispose()
+
+
+@pytest.fixture(scope='module')
+def template(tmp_path_factory):
+    """A seeded SQLite database, built once; each test gets a copy."""
+    path = tmp_path_factory.mktemp('policy_matrix') / 'template.sqlite'
+    _seed(sa.create_engine('sqlite:///%s' % path))
     return path
 
 
-@pytest.fixture
-def seeded(conf, template, tmp_path):
-    """This test's copy of the seeded database, configured for the DB API."""
-    path = tmp_path / 'db.sqlite'
-    shutil.copyfile(template, path)
-    conf.set_override('connection', 'sqlite:///%s' % path, group='database')
+def _seeded_on_server(kind, request) -> str:
+    """A seeded database on the session's ``kind`` server, built once
+    for the module and shared by its tests: the API only reads (the
+    conductor, which does every write, is a mock)."""
+    url = new_database(kind, request, 'policy_matrix')
+    _seed(sa.create_engine(url))
+    return url
+
+
+@pytest.fixture(scope='module')
+def seeded_postgresql(request):
+    return _seeded_on_server('postgresql', request)
+
+
+@pytest.fixture(scope='module')
+def seeded_mariadb(request):
+    return _seeded_on_server('mariadb', request)
+
+
+@pytest.fixture(params=DATABASES)
+def seeded(request, conf, tmp_path):
+    """The seeded database of each kind, configured for the DB API."""
+    if request.param == 'sqlite':
+        path = tmp_path / 'db.sqlite'
+        shutil.copyfile(request.getfixturevalue('template'), path)
+        url = 'sqlite:///%s' % path
+    else:
+        url = request.getfixturevalue('seeded_' + request.param)
+    conf.set_override('connection', url, group='database')
     db_api.configure(conf)
     yield
     db_api.get_engine().dispose()

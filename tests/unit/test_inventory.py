@@ -1,4 +1,4 @@
-"""The conductor's diff of reported device trees, on SQLite."""
+"""The conductor's diff of reported device trees, on each database."""
 
 import pytest
 import sqlalchemy as sa
