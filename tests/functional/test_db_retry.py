@@ -9,6 +9,8 @@ retried the same way. The module runs once per database
 (``db_server``).
 """
 
+import collections
+import json
 import threading
 import uuid
 from concurrent import futures
@@ -17,8 +19,11 @@ from oslo_db import exception as db_exc
 import pytest
 import sqlalchemy as sa
 
+from cyborg.common import exception
+from cyborg.conductor import binding
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
+from cyborg.db import arqs as arq_db
 from cyborg.db import migration
 from cyborg.db import models
 from tests.functional import nova_flow
@@ -194,3 +199,86 @@ def test_serialization_failure_is_retried(database):
         done.result()
     assert len(tries) == 2
     assert _counts(database)['a'] == before['a'] + 2
+
+
+RP = '11111111-1111-4111-8111-%012d'
+HANDLES_PER_RP = 4
+RPS = 3
+
+
+@pytest.fixture(scope='module')
+def hardware(database):
+    """A device profile asking for one FPGA and :data:`RPS` deployables
+    of :data:`HANDLES_PER_RP` PCI handles each on host ``h``."""
+    with database.begin() as connection:
+        connection.execute(sa.insert(models.DeviceProfile).values(
+            uuid=str(uuid.uuid4()), name='one',
+            profile_json=json.dumps({'groups': [{'resources:FPGA': '1'}]})))
+        for number in range(RPS):
+            device_id = connection.execute(sa.insert(models.Device).values(
+                uuid=str(uuid.uuid4()), type='FPGA', vendor='0x8086',
+                model='m', hostname='h',
+                address='0000:%02x:00.0' % number)).inserted_primary_key[0]
+            deployable_id = connection.execute(
+                sa.insert(models.Deployable).values(
+                    uuid=str(uuid.uuid4()), name='d', num_accelerators=1,
+                    device_id=device_id, rp_uuid=RP % number)
+            ).inserted_primary_key[0]
+            cpid_id = connection.execute(
+                sa.insert(models.ControlpathID).values(
+                    uuid=str(uuid.uuid4()), device_id=device_id,
+                    cpid_type='PCI', cpid_info='{}')).inserted_primary_key[0]
+            connection.execute(sa.insert(models.AttachHandle), [
+                {'uuid': str(uuid.uuid4()), 'deployable_id': deployable_id,
+                 'cpid_id': cpid_id, 'in_use': False, 'attach_type': 'PCI',
+                 'attach_info': json.dumps({'domain': '0000',
+                                            'bus': '%02x' % number,
+                                            'device': 0, 'function': f})}
+                for f in range(HANDLES_PER_RP)])
+    return database
+
+
+def test_concurrent_arq_cycles_never_raise_database_errors(hardware):
+    """Threads create, bind, unbind and delete (by uuid and by instance)
+    ARQs on the same providers, as concurrent Nova builds and deletes
+    do; the only errors are the 4xx answers the flow can give (no free
+    handle, a state that changed meanwhile), never a database error."""
+    context = cyborg_context.get_admin_context()
+    answers = collections.Counter()
+
+    def cycle(number):
+        instance = str(uuid.uuid4())
+        rp = RP % (number % RPS)
+        for step in range(6):
+            try:
+                arqs = arq_db.arq_create(context, 'one', None)
+                uuids = [arq['uuid'] for arq in arqs]
+                binding.bind(context, {
+                    u: {'hostname': 'h', 'device_rp_uuid': rp,
+                        'instance_uuid': instance} for u in uuids},
+                    None, 'c%d' % number)
+                unbound = step % 3 == 0
+                if unbound:
+                    # Unbound ARQs have no instance any more.
+                    arq_db.arq_unbind(context, uuids, None)
+                if step % 2 or unbound:
+                    arq_db.arq_delete(context, uuids, None, None)
+                else:
+                    arq_db.arq_delete(context, None, instance, None)
+                answers['ok'] += 1
+            except exception.CyborgException as e:
+                answers[type(e).__name__] += 1
+                arq_db.arq_delete(context, None, instance, None)
+                arq_db.arq_delete(context, uuids, None, None)
+
+    with futures.ThreadPoolExecutor(8) as pool:
+        for result in [pool.submit(cycle, n) for n in range(8)]:
+            result.result()
+    assert answers['ok'] > 0, answers
+    assert set(answers) <= {'ok', 'NoFreeAttachHandles'}, answers
+    with hardware.connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(
+            models.ExtendedAcceleratorRequest.__table__)).scalar() == 0
+        assert connection.execute(sa.select(sa.func.count()).select_from(
+            models.AttachHandle.__table__).where(
+                models.AttachHandle.__table__.c.in_use)).scalar() == 0
