@@ -4,7 +4,8 @@
 Against the multi-process deployment: cyborg-api under uWSGI as devstack
 runs it (or gunicorn when uWSGI is not installed; 2 workers of 4 threads,
 keep-alive either way), one cyborg-conductor, fake-driver
-cyborg-agents, RabbitMQ, PostgreSQL, a real Placement, and a fake Nova
+cyborg-agents, RabbitMQ, PostgreSQL or MariaDB (``--db postgresql|mysql``),
+a real Placement, and a fake Nova
 receiving the external events over HTTP. Each client repeats Nova's
 cycle for one instance:
 
@@ -17,9 +18,10 @@ cycle for one instance:
 
 Prints cycles per second, p50/p95/p99 per call, bind-to-event latency
 (PATCH sent to event received) and server CPU per cycle (API, conductor
-and agents; PostgreSQL and Placement separately).
+and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
+        [--db postgresql|mysql]
 """
 
 import argparse
@@ -52,6 +54,9 @@ from tests.functional import servers  # noqa: E402
 PROFILE = 'bench-fpga'
 SERVICE = {'X-Service-Roles': 'service'}
 CALLS = ('get_profile', 'create', 'bind', 'get_resolved', 'delete')
+# --db: the database server, and its name in the output.
+DATABASES = {'postgresql': (servers.PostgreSQLServer, 'PostgreSQL'),
+             'mysql': (servers.MariaDBServer, 'MariaDB')}
 
 
 def percentile(values, fraction) -> float:
@@ -218,7 +223,7 @@ class Client(threading.Thread):
 
 
 def measure(deployment, nova, rps, clients, duration, pg_pids,
-            placement_pids, rabbit_pids):
+            placement_pids, rabbit_pids, db_label='PostgreSQL'):
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
     errors: list[str] = []
     used = cpu.process_cpu
@@ -249,8 +254,9 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
         print('  %-14s %8.1f %8.1f %8.1f' % (
             name, percentile(values, .5), percentile(values, .95),
             percentile(values, .99)))
-    print('  CPU ms per cycle: cyborg %.1f, PostgreSQL %.1f, Placement %.1f'
+    print('  CPU ms per cycle: cyborg %.1f, %s %.1f, Placement %.1f'
           % ((used(deployment.server_pids()) - server) * 1000 / cycles,
+             db_label,
              (used(pg_pids) - pg) * 1000 / cycles,
              (used(placement_pids) - plc) * 1000 / cycles))
     print('  cyborg CPU ms per cycle by process: %s' % ', '.join(
@@ -280,11 +286,16 @@ def main() -> int:
                         help='WSGI server of cyborg-api (uwsgi, as devstack '
                         'deploys it, when installed: pip install uwsgi; '
                         'else gunicorn)')
+    parser.add_argument('--db', choices=sorted(DATABASES),
+                        default='postgresql',
+                        help='cyborg\'s database: a private PostgreSQL '
+                        '(default) or MariaDB server')
     args = parser.parse_args()
+    db_server, db_label = DATABASES[args.db]
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
     deployment = Deployment(workdir, args.agents, args.api_workers,
                             args.api_threads, args.api_server)
-    with servers.PostgreSQLServer() as pg, \
+    with db_server() as pg, \
             servers.RabbitMQServer() as rabbit, \
             placement_server.PlacementServer() as placement, \
             fake_nova_lib.FakeNova() as nova:
@@ -293,16 +304,16 @@ def main() -> int:
             rps = _setup(deployment, args.agents * 4)
             pg_pids = cpu.pids_with(pg.data_dir)
             print('Nova cycle: %s API (%d %s workers), 1 conductor, '
-                  '%d agents, RabbitMQ, PostgreSQL, Placement, fake Nova; '
+                  '%d agents, RabbitMQ, %s, Placement, fake Nova; '
                   '%ds per run' % (
                       args.api_server, args.api_workers,
                       '%d-thread' % args.api_threads if args.api_threads
-                      else 'sync', args.agents, args.duration))
+                      else 'sync', args.agents, db_label, args.duration))
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             for clients in (int(c) for c in args.clients.split(',')):
                 measure(deployment, nova, rps, clients, args.duration,
                         pg_pids, [placement.process.pid],
-                        [rabbit.process.pid])
+                        [rabbit.process.pid], db_label)
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
         finally:
             deployment.stop()
