@@ -23,8 +23,7 @@ JSON = 'application/json'
 RETRY_AFTER = 5
 
 DB_UNAVAILABLE = 'The database is unavailable; retry later.'
-NO_CONDUCTOR = ('No conductor answered within %d s; nothing may have been '
-                'changed, retry later.')
+NO_CONDUCTOR = 'No conductor answered within %d s; retry later.'
 CONDUCTOR_UNREACHABLE = ('The conductor could not be reached (%s); nothing '
                          'was changed, retry later.')
 # The exception types of a conductor that does not map its database errors
