@@ -212,9 +212,11 @@ class Cluster:
 
     def pending_syncs(self) -> dict[str, int]:
         """Changes Placement has not seen yet, per host."""
+        binary = ('`binary`' if self.engine.dialect.name == 'mysql'
+                  else '"binary"')
         return {row.host: row.pending for row in self.db(
             'SELECT host, sync_requested - sync_done AS pending '
-            'FROM services WHERE "binary" = \'cyborg-agent\'')}
+            'FROM services WHERE %s = \'cyborg-agent\'' % binary)}
 
     # Placement
 
@@ -316,14 +318,17 @@ def _quiet(predicate) -> bool:
 
 
 @pytest.fixture(scope='module')
-def cluster(postgres, rabbitmq, work_dir):
-    directory = os.path.join(work_dir, 'inventory')
+def cluster(postgres, db_server, rabbitmq, work_dir):
+    kind = 'mariadb' if isinstance(db_server, servers.MariaDBServer) else (
+        'postgresql')
+    directory = os.path.join(work_dir, 'inventory-' + kind)
     os.makedirs(directory)
     # On PostgreSQL: Placement on SQLite answers 500 "database is locked"
     # when the test reads while the conductor writes.
     placement = SlowablePlacement(
         os.path.join(directory, 'placement'),
-        database_url=postgres.create_database('placement_inventory'))
+        database_url=postgres.create_database('placement_inventory_'
+                                              + kind))
     processes: list[servers.CyborgProcess] = []
     engine = None
     try:
@@ -331,14 +336,15 @@ def cluster(postgres, rabbitmq, work_dir):
         client = placement.client()
         compute = {host: embedded_placement.ensure_compute_node(client, rp)
                    for host, rp in HOSTS.items()}
-        database = postgres.create_database('cyborg_inventory')
+        database = db_server.create_database('cyborg_inventory')
         engine = sa.create_engine(database, poolclass=sa.pool.NullPool)
         port = servers.free_port()
         # A vhost of its own: with the multiprocess deployment's
         # conductor on the same vhost, both would consume the same
         # "cyborg-conductor" queue.
         common = {
-            'transport_url': rabbitmq.create_vhost('cyborg_inventory'),
+            'transport_url': rabbitmq.create_vhost('cyborg_inventory_'
+                                                   + kind),
             'state_path': directory,
         }
         config_file = servers.write_config(
