@@ -162,6 +162,13 @@ _FREE_HANDLES = (
            HANDLES.c.in_use == sa.false())
     .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
     .with_for_update(skip_locked=True))
+# MySQL/MariaDB: the same, unordered. InnoDB reads (and locks, until the
+# transaction ends) every free handle of the deployable to sort them
+# before the LIMIT, so a concurrent bind to that deployable would skip
+# them all and, its retries spent, answer 409 with handles free; an
+# unordered scan stops at the handles it takes.
+_FREE_HANDLES_UNORDERED = _FREE_HANDLES.order_by(None)
+_UNORDERED_CLAIM_DIALECTS = ('mysql', 'mariadb')
 # The handles free as last committed, locked or not (by a concurrent
 # bind that may yet give them back).
 _FREE_COUNT = (
@@ -209,7 +216,10 @@ def _claim_free(connection, rp_uuid: str, hostname: str,
     UPDATE that finds a handle taken (only SQLite, which has no row locks
     and serialises writers instead): the transaction starts again.
     """
-    free = list(connection.execute(_FREE_HANDLES, {
+    query = (_FREE_HANDLES_UNORDERED
+             if connection.dialect.name in _UNORDERED_CLAIM_DIALECTS
+             else _FREE_HANDLES)
+    free = list(connection.execute(query, {
         'rp_uuid': rp_uuid, 'hostname': hostname, 'count': count}))
     if len(free) < count:
         raise _too_few(connection, rp_uuid, hostname, count, len(free))

@@ -19,7 +19,9 @@ import uuid
 from concurrent import futures
 
 import pytest
+import sqlalchemy as sa
 
+from cyborg.conductor import binding
 from tests.functional import nova_flow
 
 BIG = 'faults-big'
@@ -370,6 +372,56 @@ def test_200_concurrent_binds_on_8_handles(flow, clean):
     _assert_events_once(flow, arqs, won)
     counts = flow.nova.tag_counts()
     assert all(counts[u] == 0 for u in lost)
+
+
+def test_handle_claims_skip_only_the_handles_taken(flow, clean):
+    """Two binds claim handles of one device in concurrent transactions:
+    the second neither waits for the first nor finds the device's other
+    free handles locked; each takes handles of its own (the claim is
+    binding.py's, on this database)."""
+    rp = flow.devices[BIG][0].rp_uuid
+    engine = sa.create_engine(flow.db_url, poolclass=sa.pool.NullPool)
+    first, second = engine.connect(), engine.connect()
+    first_tx, second_tx = first.begin(), second.begin()
+    pool = futures.ThreadPoolExecutor(1)
+    try:
+        mine = binding._claim_free(first, rp, BIG, 2)
+        theirs = pool.submit(binding._claim_free, second, rp, BIG,
+                             2).result(timeout=10)
+        assert len(mine) == len(theirs) == 2
+        assert not {h.id for h in mine} & {h.id for h in theirs}
+    finally:
+        first_tx.rollback()  # lets a blocked second claim go on
+        pool.shutdown(wait=True)
+        second_tx.rollback()
+        first.close()
+        second.close()
+        engine.dispose()
+
+
+def test_concurrent_binds_share_a_device(flow, clean):
+    """64 single-ARQ PATCHes at once, across both conductors, on a host
+    whose two devices have 64 free handles between them: a bind never
+    finds a device's free handles all taken by the concurrent claims of
+    others (each claim locks only the handles it takes), so every one is
+    answered 202 and ends Bound, each with a handle of its own."""
+    profile = _profile(flow, 8)
+    rps = [d.rp_uuid for d in flow.devices[BIG]]
+    all_arqs = []
+    for _number in range(8):
+        all_arqs.extend(flow.create_arqs(profile))
+    instances = {a['uuid']: str(uuid.uuid4()) for a in all_arqs}
+    requests_ = [{u: {'hostname': BIG, 'device_rp_uuid': rps[n % 2],
+                      'instance_uuid': i}}
+                 for n, (u, i) in enumerate(instances.items())]
+    responses = _bind_each(flow, requests_, threads=32)
+    refused = [(r.status_code, r.text) for r in responses
+               if r.status_code != 202]
+    assert refused == [], (len(refused), refused[:3])
+    arqs = flow.wait_resolved(list(instances), timeout=60)
+    assert {a['state'] for a in arqs.values()} == {'Bound'}
+    _check_handles(flow, arqs)
+    _assert_events_once(flow, arqs, instances)
 
 
 @pytest.mark.parametrize('host', [BIG, MDEV], ids=['pci', 'mdev'])
