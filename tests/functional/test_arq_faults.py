@@ -137,19 +137,6 @@ def _bind_all(flow, bindings_per_request, threads=16):
     assert bad == [], bad[:5]
 
 
-def _lease_truncation(flow) -> float:
-    """How much of a lease the database may cut off when it stores its
-    end: 1 s where ``claimed_until`` keeps whole seconds (a MariaDB
-    DATETIME without fractional precision), else 0."""
-    if flow.engine.dialect.name != 'mysql':
-        return 0.0
-    precision = flow.db_rows(
-        "SELECT datetime_precision FROM information_schema.columns WHERE "
-        "table_schema = DATABASE() AND table_name = 'nova_events' AND "
-        "column_name = 'claimed_until'")[0][0]
-    return 1.0 if not precision else 0.0
-
-
 def _kill_state(flow):
     """What the database holds right after a kill: every ARQ's (state,
     bind owner, handle) and every undelivered outbox row's owner."""
@@ -242,7 +229,7 @@ def _assert_delivered_after_kill(flow, arqs, instances, killed_at, unsent,
     assert redelivered == in_flight, (
         redelivered, in_flight, _duplicate_report(flow,
                                                   redelivered ^ in_flight))
-    lease = CLAIM_TIMEOUT - 0.5 - _lease_truncation(flow)
+    lease = CLAIM_TIMEOUT - 0.5
     for tag in redelivered:
         times = sorted(arrivals[tag])
         assert len(times) == 2, (tag, times)
