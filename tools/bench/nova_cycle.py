@@ -21,6 +21,7 @@ Prints cycles per second, p50/p95/p99 per call, bind-to-event latency
 and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
+        [--db postgresql|mysql|sqlite-all-in-one]
         [--db postgresql|mysql]
 """
 
@@ -55,6 +56,7 @@ PROFILE = 'bench-fpga'
 SERVICE = {'X-Service-Roles': 'service'}
 CALLS = ('get_profile', 'create', 'bind', 'get_resolved', 'delete')
 # --db: the database server, and its name in the output.
+ALL_IN_ONE = 'sqlite-all-in-one'
 DATABASES = {'postgresql': (servers.PostgreSQLServer, 'PostgreSQL'),
              'mysql': (servers.MariaDBServer, 'MariaDB')}
 
@@ -141,6 +143,43 @@ class Deployment:
         for process in self.processes:
             process.stop()
 
+
+class AllInOne:
+    """``cyborg-all-in-one`` on SQLite (API, conductor and agent in one
+    process, embedded Placement) sending its events to the fake Nova:
+    the same fake devices as :class:`Deployment`'s ``agents`` agents."""
+
+    def __init__(self, workdir: str, agents: int):
+        self.workdir = workdir
+        self.agents = agents
+        self.process: servers.CyborgProcess | None = None
+
+    def start(self, nova) -> None:
+        state = os.path.join(self.workdir, 'state')
+        self.db_url = 'sqlite:///%s' % os.path.join(state, 'cyborg.sqlite')
+        port = servers.free_port()
+        self.process = servers.CyborgProcess('cyborg-all-in-one', {
+            'DEFAULT': {'host': 'bench-allinone'},
+            'fake_driver': {'num_devices': 4 * self.agents,
+                            'handle_type': 'PCI',
+                            'accelerators_per_device': 32},
+            'nova': {'auth_type': 'admin_token', 'endpoint': nova.url,
+                     'token': 'admin', 'endpoint_override': nova.url},
+        }, self.workdir, args=['--host', '127.0.0.1', '--port', str(port),
+                               '--placement-port', '0', '--state-dir',
+                               state]).start()
+        self.process.wait_log('Cyborg all-in-one is running.', 120)
+        self.url = 'http://127.0.0.1:%d/v2' % port
+
+    def server_pids(self) -> list[int]:
+        return [self.process.process.pid]
+
+    def pids_by_role(self) -> dict[str, list[int]]:
+        return {'all-in-one': self.server_pids()}
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
 
 class Client(threading.Thread):
     """One Nova: repeats the cycle over plain http.client (the load
@@ -286,11 +325,15 @@ def main() -> int:
                         help='WSGI server of cyborg-api (uwsgi, as devstack '
                         'deploys it, when installed: pip install uwsgi; '
                         'else gunicorn)')
-    parser.add_argument('--db', choices=sorted(DATABASES),
+    parser.add_argument('--db', choices=sorted(DATABASES) + [ALL_IN_ONE],
                         default='postgresql',
                         help='cyborg\'s database: a private PostgreSQL '
-                        '(default) or MariaDB server')
+                        '(default) or MariaDB server; sqlite-all-in-one: '
+                        'cyborg-all-in-one on SQLite instead of the '
+                        'multi-process deployment')
     args = parser.parse_args()
+    if args.db == ALL_IN_ONE:
+        return _main_all_in_one(args)
     db_server, db_label = DATABASES[args.db]
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
     deployment = Deployment(workdir, args.agents, args.api_workers,
@@ -314,6 +357,26 @@ def main() -> int:
                 measure(deployment, nova, rps, clients, args.duration,
                         pg_pids, [placement.process.pid],
                         [rabbit.process.pid], db_label)
+            print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+        finally:
+            deployment.stop()
+    return 0
+
+
+def _main_all_in_one(args) -> int:
+    deployment = AllInOne(tempfile.mkdtemp(prefix='cyborg-bench-aio-'),
+                          args.agents)
+    with fake_nova_lib.FakeNova() as nova:
+        try:
+            deployment.start(nova)
+            rps = _setup(deployment, args.agents * 4)
+            print('Nova cycle: cyborg-all-in-one on SQLite (embedded '
+                  'Placement, %d fake devices), fake Nova; %ds per run'
+                  % (args.agents * 4, args.duration))
+            print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+            for clients in (int(c) for c in args.clients.split(',')):
+                measure(deployment, nova, rps, clients, args.duration, [],
+                        [], [], 'SQLite (in process)')
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
         finally:
             deployment.stop()
