@@ -176,7 +176,7 @@ _FREE_COUNT = (
     .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
            HANDLES.c.in_use == sa.false()))
 _TAKE_HANDLES = (
-    sa.update(HANDLES)
+    db_api.by_primary_key(sa.update(HANDLES))
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
            HANDLES.c.in_use == sa.false())
     .values(in_use=True, updated_at=sa.bindparam('now')))

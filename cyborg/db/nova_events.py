@@ -105,19 +105,6 @@ def _claimable(now: datetime.datetime):
                EVENTS.c.claimed_until < now))
 
 
-def _by_primary_key(statement):
-    """``statement``, an UPDATE of rows chosen by ``id``, made to find
-    them through the primary key on MySQL/MariaDB. On a small table
-    InnoDB's optimizer prefers a scan of the whole table, and an UPDATE
-    locks every row it scans until the transaction ends (REPEATABLE
-    READ): the lease would then lock every event, and a concurrent
-    claimer would skip them all."""
-    for dialect in ('mysql', 'mariadb'):
-        statement = statement.with_hint('FORCE INDEX (PRIMARY)',
-                                        dialect_name=dialect)
-    return statement
-
-
 def _row(row) -> dict[str, Any]:
     return dict(row._mapping)
 
@@ -152,7 +139,7 @@ def _lease(connection, ids: Sequence[int], owner: str,
            ) -> list[dict[str, Any]]:
     """Lease the still-claimable rows among ``ids``; the leased rows."""
     updated = connection.execute(
-        _by_primary_key(sa.update(EVENTS))
+        db_api.by_primary_key(sa.update(EVENTS))
         .where(EVENTS.c.id.in_(list(ids)), _claimable(now))
         .values(claimed_by=owner, claimed_until=until, updated_at=now)
         .execution_options(synchronize_session=False)).rowcount
@@ -176,7 +163,7 @@ def _finish_statement(columns: tuple[str, ...], attempt: bool):
                   for column in columns)
     if attempt:
         values['attempts'] = EVENTS.c.attempts + 1
-    return (_by_primary_key(sa.update(EVENTS))
+    return (db_api.by_primary_key(sa.update(EVENTS))
             .where(EVENTS.c.id.in_(sa.bindparam('ids', expanding=True)),
                    EVENTS.c.sent_at.is_(None))
             .values(values))

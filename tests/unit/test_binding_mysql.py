@@ -55,3 +55,19 @@ def test_mysql_claims_unordered_with_skip_locked():
 def test_other_databases_claim_the_lowest_ids():
     for dialect in (postgresql.dialect(), sqlite.dialect()):
         assert 'ORDER BY attach_handles.id' in _claim_sql(dialect)
+
+
+def _take_sql(dialect) -> str:
+    connection = _Recorder(dialect)
+    binding._claim_free(connection, 'rp', 'host', 1)
+    return str(connection.statements[1].compile(dialect=dialect))
+
+
+def test_mysql_takes_the_claimed_handles_by_primary_key():
+    """On a small table InnoDB would scan (and lock, until the bind
+    commits) every handle for the UPDATE; a concurrent bind's SKIP LOCKED
+    claim would then find none."""
+    assert _take_sql(mysql.dialect()).startswith(
+        'UPDATE attach_handles FORCE INDEX (PRIMARY) SET')
+    for dialect in (postgresql.dialect(), sqlite.dialect()):
+        assert 'FORCE INDEX' not in _take_sql(dialect)
