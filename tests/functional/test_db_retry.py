@@ -166,9 +166,9 @@ def test_lock_wait_timeout_every_time_raises(database):
 
 
 def test_serialization_failure_is_retried(database):
-    if database.dialect.name != 'postgresql':
-        pytest.skip('MariaDB raises no serialization failure in '
-                    'REPEATABLE READ')
+    """PostgreSQL's REPEATABLE READ refuses to update a row changed since
+    the snapshot (40001): the whole transaction is run again. MariaDB's
+    updates the latest committed row instead: one try, both counted."""
     before = _counts(database)
     tries = []
     snapshot_taken = threading.Event()
@@ -197,7 +197,8 @@ def test_serialization_failure_is_retried(database):
         done = pool.submit(other)
         write(cyborg_context.get_admin_context())
         done.result()
-    assert len(tries) == 2
+    retried = database.dialect.name == 'postgresql'
+    assert len(tries) == (2 if retried else 1)
     assert _counts(database)['a'] == before['a'] + 2
 
 
