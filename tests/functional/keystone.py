@@ -178,19 +178,6 @@ class KeystoneServer(servers._Server):
         self._admin_session = None
         super()._stop()
 
-    def __enter__(self):
-        # Also remove the directory when the start fails (__exit__ is not
-        # called then).
-        try:
-            return self.start()
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def log_text(self) -> str:
-        with open(self.log, errors='replace') as f:
-            return f.read()
-
     # Administration (as the bootstrap admin, over the API) ------------------
 
     def admin_session(self):

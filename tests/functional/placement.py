@@ -144,19 +144,6 @@ class PlacementServer(servers._Server):
                          'Placement on port %d' % self.port, self.process,
                          self.log)
 
-    def __enter__(self):
-        # Unlike the other helpers, also remove the directory when the
-        # start fails (__exit__ is not called then).
-        try:
-            return self.start()
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def log_text(self) -> str:
-        with open(self.log, errors='replace') as f:
-            return f.read()
-
 
 _shared: dict = {'server': None, 'users': 0}
 _shared_lock = threading.Lock()

@@ -296,10 +296,21 @@ class _Server:
             kill_group(self.process)
 
     def __enter__(self):
-        return self.start()
+        # Also remove the directory when the start fails (__exit__ is not
+        # called then).
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
 
     def __exit__(self, *exc_info):
         self.cleanup()
+
+    def log_text(self) -> str:
+        """The server's log (``self.log``) as text."""
+        with open(self.log, errors='replace') as f:
+            return f.read()
 
 
 # PostgreSQL ---------------------------------------------------------------
