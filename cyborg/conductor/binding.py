@@ -438,7 +438,6 @@ class Binder:
         self._deliver(outcome.events)
         if outcome.jobs:
             self.submit(cyborg_context.get_admin_context(), outcome.jobs)
-        self._release_later(outcome.released)
 
     def unbind(self, context, uuids: list[str],
                project_id: str | None) -> None:
