@@ -1,13 +1,36 @@
-"""cyborg-dbsync: create and upgrade the database schema."""
+"""cyborg-dbsync: create, upgrade and maintain the database.
 
+``upgrade``, ``version`` and ``stamp`` manage the schema;
+``online_data_migrations`` migrates data while services run; ``purge``
+deletes finished records. Bad arguments exit with status 2 and a
+one-line message.
+"""
+
+import datetime
+import re
 import sys
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+import sqlalchemy as sa
 
 from cyborg.common import config
 from cyborg.conf import CONF
+from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import migration
+from cyborg.db import online_migrations
+from cyborg.db import purge
+
+PROG = 'cyborg-dbsync'
+#: Rows deleted per transaction by ``purge`` unless told otherwise.
+DEFAULT_PURGE_BATCH = 1000
+_NON_NEGATIVE = re.compile(r'^[0-9]+$')
+
+
+class UsageError(Exception):
+    """A bad command line argument; its message is one line."""
 
 
 def _upgrade():
@@ -23,6 +46,93 @@ def _stamp():
     migration.stamp(CONF.command.revision)
 
 
+def integer_arg(option: str, value: str | None, minimum: int) -> int:
+    """``value`` as an integer of at least ``minimum``; UsageError if it
+    is not one."""
+    if value is None or not _NON_NEGATIVE.match(value.strip()) \
+            or int(value) < minimum:
+        what = ('a non-negative integer' if minimum == 0
+                else 'an integer of at least %d' % minimum)
+        raise UsageError('%s must be %s, not %r' % (option, what, value))
+    return int(value)
+
+
+def print_table(headers: list[str], rows: list[list[object]]) -> None:
+    """Print ``rows`` as a plain-text table under ``headers``."""
+    cells = [headers] + [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    rule = '+' + '+'.join('-' * (width + 2) for width in widths) + '+'
+
+    def line(row):
+        return '| ' + ' | '.join(cell.ljust(width) for cell, width
+                                 in zip(row, widths, strict=True)) + ' |'
+    print('\n'.join([rule, line(cells[0]), rule]
+                    + [line(row) for row in cells[1:]] + [rule]))
+
+
+def run_purge(context, days: int, dry_run: bool, batch_size: int,
+              now: datetime.datetime | None = None) -> int:
+    """Delete (or, dry, count) the records finished more than ``days``
+    days before ``now``; prints the counts per table. Exit status 0."""
+    before = (now or timeutils.utcnow()) - datetime.timedelta(days=days)
+    if dry_run:
+        counts = purge.count(context, before)
+        verb = 'would be deleted (dry run)'
+    else:
+        counts = purge.purge(context, before, batch_size)
+        verb = 'deleted'
+    print('Records finished before %s UTC:'
+          % before.isoformat(sep=' ', timespec='seconds'))
+    for table, number in counts.items():
+        print('%s: %d %s' % (table, number, verb))
+    return 0
+
+
+def _purge() -> int:
+    days = integer_arg('--older-than', CONF.command.older_than, 0)
+    batch_size = integer_arg('--batch-size', CONF.command.batch_size, 1)
+    return run_purge(cyborg_context.get_admin_context(), days,
+                     CONF.command.dry_run, batch_size)
+
+
+def run_online_data_migrations(context, max_count: int | None,
+                               migrations=None) -> int:
+    """Run the online data migrations and print what they did.
+
+    Exit status, as nova-manage's: 0 when nothing is left to migrate, 1
+    while rows remain (``max_count`` stopped early, or a migration cannot
+    finish yet: run it again), 2 when a migration failed.
+    """
+    if max_count is None:
+        print('Running batches of %d until complete'
+              % online_migrations.DEFAULT_BATCH)
+    outcome = online_migrations.run(context, max_count, migrations)
+    if outcome.totals:
+        print_table(['Migration', 'Total Needed', 'Completed'],
+                    [[name, totals.found, totals.done]
+                     for name, totals in outcome.totals.items()])
+    else:
+        print('No online data migration is defined.')
+    if outcome.failed:
+        print('Some migrations failed unexpectedly (%s); see the log.'
+              % ', '.join(outcome.failed))
+        return 2
+    if not outcome.complete:
+        print('Some migrations have more rows to migrate; run the command '
+              'again.')
+        return 1
+    print('All online data migrations are done.')
+    return 0
+
+
+def _online_data_migrations() -> int:
+    max_count = CONF.command.max_count
+    if max_count is not None:
+        max_count = integer_arg('--max-count', max_count, 1)
+    return run_online_data_migrations(cyborg_context.get_admin_context(),
+                                      max_count)
+
+
 def _add_commands(subparsers):
     parser = subparsers.add_parser('upgrade',
                                    help='Upgrade the schema (default: head).')
@@ -36,12 +146,46 @@ def _add_commands(subparsers):
                                         'without migrating.')
     parser.add_argument('--revision', required=True)
     parser.set_defaults(func=_stamp)
+    parser = subparsers.add_parser(
+        'purge', help='Delete records finished more than DAYS days ago '
+                      '(delivered Nova events).')
+    parser.add_argument('--older-than', metavar='DAYS', required=True,
+                        help='Age in days (a non-negative integer) of the '
+                             'newest record to delete.')
+    parser.add_argument('--dry-run', action='store_true',
+                        help='Print what would be deleted; delete nothing.')
+    parser.add_argument('--batch-size', metavar='N',
+                        default=str(DEFAULT_PURGE_BATCH),
+                        help='Rows deleted per transaction (default %d).'
+                             % DEFAULT_PURGE_BATCH)
+    parser.set_defaults(func=_purge)
+    parser = subparsers.add_parser(
+        'online_data_migrations',
+        help='Run the online data migrations (before the next upgrade).')
+    parser.add_argument('--max-count', metavar='N', default=None,
+                        help='Migrate at most N rows, then stop (exit '
+                             'status 1 if rows remain). Default: run '
+                             'batches until all are migrated.')
+    parser.set_defaults(func=_online_data_migrations)
 
 
 def main(argv: list[str] | None = None) -> int:
     CONF.register_cli_opt(cfg.SubCommandOpt('command', title='Commands',
                                             handler=_add_commands))
-    config.prepare_service(argv or sys.argv)
+    # The program's name, also when run as ``python -m``.
+    config.prepare_service([PROG] + (argv or sys.argv)[1:])
     db_api.configure(CONF)
-    CONF.command.func()
-    return 0
+    try:
+        return CONF.command.func() or 0
+    except UsageError as e:
+        print('%s %s: %s' % (PROG, CONF.command.name, e), file=sys.stderr)
+        return 2
+    except (db_exc.DBError, sa.exc.SQLAlchemyError) as e:
+        print('%s %s: database error: %s'
+              % (PROG, CONF.command.name, str(e).splitlines()[0]),
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,156 @@
+# Copyright 2026 The Cyborg Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""cyborg-manage: operator commands on cyborg's records.
+
+``cyborg-manage host delete HOST [--force]`` retires a compute host whose
+agent is gone (see :func:`delete_host`). Exit status: 0 done, 1 refused
+or failed (one line saying why), 2 bad arguments.
+"""
+
+import sys
+
+from oslo_config import cfg
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from cyborg.clients import placement as placement_client
+from cyborg.common import config
+from cyborg.conf import CONF
+from cyborg import context as cyborg_context
+from cyborg.db import api as db_api
+from cyborg.db import hosts
+
+PROG = 'cyborg-manage'
+
+
+class Refused(Exception):
+    """The command did not do its work; the message says why, in one
+    line."""
+
+
+def _remove_providers(client: placement_client.PlacementClient,
+                      record: hosts.HostRecord) -> int:
+    """Delete the host's providers from Placement, children first; the
+    number that existed. A provider already gone counts as deleted."""
+    removed = 0
+    for provider in record.providers:
+        try:
+            if client.delete_provider(provider.uuid):
+                removed += 1
+        except placement_client.ProviderInUse as e:
+            raise Refused(
+                'Resource provider %s of host %s is still in use in '
+                'Placement (%s): remove the allocations of the instances '
+                'on that host (delete or evacuate them), then run this '
+                'again; nothing was deleted from the database.'
+                % (provider.uuid, record.host, e.detail or e))
+        except placement_client.PlacementError as e:
+            raise Refused('Cannot delete resource provider %s of host %s '
+                          'from Placement: %s; nothing was deleted from the '
+                          'database, run this again.'
+                          % (provider.uuid, record.host, e))
+    return removed
+
+
+def _placement_client(conf) -> placement_client.PlacementClient:
+    if not conf.placement.auth_type:
+        raise Refused('[placement] is not configured (no auth_type): '
+                      'cannot delete the host\'s resource providers.')
+    return placement_client.PlacementClient.from_conf(conf)
+
+
+def delete_host(context, host: str, force: bool = False,
+                client_factory=_placement_client) -> dict[str, int]:
+    """Retire ``host``: its resource providers in Placement, then all of
+    its rows in one transaction; the counts of what was deleted.
+
+    Raises :class:`Refused` when the host is unknown, when a request
+    holds or binds one of its devices, or when one of its services sent
+    a heartbeat within ``[DEFAULT] service_down_time`` (unless
+    ``force``). Placement is done first, so a failure part way leaves
+    the database as it was and the command can be run again; a provider
+    already gone from Placement is fine.
+    """
+    record = hosts.host_record(context, host)
+    if not record.known:
+        raise Refused('Host %s is unknown: no cyborg service, device or '
+                      'resource provider is recorded for it.' % host)
+    if record.blocking_arqs:
+        raise Refused(str(hosts.HostInUse(host, record.blocking_arqs)))
+    alive = record.alive_services(timeutils.utcnow(), CONF.service_down_time)
+    if alive and not force:
+        raise Refused(
+            'Host %s looks alive: %s sent a heartbeat within the last %d '
+            'seconds ([DEFAULT] service_down_time); stop its services '
+            'first, or pass --force if they are gone for good.'
+            % (host, ', '.join(alive), CONF.service_down_time))
+    removed = 0
+    if record.providers:
+        removed = _remove_providers(client_factory(CONF), record)
+    try:
+        deleted = hosts.delete_host(context, host)
+    except hosts.HostInUse as e:
+        raise Refused('%s (It became so while this ran: its resource '
+                      'providers are gone from Placement and come back at '
+                      'the next sync of the host.)' % e)
+    deleted['resource providers in Placement'] = removed
+    return deleted
+
+
+def _host_delete() -> int:
+    host = CONF.command.hostname
+    deleted = delete_host(cyborg_context.get_admin_context(), host,
+                          force=CONF.command.force)
+    print('Deleted host %s: %s.' % (host, ', '.join(
+        '%d %s' % (number, what) for what, number in deleted.items())))
+    return 0
+
+
+def _add_commands(subparsers):
+    host = subparsers.add_parser('host', help='Manage compute hosts.')
+    actions = host.add_subparsers(title='Host commands', dest='action')
+    actions.required = True
+    delete = actions.add_parser(
+        'delete', help='Retire a host whose agent is gone: delete its '
+                       'devices, its records and its resource providers in '
+                       'Placement.')
+    delete.add_argument('hostname', metavar='HOST',
+                        help='The host, as its agent reported it '
+                             '([DEFAULT] host on that host).')
+    delete.add_argument('--force', action='store_true',
+                        help='Delete the host even if one of its services '
+                             'sent a heartbeat recently.')
+    delete.set_defaults(func=_host_delete)
+
+
+def main(argv: list[str] | None = None) -> int:
+    CONF.register_cli_opt(cfg.SubCommandOpt('command', title='Commands',
+                                            handler=_add_commands))
+    # The program's name, also when run as ``python -m``.
+    config.prepare_service([PROG] + (argv or sys.argv)[1:])
+    db_api.configure(CONF)
+    try:
+        return CONF.command.func()
+    except Refused as e:
+        print('%s: %s' % (PROG, e), file=sys.stderr)
+        return 1
+    except (db_exc.DBError, sa.exc.SQLAlchemyError) as e:
+        print('%s: database error: %s' % (PROG, str(e).splitlines()[0]),
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,103 @@
+# Copyright 2026 The Cyborg Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Purging finished records: rows nothing will read or change again.
+
+Only ``nova_events`` has such rows today: an event is finished once
+``sent_at`` is set (Nova took it, or refused it for good). Rows still to
+be sent, leased, waiting for a retry or repeating (``sent_at`` NULL) are
+never purged, whatever their age. Accelerator requests are never purged:
+they belong to Nova, which deletes them.
+
+Rows are deleted in batches of at most ``batch_size``, each batch in its
+own transaction, so purging a large table never holds one long
+transaction or its locks.
+"""
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from cyborg.db import api as db_api
+from cyborg.db import models
+
+
+@dataclasses.dataclass(frozen=True)
+class Purgeable:
+    """A table and the condition of its rows finished before a time."""
+
+    table: sa.Table
+    finished_before: Callable[[datetime.datetime], sa.ColumnElement]
+
+
+_EVENTS = models.NovaEvent.__table__
+
+#: What ``purge`` deletes, in the order it deletes it.
+PURGEABLE: tuple[Purgeable, ...] = (
+    Purgeable(_EVENTS, lambda before: sa.and_(
+        _EVENTS.c.sent_at.is_not(None), _EVENTS.c.sent_at < before)),
+)
+
+
+def _by_name(name: str) -> Purgeable:
+    for purgeable in PURGEABLE:
+        if purgeable.table.name == name:
+            return purgeable
+    raise KeyError(name)
+
+
+@db_api.main_context_manager.reader.connection
+def count(context, before: datetime.datetime) -> dict[str, int]:
+    """Per table, the number of rows finished before ``before``."""
+    return {p.table.name: context.connection.execute(
+        sa.select(sa.func.count()).select_from(p.table)
+        .where(p.finished_before(before))).scalar()
+        for p in PURGEABLE}
+
+
+@db_api.connection_writer
+def delete_batch(context, table: str, before: datetime.datetime,
+                 batch_size: int) -> int:
+    """Delete up to ``batch_size`` rows of ``table`` finished before
+    ``before``, in one transaction; the number deleted."""
+    purgeable = _by_name(table)
+    # Ids first, then a DELETE by id: MySQL/MariaDB cannot DELETE with a
+    # LIMIT from a subquery on the same table, and deleting by primary key
+    # locks only the rows deleted.
+    ids = list(context.connection.execute(
+        sa.select(purgeable.table.c.id)
+        .where(purgeable.finished_before(before))
+        .order_by(purgeable.table.c.id).limit(batch_size)).scalars())
+    if not ids:
+        return 0
+    return context.connection.execute(
+        sa.delete(purgeable.table).where(purgeable.table.c.id.in_(ids))
+    ).rowcount
+
+
+def purge(context, before: datetime.datetime,
+          batch_size: int) -> dict[str, int]:
+    """Delete every row finished before ``before``, batch by batch;
+    the number deleted per table."""
+    deleted = {}
+    for purgeable in PURGEABLE:
+        name = purgeable.table.name
+        deleted[name] = 0
+        while True:
+            done = delete_batch(context, name, before, batch_size)
+            deleted[name] += done
+            if done < batch_size:
+                break
+    return deleted
