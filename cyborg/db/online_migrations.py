@@ -80,11 +80,11 @@ def _pass(context, budget: int, migrations: Sequence[Migration],
     ran = left = 0
     outcome.cut_short = False
     for migration in migrations:
-        name = migration.__name__
-        totals = outcome.totals.setdefault(name, Totals())
         if ran >= budget:
             outcome.cut_short = True
             break
+        name = migration.__name__
+        totals = outcome.totals.setdefault(name, Totals())
         try:
             found, done = migration(context, budget - ran)
         except Exception:
