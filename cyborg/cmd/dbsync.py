@@ -74,15 +74,18 @@ def run_purge(context, days: int, dry_run: bool, batch_size: int,
               now: datetime.datetime | None = None) -> int:
     """Delete (or, dry, count) the records finished more than ``days``
     days before ``now``; prints the counts per table. Exit status 0."""
-    before = (now or timeutils.utcnow()) - datetime.timedelta(days=days)
+    now = now or timeutils.utcnow()
+    cutoff = purge.Cutoff(
+        before=now - datetime.timedelta(days=days),
+        down_since=now - datetime.timedelta(seconds=CONF.service_down_time))
     if dry_run:
-        counts = purge.count(context, before)
+        counts = purge.count(context, cutoff)
         verb = 'would be deleted (dry run)'
     else:
-        counts = purge.purge(context, before, batch_size)
+        counts = purge.purge(context, cutoff, batch_size)
         verb = 'deleted'
     print('Records finished before %s UTC:'
-          % before.isoformat(sep=' ', timespec='seconds'))
+          % cutoff.before.isoformat(sep=' ', timespec='seconds'))
     for table, number in counts.items():
         print('%s: %d %s' % (table, number, verb))
     return 0
@@ -148,7 +151,7 @@ def _add_commands(subparsers):
     parser.set_defaults(func=_stamp)
     parser = subparsers.add_parser(
         'purge', help='Delete records finished more than DAYS days ago '
-                      '(delivered Nova events).')
+                      '(sent Nova events, conductors gone).')
     parser.add_argument('--older-than', metavar='DAYS', required=True,
                         help='Age in days (a non-negative integer) of the '
                              'newest record to delete.')

@@ -13,11 +13,17 @@
 # under the License.
 """Purging finished records: rows nothing will read or change again.
 
-Only ``nova_events`` has such rows today: an event is finished once
-``sent_at`` is set (Nova took it, or refused it for good). Rows still to
-be sent, leased, waiting for a retry or repeating (``sent_at`` NULL) are
-never purged, whatever their age. Accelerator requests are never purged:
-they belong to Nova, which deletes them.
+* ``nova_events``: an event is finished once ``sent_at`` is set (Nova
+  took it, or refused it for good); it is purged by the age of
+  ``sent_at``. Rows still to be sent, leased, waiting for a retry or
+  repeating (``sent_at`` NULL) are never purged, whatever their age.
+* ``services``: the rows of conductors whose last heartbeat is that old
+  and that are down (a conductor that starts again registers again).
+  Agents' rows hold their host's state: ``cyborg-manage host delete``
+  retires a host.
+
+Accelerator requests are never purged: they belong to Nova, which deletes
+them.
 
 Rows are deleted in batches of at most ``batch_size``, each batch in its
 own transaction, so purging a large table never holds one long
@@ -30,24 +36,48 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from cyborg.common import constants
 from cyborg.db import api as db_api
 from cyborg.db import models
 
 
 @dataclasses.dataclass(frozen=True)
+class Cutoff:
+    """Which rows are old enough to purge."""
+
+    #: Rows finished before this time.
+    before: datetime.datetime
+    #: Services whose last heartbeat is before this time are down.
+    down_since: datetime.datetime
+
+
+@dataclasses.dataclass(frozen=True)
 class Purgeable:
-    """A table and the condition of its rows finished before a time."""
+    """A table and the condition of its rows finished before a cutoff."""
 
     table: sa.Table
-    finished_before: Callable[[datetime.datetime], sa.ColumnElement]
+    finished: Callable[[Cutoff], sa.ColumnElement]
 
 
 _EVENTS = models.NovaEvent.__table__
+_SERVICES = models.Service.__table__
+
+
+def _events_finished(cutoff: Cutoff):
+    return sa.and_(_EVENTS.c.sent_at.is_not(None),
+                   _EVENTS.c.sent_at < cutoff.before)
+
+
+def _conductors_gone(cutoff: Cutoff):
+    return sa.and_(_SERVICES.c.binary == constants.BINARY_CONDUCTOR,
+                   _SERVICES.c.last_seen_up < cutoff.before,
+                   _SERVICES.c.last_seen_up < cutoff.down_since)
+
 
 #: What ``purge`` deletes, in the order it deletes it.
 PURGEABLE: tuple[Purgeable, ...] = (
-    Purgeable(_EVENTS, lambda before: sa.and_(
-        _EVENTS.c.sent_at.is_not(None), _EVENTS.c.sent_at < before)),
+    Purgeable(_EVENTS, _events_finished),
+    Purgeable(_SERVICES, _conductors_gone),
 )
 
 
@@ -59,26 +89,26 @@ def _by_name(name: str) -> Purgeable:
 
 
 @db_api.main_context_manager.reader.connection
-def count(context, before: datetime.datetime) -> dict[str, int]:
-    """Per table, the number of rows finished before ``before``."""
+def count(context, cutoff: Cutoff) -> dict[str, int]:
+    """Per table, the number of rows finished before ``cutoff``."""
     return {p.table.name: context.connection.execute(
         sa.select(sa.func.count()).select_from(p.table)
-        .where(p.finished_before(before))).scalar()
+        .where(p.finished(cutoff))).scalar()
         for p in PURGEABLE}
 
 
 @db_api.connection_writer
-def delete_batch(context, table: str, before: datetime.datetime,
+def delete_batch(context, table: str, cutoff: Cutoff,
                  batch_size: int) -> int:
     """Delete up to ``batch_size`` rows of ``table`` finished before
-    ``before``, in one transaction; the number deleted."""
+    ``cutoff``, in one transaction; the number deleted."""
     purgeable = _by_name(table)
     # Ids first, then a DELETE by id: MySQL/MariaDB cannot DELETE with a
     # LIMIT from a subquery on the same table, and deleting by primary key
     # locks only the rows deleted.
     ids = list(context.connection.execute(
         sa.select(purgeable.table.c.id)
-        .where(purgeable.finished_before(before))
+        .where(purgeable.finished(cutoff))
         .order_by(purgeable.table.c.id).limit(batch_size)).scalars())
     if not ids:
         return 0
@@ -87,16 +117,15 @@ def delete_batch(context, table: str, before: datetime.datetime,
     ).rowcount
 
 
-def purge(context, before: datetime.datetime,
-          batch_size: int) -> dict[str, int]:
-    """Delete every row finished before ``before``, batch by batch;
+def purge(context, cutoff: Cutoff, batch_size: int) -> dict[str, int]:
+    """Delete every row finished before ``cutoff``, batch by batch;
     the number deleted per table."""
     deleted = {}
     for purgeable in PURGEABLE:
         name = purgeable.table.name
         deleted[name] = 0
         while True:
-            done = delete_batch(context, name, before, batch_size)
+            done = delete_batch(context, name, cutoff, batch_size)
             deleted[name] += done
             if done < batch_size:
                 break

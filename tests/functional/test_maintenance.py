@@ -113,20 +113,32 @@ def test_purge(database):
     with database.engine.begin() as connection:
         connection.execute(sa.delete(EVENTS))
         connection.execute(sa.insert(EVENTS), rows)
+        connection.execute(sa.insert(SERVICES), [
+            dict(host='purge-%s' % binary, binary=binary, last_seen_up=old,
+                 sync_requested=0, sync_done=0)
+            for binary in ('cyborg-conductor', 'cyborg-agent')])
+    purged_services = SERVICES.c.host.like('purge-%')
 
     result = _run('dbsync', database.config, 'purge', '--older-than', '7',
                   '--dry-run')
     assert result.returncode == 0, result.stderr
     assert 'nova_events: 3 would be deleted (dry run)' in result.stdout
+    assert 'services: 1 would be deleted (dry run)' in result.stdout
     assert _count(database.engine, EVENTS) == 5
+    assert _count(database.engine, SERVICES, purged_services) == 2
 
     result = _run('dbsync', database.config, 'purge', '--older-than', '7',
                   '--batch-size', '2')
     assert result.returncode == 0, result.stderr
     assert 'nova_events: 3 deleted' in result.stdout
-    # Left: the event never sent (however old) and the recent one.
+    assert 'services: 1 deleted' in result.stdout
+    # Left: the event never sent (however old) and the recent one; the
+    # agent (its host is retired by cyborg-manage host delete).
     assert _count(database.engine, EVENTS) == 2
     assert _count(database.engine, EVENTS, EVENTS.c.sent_at.is_(None)) == 1
+    assert _count(database.engine, SERVICES, purged_services,
+                  SERVICES.c.binary == 'cyborg-agent') == 1
+    assert _count(database.engine, SERVICES, purged_services) == 1
 
 
 @pytest.mark.parametrize('args,message', [

@@ -24,9 +24,14 @@ from cyborg.db import nova_events
 from cyborg.db import purge
 
 EVENTS = models.NovaEvent.__table__
+SERVICES = models.Service.__table__
 NOW = datetime.datetime(2026, 6, 1, 12, 0, 0)
 OLD = NOW - datetime.timedelta(days=40)
 RECENT = NOW - datetime.timedelta(days=2)
+
+
+def _cutoff(before, down_since=NOW - datetime.timedelta(minutes=1)):
+    return purge.Cutoff(before=before, down_since=down_since)
 
 
 def _event(engine, number: int, sent_at=None, repeat_until=None,
@@ -63,10 +68,11 @@ def _remaining(engine) -> set[int]:
 
 def test_purge_deletes_only_finished_rows_older_than_the_cutoff(
         database, admin_context, events):
-    before = NOW - datetime.timedelta(days=30)
-    assert purge.count(admin_context, before) == {'nova_events': 2}
-    assert purge.purge(admin_context, before, batch_size=1000) == {
-        'nova_events': 2}
+    cutoff = _cutoff(NOW - datetime.timedelta(days=30))
+    assert purge.count(admin_context, cutoff) == {'nova_events': 2,
+                                                  'services': 0}
+    assert purge.purge(admin_context, cutoff, batch_size=1000) == {
+        'nova_events': 2, 'services': 0}
     assert _remaining(database) == {
         events[name] for name in ('delivered_recent', 'pending_old',
                                   'repeating_old', 'leased_old')}
@@ -74,7 +80,8 @@ def test_purge_deletes_only_finished_rows_older_than_the_cutoff(
 
 def test_unfinished_rows_are_never_purged_whatever_their_age(
         database, admin_context, events):
-    purge.purge(admin_context, NOW + datetime.timedelta(days=1), 1000)
+    purge.purge(admin_context, _cutoff(NOW + datetime.timedelta(days=1)),
+                1000)
     assert _remaining(database) == {
         events[name] for name in ('pending_old', 'repeating_old',
                                   'leased_old')}
@@ -93,10 +100,11 @@ def test_purge_goes_batch_by_batch(database, admin_context, batch_size,
         return calls[-1]
 
     monkeypatch.setattr(purge, 'delete_batch', counting)
-    deleted = purge.purge(admin_context, NOW, batch_size)
-    assert deleted == {'nova_events': 5}
+    deleted = purge.purge(admin_context, _cutoff(NOW), batch_size)
+    assert deleted == {'nova_events': 5, 'services': 0}
     assert all(done <= batch_size for done in calls)
-    assert len(calls) == 5 // batch_size + 1
+    # The batches of the events, then one (empty) of the services.
+    assert len(calls) == 5 // batch_size + 1 + 1
     assert _remaining(database) == set()
 
 
@@ -117,6 +125,57 @@ def test_purge_prints_what_it_deleted(database, admin_context, events,
                             now=NOW) == 0
     assert 'nova_events: 3 deleted' in capsys.readouterr().out
     assert events['delivered_recent'] not in _remaining(database)
+
+
+def _service(engine, host, binary, last_seen_up):
+    with engine.begin() as connection:
+        connection.execute(sa.insert(SERVICES).values(
+            host=host, binary=binary, last_seen_up=last_seen_up,
+            sync_requested=0, sync_done=0))
+
+
+def _hosts(engine) -> set[str]:
+    with engine.connect() as connection:
+        return set(connection.execute(sa.select(SERVICES.c.host)).scalars())
+
+
+def test_purge_deletes_only_conductors_gone_that_long(database,
+                                                     admin_context):
+    _service(database, 'gone', 'cyborg-conductor', OLD)
+    _service(database, 'recent', 'cyborg-conductor', RECENT)
+    _service(database, 'agent', 'cyborg-agent', OLD)
+    deleted = purge.purge(admin_context,
+                          _cutoff(NOW - datetime.timedelta(days=30)), 10)
+    assert deleted == {'nova_events': 0, 'services': 1}
+    assert _hosts(database) == {'recent', 'agent'}
+
+
+def test_purge_keeps_conductors_that_are_up_whatever_the_age(
+        database, admin_context):
+    # --older-than 0: a conductor that sent a heartbeat a second ago is
+    # up, not finished.
+    _service(database, 'up', 'cyborg-conductor',
+             NOW - datetime.timedelta(seconds=1))
+    _service(database, 'down', 'cyborg-conductor',
+             NOW - datetime.timedelta(minutes=5))
+    cutoff = _cutoff(NOW, down_since=NOW - datetime.timedelta(minutes=1))
+    assert purge.purge(admin_context, cutoff, 10)['services'] == 1
+    assert _hosts(database) == {'up'}
+
+
+def test_command_counts_down_time_from_the_configuration(
+        database, admin_context, conf, capsys):
+    conf.set_override('service_down_time', 600)
+    _service(database, 'silent-5-min', 'cyborg-conductor',
+             NOW - datetime.timedelta(minutes=5))
+    dbsync.run_purge(admin_context, 0, dry_run=False, batch_size=10,
+                     now=NOW)
+    assert 'services: 0 deleted' in capsys.readouterr().out
+    conf.set_override('service_down_time', 60)
+    dbsync.run_purge(admin_context, 0, dry_run=False, batch_size=10,
+                     now=NOW)
+    assert 'services: 1 deleted' in capsys.readouterr().out
+    conf.clear_override('service_down_time')
 
 
 @pytest.mark.parametrize('value,minimum,expected', [
