@@ -72,9 +72,11 @@ def _placement_client(conf) -> placement_client.PlacementClient:
 
 
 def delete_host(context, host: str, force: bool = False,
-                client_factory=_placement_client) -> dict[str, int]:
+                client_factory=_placement_client
+                ) -> tuple[int, dict[str, int]]:
     """Retire ``host``: its resource providers in Placement, then all of
-    its rows in one transaction; the counts of what was deleted.
+    its rows in one transaction; (providers deleted from Placement, rows
+    deleted per table).
 
     Raises :class:`Refused` when the host is unknown, when a request
     holds or binds one of its devices, or when one of its services sent
@@ -105,16 +107,17 @@ def delete_host(context, host: str, force: bool = False,
         raise Refused('%s (It became so while this ran: its resource '
                       'providers are gone from Placement and come back at '
                       'the next sync of the host.)' % e)
-    deleted['resource providers in Placement'] = removed
-    return deleted
+    return removed, deleted
 
 
 def _host_delete() -> int:
     host = CONF.command.hostname
-    deleted = delete_host(cyborg_context.get_admin_context(), host,
-                          force=CONF.command.force)
-    print('Deleted host %s: %s.' % (host, ', '.join(
-        '%d %s' % (number, what) for what, number in deleted.items())))
+    removed, deleted = delete_host(cyborg_context.get_admin_context(), host,
+                                   force=CONF.command.force)
+    print('Deleted host %s: %d resource provider(s) from Placement; '
+          'database rows: %s.' % (host, removed, ', '.join(
+              '%s %d' % (table, number)
+              for table, number in deleted.items())))
     return 0
 
 

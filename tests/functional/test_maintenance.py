@@ -276,8 +276,11 @@ def test_host_delete(database, placement, synced_host):
         connection.execute(sa.delete(ARQS).where(ARQS.c.uuid == arq))
     result = _run('manage', database.config, 'host', 'delete', host)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith('Deleted host %s: ' % host)
-    assert '2 resource providers in Placement' in result.stdout
+    assert result.stdout.splitlines() == [
+        'Deleted host %s: 2 resource provider(s) from Placement; database '
+        'rows: attributes 4, attach_handles 8, deployables 2, '
+        'controlpath_ids 2, devices 2, placement_providers 2, services 1.'
+        % host]
     assert _host_rows(engine, host) == {'services': 0, 'devices': 0,
                                         'providers': 0}
     assert [client.get_provider(uuid) for uuid in providers] == [None, None]

@@ -204,8 +204,8 @@ def test_command_deletes_providers_then_rows(
         database, admin_context, hosts_synced, placement):
     mine = _cyborg_providers(placement, HOST)
     others = _cyborg_providers(placement, OTHER)
-    deleted = _delete(admin_context, placement)
-    assert deleted['resource providers in Placement'] == 2
+    removed, deleted = _delete(admin_context, placement)
+    assert removed == 2
     assert deleted['devices'] == 2
     assert not _cyborg_providers(placement, HOST)
     assert _cyborg_providers(placement, OTHER) == others
@@ -218,8 +218,8 @@ def test_provider_already_gone_from_placement_is_fine(
         database, admin_context, hosts_synced, placement):
     gone = sorted(_cyborg_providers(placement, HOST))[0]
     del placement.providers[gone]
-    deleted = _delete(admin_context, placement)
-    assert deleted['resource providers in Placement'] == 1
+    removed, _deleted = _delete(admin_context, placement)
+    assert removed == 1
     assert set(_rows(database).values()) == {0}
 
 
