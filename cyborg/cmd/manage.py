@@ -49,6 +49,12 @@ def _remove_providers(client: placement_client.PlacementClient,
         try:
             if client.delete_provider(provider.uuid):
                 removed += 1
+        except placement_client.ProviderHasChildren as e:
+            raise Refused(
+                'Resource provider %s of host %s has child providers that '
+                'cyborg did not create (%s): delete them first; nothing '
+                'was deleted from the database.'
+                % (provider.uuid, record.host, e.detail or e))
         except placement_client.ProviderInUse as e:
             raise Refused(
                 'Resource provider %s of host %s is still in use in '

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.clients import placement as placement_client
 from cyborg.cmd import manage
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
@@ -261,6 +262,17 @@ def test_provider_in_use_in_placement_leaves_the_database_alone(
     placement.in_use.clear()
     _delete(admin_context, placement)
     assert set(_rows(database).values()) == {0}
+
+
+def test_provider_with_foreign_children_leaves_the_database_alone(
+        database, admin_context, hosts_synced, placement, monkeypatch):
+    def refuse(uuid):
+        raise placement_client.ProviderHasChildren('children')
+    monkeypatch.setattr(placement, 'delete_provider', refuse)
+    before = _rows(database)
+    with pytest.raises(manage.Refused, match='has child providers'):
+        _delete(admin_context, placement)
+    assert _rows(database) == before
 
 
 def test_placement_unreachable_leaves_the_database_alone(
