@@ -26,6 +26,9 @@ from cyborg.db import purge
 PROG = 'cyborg-dbsync'
 #: Rows deleted per transaction by ``purge`` unless told otherwise.
 DEFAULT_PURGE_BATCH = 1000
+#: The largest ``--older-than``: a cutoff before 1900 would purge the
+#: same rows, and dates before year 1 cannot be written at all.
+MAX_DAYS = 36500
 _NON_NEGATIVE = re.compile(r'^[0-9]+$')
 
 
@@ -46,13 +49,16 @@ def _stamp():
     migration.stamp(CONF.command.revision)
 
 
-def integer_arg(option: str, value: str | None, minimum: int) -> int:
-    """``value`` as an integer of at least ``minimum``; UsageError if it
-    is not one."""
+def integer_arg(option: str, value: str | None, minimum: int,
+                maximum: int | None = None) -> int:
+    """``value`` as an integer of at least ``minimum`` (and at most
+    ``maximum``); UsageError if it is not one."""
     if value is None or not _NON_NEGATIVE.match(value.strip()) \
-            or int(value) < minimum:
+            or not minimum <= int(value) <= (maximum or int(value)):
         what = ('a non-negative integer' if minimum == 0
                 else 'an integer of at least %d' % minimum)
+        if maximum is not None:
+            what += ' and at most %d' % maximum
         raise UsageError('%s must be %s, not %r' % (option, what, value))
     return int(value)
 
@@ -92,7 +98,8 @@ def run_purge(context, days: int, dry_run: bool, batch_size: int,
 
 
 def _purge() -> int:
-    days = integer_arg('--older-than', CONF.command.older_than, 0)
+    days = integer_arg('--older-than', CONF.command.older_than, 0,
+                       MAX_DAYS)
     batch_size = integer_arg('--batch-size', CONF.command.batch_size, 1)
     return run_purge(cyborg_context.get_admin_context(), days,
                      CONF.command.dry_run, batch_size)

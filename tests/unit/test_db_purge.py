@@ -119,6 +119,12 @@ def test_dry_run_prints_counts_and_deletes_nothing(
     assert _remaining(database) == set(events.values())
 
 
+def test_oldest_cutoff_is_usable(database, admin_context, events, capsys):
+    assert dbsync.run_purge(admin_context, dbsync.MAX_DAYS, dry_run=False,
+                            batch_size=10, now=NOW) == 0
+    assert 'nova_events: 0 deleted' in capsys.readouterr().out
+
+
 def test_purge_prints_what_it_deleted(database, admin_context, events,
                                       capsys):
     assert dbsync.run_purge(admin_context, 0, dry_run=False, batch_size=10,
@@ -178,18 +184,20 @@ def test_command_counts_down_time_from_the_configuration(
     conf.clear_override('service_down_time')
 
 
-@pytest.mark.parametrize('value,minimum,expected', [
-    ('0', 0, 0), ('30', 0, 30), (' 7 ', 0, 7), ('1', 1, 1)])
-def test_integer_arguments(value, minimum, expected):
-    assert dbsync.integer_arg('--x', value, minimum) == expected
+@pytest.mark.parametrize('value,minimum,maximum,expected', [
+    ('0', 0, None, 0), ('30', 0, None, 30), (' 7 ', 0, None, 7),
+    ('1', 1, None, 1), ('36500', 0, 36500, 36500)])
+def test_integer_arguments(value, minimum, maximum, expected):
+    assert dbsync.integer_arg('--x', value, minimum, maximum) == expected
 
 
-@pytest.mark.parametrize('value,minimum', [
-    ('-1', 0), ('1.5', 0), ('ten', 0), ('', 0), (None, 0), ('0', 1),
-    ('1e3', 0)])
-def test_bad_integer_arguments_are_one_line_errors(value, minimum):
+@pytest.mark.parametrize('value,minimum,maximum', [
+    ('-1', 0, None), ('1.5', 0, None), ('ten', 0, None), ('', 0, None),
+    (None, 0, None), ('0', 1, None), ('1e3', 0, None),
+    ('36501', 0, 36500), ('99999999999', 0, 36500)])
+def test_bad_integer_arguments_are_one_line_errors(value, minimum, maximum):
     with pytest.raises(dbsync.UsageError) as error:
-        dbsync.integer_arg('--older-than', value, minimum)
+        dbsync.integer_arg('--older-than', value, minimum, maximum)
     message = str(error.value)
     assert '\n' not in message
     assert message.startswith('--older-than must be ')
