@@ -53,14 +53,16 @@ def integer_arg(option: str, value: str | None, minimum: int,
                 maximum: int | None = None) -> int:
     """``value`` as an integer of at least ``minimum`` (and at most
     ``maximum``); UsageError if it is not one."""
-    if value is None or not _NON_NEGATIVE.match(value.strip()) \
-            or not minimum <= int(value) <= (maximum or int(value)):
+    number = (int(value) if value is not None
+              and _NON_NEGATIVE.match(value.strip()) else None)
+    if number is None or number < minimum or (
+            maximum is not None and number > maximum):
         what = ('a non-negative integer' if minimum == 0
                 else 'an integer of at least %d' % minimum)
         if maximum is not None:
             what += ' and at most %d' % maximum
         raise UsageError('%s must be %s, not %r' % (option, what, value))
-    return int(value)
+    return number
 
 
 def print_table(headers: list[str], rows: list[list[object]]) -> None:
