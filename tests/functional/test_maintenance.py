@@ -143,10 +143,12 @@ def test_purge(database):
 
 @pytest.mark.parametrize('args,message', [
     (['--older-than', '-3'],
-     "cyborg-dbsync purge: --older-than must be a non-negative integer, "
+     "cyborg-dbsync purge: --older-than must be a non-negative integer and "
+     "at most 36500, "
      "not '-3'"),
     (['--older-than', 'week'],
-     "cyborg-dbsync purge: --older-than must be a non-negative integer, "
+     "cyborg-dbsync purge: --older-than must be a non-negative integer and "
+     "at most 36500, "
      "not 'week'"),
     (['--older-than', '1', '--batch-size', '0'],
      "cyborg-dbsync purge: --batch-size must be an integer of at least 1, "
@@ -205,6 +207,10 @@ def synced_host(database, placement):
         yield host, compute, providers
     finally:
         db_api.get_engine().dispose()
+        # What a failed test left in the shared Placement: children first.
+        for provider in client.provider_tree(compute):
+            if provider['uuid'] != compute:
+                client.delete_provider(provider['uuid'])
         client.delete_provider(compute)
 
 
