@@ -139,7 +139,7 @@ for phase in "$@"; do
 done
 
 # What the plugin defined, for the tests.
-for name in CYBORG_CONF CYBORG_CONF_FILE CYBORG_DIR CYBORG_UWSGI_CONF \
+for name in ENABLED_SERVICES CYBORG_CONF CYBORG_CONF_FILE CYBORG_DIR CYBORG_UWSGI_CONF \
         CYBORG_API_URL CYBORG_STATE_PATH; do
     echo "$name=${!name}"
 done > $HARNESS_ROOT/variables
