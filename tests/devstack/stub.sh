@@ -56,8 +56,12 @@ case "$name" in
         echo stub-id
         ;;
     curl)
-        # wait_for_service reads the status code written with -w.
-        [[ " $* " == *" -w "* ]] && echo 200
+        # wait_for_service reads the status code written with -w. With
+        # STUB_CURL_STATUS=500 the API answers 500 (no application).
+        status=${STUB_CURL_STATUS:-200}
+        [[ " $* " == *" -w "* ]] && echo $status
+        # curl -f fails on an HTTP error.
+        [[ " $* " == *" -f "* && $status -ge 400 ]] && exit 22
         exit 0
         ;;
     a2query)

@@ -31,7 +31,9 @@ from tests.devstack import plugin_harness as harness
 
 AIO_SERVICES = ('key,mysql,rabbit,placement-api,n-api,n-cond,n-sch,n-cpu,'
                 'tempest')
+API_SERVICES = 'key,mysql,rabbit,placement-api,cyborg-api'
 COMPUTE_SERVICES = 'n-cpu,placement-client,cyborg-agent'
+# HOST_IP, and so SERVICE_HOST, in harness.sh unless a test sets them.
 CONTROLLER_IP = '192.0.2.10'
 COMPUTE_ENV = {'HOST_IP': '192.0.2.20', 'SERVICE_HOST': CONTROLLER_IP,
                'DATABASE_HOST': CONTROLLER_IP, 'RABBIT_HOST': CONTROLLER_IP}
@@ -115,23 +117,18 @@ def test_aio_keystone_user_service_and_endpoint(aio):
         assert _matching(calls, 'role', 'add', role, '--user', 'cyborg')
     assert _matching(calls, 'service', 'create', 'accelerator')
     assert _matching(calls, 'endpoint', 'create', 'accelerator', 'public',
-                     'http://%s/accelerator/v2' % harness_host())
-
-
-def harness_host():
-    """HOST_IP (and so SERVICE_HOST) in harness.sh when not given."""
-    return '192.0.2.10'
+                     'http://%s/accelerator/v2' % CONTROLLER_IP)
 
 
 def test_aio_config_has_every_service_part(aio):
     conf = aio.cyborg_conf
     assert conf['database']['connection'] == (
         'mysql+pymysql://root:database-secret@%s/cyborg?charset=utf8'
-        % harness_host())
+        % CONTROLLER_IP)
     assert conf['DEFAULT']['transport_url'].startswith('rabbit://')
     assert conf['api']['auth_strategy'] == 'keystone'
     assert conf['api']['public_endpoint'] == (
-        'http://%s/accelerator' % harness_host())
+        'http://%s/accelerator' % CONTROLLER_IP)
     assert conf['keystone_authtoken']['username'] == 'cyborg'
     for section in ('placement', 'nova'):
         assert conf[section]['auth_type'] == 'password'
@@ -183,7 +180,7 @@ def test_aio_unstack_stops_and_clean_removes_everything(aio):
     assert 'sudo a2dissite cyborg-api' in calls
     assert _matching(calls, 'mysql') == [
         'mysql -uroot -pdatabase-secret -h%s -e DROP DATABASE IF EXISTS '
-        'cyborg;' % harness_host()]
+        'cyborg;' % CONTROLLER_IP]
     for path in (('etc', 'cyborg'), ('opt', 'stack', 'data', 'cyborg'),
                  ('etc', 'apache2', 'sites-available', 'cyborg-api.conf')):
         assert not os.path.exists(aio.path(*path))
@@ -259,8 +256,8 @@ def test_standalone_api_and_the_old_conf_variable(tmp_path):
     conf = str(tmp_path / 'etc' / 'cyborg' / 'legacy.conf')
     node = harness.run(harness.Node(str(tmp_path)),
                        ['post-config', 'extra'],
-                       'key,mysql,rabbit,placement-api,cyborg-api',
-                       CYBORG_USE_UWSGI='False', CYBORG_CONF_FILE=conf)
+                       API_SERVICES, CYBORG_USE_UWSGI='False',
+                       CYBORG_CONF_FILE=conf)
     assert node.returncode == 0, node.output
     assert node.variables()['CYBORG_CONF'] == conf
     assert node.ini(conf)['api']['port'] == '6666'
@@ -270,7 +267,7 @@ def test_standalone_api_and_the_old_conf_variable(tmp_path):
         'run_process cyborg-api %s --config-file %s'
         % (node.path('venv', 'bin', 'cyborg-api'), conf)]
     assert _matching(node.calls(), 'endpoint', 'create', 'accelerator',
-                     'public', 'http://%s:6666/v2' % harness_host())
+                     'public', 'http://%s:6666/v2' % CONTROLLER_IP)
 
 
 @pytest.mark.parametrize('services,env,message', [
@@ -290,3 +287,12 @@ def test_missing_dependency_stops_stack_with_a_message(tmp_path, services,
     assert message in node.output
     # Nothing was installed before the check.
     assert node.calls('install') == []
+
+
+def test_api_answering_500_fails_stack(tmp_path):
+    # wait_for_service takes any answer but 503 for a started service.
+    node = harness.run(harness.Node(str(tmp_path)), ['post-config', 'extra'],
+                       API_SERVICES, STUB_CURL_STATUS='500')
+    assert node.returncode != 0
+    assert ('cyborg-api does not answer GET http://%s/accelerator/'
+            % CONTROLLER_IP) in node.output
