@@ -84,8 +84,9 @@ def test_api_answers_under_uwsgi_with_the_plugin_ini(tmp_path):
     process = servers.spawn(argv, log, env=env, cwd=str(tmp_path))
     try:
         url = 'http://%s:%d' % (servers.LOOPBACK, port)
-        root = servers.wait_for(
-            lambda: requests.get(url + '/', timeout=2), 60,
+        # Any answer ends the wait (a Response of status 500 is false).
+        root, = servers.wait_for(
+            lambda: [requests.get(url + '/', timeout=2)], 60,
             'cyborg-api under uWSGI', process, log)
         assert root.status_code == 200, servers.tail(log)
         # The application read the plugin's cyborg.conf: its links use
