@@ -62,6 +62,8 @@ def _stack(tmp_path_factory, name, services, **env):
                           for f in files)
         if not path.startswith(('bin' + os.sep, 'venv' + os.sep)))
     node.cyborg_conf = node.ini('etc', 'cyborg', 'cyborg.conf')
+    uwsgi_ini = node.path('etc', 'cyborg', 'cyborg-api-uwsgi.ini')
+    node.uwsgi_ini = node.ini(uwsgi_ini) if os.path.exists(uwsgi_ini) else None
     harness.run(node, ['unstack', 'clean'], services, **env)
     assert node.returncode == 0, node.output
     return node
@@ -95,7 +97,7 @@ def test_aio_installs_from_the_plugin_checkout_whatever_its_name(aio):
     assert aio.variables()['CYBORG_DIR'] == checkout
     assert aio.calls('install') == [
         'setup_develop ' + checkout,
-        'pip_install_gr python-cyborgclient']
+        'pip_install python-cyborgclient']
 
 
 def test_aio_uwsgi_runs_the_application_module_at_accelerator(aio):
@@ -105,6 +107,13 @@ def test_aio_uwsgi_runs_the_application_module_at_accelerator(aio):
     site = aio.path('etc', 'apache2', 'sites-available', 'cyborg-api.conf')
     assert 'sudo tee -a ' + site in calls
     assert 'sudo a2ensite cyborg-api' in calls
+    uwsgi = aio.uwsgi_ini['uwsgi']
+    assert uwsgi['module'] == 'cyborg.wsgi.api:application'
+    assert 'wsgi-file' not in uwsgi
+    assert uwsgi['socket'] == '/var/run/uwsgi/cyborg-api.socket'
+    assert (uwsgi['processes'], uwsgi['threads']) == ('2', '4')
+    assert uwsgi['env'] == 'CYBORG_CONFIG_FILES=' + aio.path(
+        'etc', 'cyborg', 'cyborg.conf')
     run_api = _matching(aio.calls('extra'), 'run_process', 'cyborg-api')
     assert len(run_api) == 1 and run_api[0].endswith(
         '--procname-prefix cyborg-api --ini ' + aio.path(ini))
@@ -207,7 +216,8 @@ def test_compute_creates_no_accounts_site_or_client(compute):
     assert not [c for c in calls if 'a2ensite' in c or 'uwsgi' in c]
     assert not [f for f in compute.stacked_files
                 if 'uwsgi' in f or 'apache2' in f]
-    assert not _matching(calls, 'pip_install_gr')
+    assert compute.uwsgi_ini is None
+    assert not _matching(calls, 'python-cyborgclient')
 
 
 def test_compute_runs_only_the_agent(compute):
@@ -287,6 +297,15 @@ def test_missing_dependency_stops_stack_with_a_message(tmp_path, services,
     assert message in node.output
     # Nothing was installed before the check.
     assert node.calls('install') == []
+
+
+def test_client_from_git(tmp_path):
+    node = harness.run(harness.Node(str(tmp_path)), ['install'],
+                       API_SERVICES, LIBS_FROM_GIT='python-cyborgclient')
+    assert node.returncode == 0, node.output
+    assert node.calls('install')[1:] == [
+        'git_clone_by_name python-cyborgclient',
+        'setup_dev_lib python-cyborgclient']
 
 
 def test_api_answering_500_fails_stack(tmp_path):
