@@ -41,7 +41,7 @@ export STUB_LOG=${STUB_LOG:-$HARNESS_ROOT/calls.log}
 
 # System commands: recorded, never run.
 mkdir -p $HARNESS_ROOT/bin
-for command in sudo apt-get systemctl openstack mysql psql curl uwsgi \
+for command in sudo apt-get systemctl openstack mysql psql createdb curl uwsgi \
         a2ensite a2dissite a2enmod a2query systemd-tmpfiles git; do
     ln -sf $HARNESS_DIR/stub.sh $HARNESS_ROOT/bin/$command
 done
@@ -77,11 +77,7 @@ ENABLE_DEBUG_LOG_LEVEL=True
 LOG_COLOR=False
 GIT_BASE=https://opendev.org
 SYSTEMCTL=systemctl
-DATABASE_USER=root
 DATABASE_PASSWORD=database-secret
-DATABASE_HOST=${DATABASE_HOST:-$SERVICE_HOST}
-MYSQL_HOST=$DATABASE_HOST
-BASE_SQL_CONN=mysql+pymysql://$DATABASE_USER:$DATABASE_PASSWORD@$DATABASE_HOST
 RABBIT_PASSWORD=rabbit-secret
 APACHE_CONF_DIR=$HARNESS_ROOT/etc/apache2/sites-available
 CYBORG_CONF_DIR=${CYBORG_CONF_DIR:-$HARNESS_ROOT/etc/cyborg}
@@ -95,6 +91,10 @@ source $TOP_DIR/lib/apache
 source $TOP_DIR/lib/keystone
 source $TOP_DIR/lib/rpc_backend
 source $TOP_DIR/lib/database
+# As stack.sh: the database service enabled here, if any, and its URL.
+if initialize_database_backends; then
+    define_database_baseurl
+fi
 
 # Devstack functions that install or run things: recorded, never run.
 function record {

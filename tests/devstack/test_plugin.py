@@ -131,9 +131,9 @@ def test_aio_keystone_user_service_and_endpoint(aio):
 
 def test_aio_config_has_every_service_part(aio):
     conf = aio.cyborg_conf
+    # devstack's default database host.
     assert conf['database']['connection'] == (
-        'mysql+pymysql://root:database-secret@%s/cyborg?charset=utf8'
-        % CONTROLLER_IP)
+        'mysql+pymysql://root:database-secret@127.0.0.1/cyborg?charset=utf8')
     assert conf['DEFAULT']['transport_url'].startswith('rabbit://')
     assert conf['api']['auth_strategy'] == 'keystone'
     assert conf['api']['public_endpoint'] == (
@@ -188,8 +188,8 @@ def test_aio_unstack_stops_and_clean_removes_everything(aio):
     calls = aio.calls('clean')
     assert 'sudo a2dissite cyborg-api' in calls
     assert _matching(calls, 'mysql') == [
-        'mysql -uroot -pdatabase-secret -h%s -e DROP DATABASE IF EXISTS '
-        'cyborg;' % CONTROLLER_IP]
+        'mysql -uroot -pdatabase-secret -h127.0.0.1 -e DROP DATABASE IF '
+        'EXISTS cyborg;']
     for path in (('etc', 'cyborg'), ('opt', 'stack', 'data', 'cyborg'),
                  ('etc', 'apache2', 'sites-available', 'cyborg-api.conf')):
         assert not os.path.exists(aio.path(*path))
@@ -315,3 +315,20 @@ def test_api_answering_500_fails_stack(tmp_path):
     assert node.returncode != 0
     assert ('cyborg-api does not answer GET http://%s/accelerator/'
             % CONTROLLER_IP) in node.output
+
+
+def test_conductor_node_on_postgresql(tmp_path):
+    services = 'key,postgresql,rabbit,placement-api,cyborg-cond'
+    node = harness.run(harness.Node(str(tmp_path)), ['post-config', 'extra'],
+                       services)
+    assert node.returncode == 0, node.output
+    assert node.ini('etc', 'cyborg', 'cyborg.conf')['database'][
+        'connection'] == ('postgresql://root:database-secret@127.0.0.1/'
+                          'cyborg?client_encoding=utf8')
+    assert _matching(node.calls('extra'), 'createdb', 'cyborg')
+    harness.run(node, ['unstack', 'clean'], services)
+    assert node.returncode == 0, node.output
+    psql = [c.split(' -c ')[1] for c in _matching(node.calls(), 'psql')]
+    # Recreated by extra, dropped by clean.
+    assert psql == ['DROP DATABASE IF EXISTS cyborg'] * 2
+    assert not _matching(node.calls(), 'mysql')
