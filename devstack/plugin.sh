@@ -1,31 +1,58 @@
 #!/bin/bash
-# Devstack plugin for cyborg. Enable it in local.conf with:
-#     enable_plugin cyborg <repository URL>
+#
+# devstack/plugin.sh: the devstack plugin of cyborg. Enable it in local.conf:
+#
+#     [[local|localrc]]
+#     enable_plugin cyborg https://opendev.org/openstack/cyborg
+#
+# The plugin contract: https://docs.openstack.org/devstack/latest/plugins.html
 
-source $DEST/cyborg/devstack/lib/cyborg
-CYBORG_BIN_DIR=$(get_python_exec_prefix)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cyborg"
 
 if is_service_enabled cyborg; then
-    if [[ "$1" == "stack" && "$2" == "install" ]]; then
-        echo_summary "Installing cyborg"
-        install_cyborg
-    elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
-        echo_summary "Configuring cyborg"
-        configure_cyborg
-        create_cyborg_accounts
-    elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
-        echo_summary "Initializing and starting cyborg"
-        init_cyborg
-        start_cyborg
-    elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
-        if is_service_enabled tempest; then
-            iniset $TEMPEST_CONFIG service_available cyborg True
-        fi
-    fi
-    if [[ "$1" == "unstack" ]]; then
-        stop_cyborg
-    fi
-    if [[ "$1" == "clean" ]]; then
-        cleanup_cyborg
-    fi
+    case "$1" in
+        stack)
+            case "$2" in
+                pre-install)
+                    check_cyborg_service_deps
+                    ;;
+                install)
+                    echo_summary "Installing cyborg"
+                    install_cyborg
+                    if is_service_enabled cyborg-api; then
+                        install_cyborgclient
+                    fi
+                    ;;
+                post-config)
+                    echo_summary "Configuring cyborg"
+                    configure_cyborg
+                    if is_service_enabled cyborg-api; then
+                        create_cyborg_accounts
+                    fi
+                    if is_service_enabled nova; then
+                        configure_nova_for_cyborg
+                    fi
+                    ;;
+                extra)
+                    echo_summary "Initializing and starting cyborg"
+                    if is_service_enabled cyborg-cond; then
+                        init_cyborg
+                    fi
+                    start_cyborg
+                    ;;
+                test-config)
+                    if is_service_enabled tempest && is_service_enabled cyborg-api; then
+                        echo_summary "Configuring tempest for cyborg"
+                        configure_tempest_for_cyborg
+                    fi
+                    ;;
+            esac
+            ;;
+        unstack)
+            stop_cyborg
+            ;;
+        clean)
+            cleanup_cyborg
+            ;;
+    esac
 fi

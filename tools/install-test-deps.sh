@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install the system services the functional tests start privately:
-# PostgreSQL, MariaDB and RabbitMQ. Needs root (or sudo) and apt.
+# PostgreSQL, MariaDB and RabbitMQ, and what building uWSGI (a test
+# requirement) needs: a C compiler and the Python headers. Needs root (or
+# sudo) and apt.
 set -euo pipefail
 
-packages=(postgresql mariadb-server rabbitmq-server)
+packages=(postgresql mariadb-server rabbitmq-server build-essential python3-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null \

@@ -2,8 +2,9 @@
 # Create (or update) the virtualenv in .venv with cyborg installed, with
 # what the all-in-one needs (embedded Placement, the openstack CLI).
 # Usage: tools/setup-venv.sh [--test|--bench]
-#   --test adds the test requirements; --bench adds those and the
-#   benchmarks' (uWSGI, built from source: needs a C compiler).
+#   --test adds the test requirements (uWSGI among them, built from
+#   source: needs a C compiler and the Python headers); --bench adds those
+#   and the benchmarks'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
