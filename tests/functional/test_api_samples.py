@@ -44,6 +44,8 @@ WRITE = os.environ.get('CYBORG_WRITE_API_SAMPLES') == '1'
 MICROVERSION = 'accelerator 2.5'
 # What the response samples show as the API's base URL.
 SAMPLE_BASE_URL = 'https://cloud.example.com/accelerator'
+SAMPLE_TIMESTAMP = '2026-01-15T09:30:00.000000+00:00'
+TIMESTAMP = re.compile(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00')
 # The identifiers the samples use, by what they identify.
 SAMPLE_IDS = {
     'profile_name': 'sample-fpga-profile',
@@ -57,10 +59,11 @@ SAMPLE_IDS = {
     'attribute_uuid': '6e5d4c3b-2a1f-4e0d-9c8b-7a6f5e4d3c2b',
     'attach_handle_uuid': '0f1e2d3c-4b5a-4968-8776-655443322110',
     'attribute_key': 'sample_key',
+    'project_id': '6c1d8e3c5f0a4b2e9d7f1a3b5c7e9f01',
 }
 ADMIN = {'x-roles': 'admin', 'openstack-api-version': MICROVERSION}
 # Nova's requests: a service token besides the user's.
-NOVA = dict(ADMIN, **{'x-service-token': 'nova'})
+SERVICE_TOKEN = {'x-service-token': 'nova'}
 
 
 def load(name: str):
@@ -85,7 +88,8 @@ def shape_mismatches(sample, actual, path: str = '$') -> list[str]:
     """Where ``actual`` differs from ``sample`` in keys or JSON types.
 
     Each element of a list is compared with the sample list's first
-    element; an empty sample list wants an empty list.
+    element; an empty sample list wants an empty list. A null matches
+    any string, number or boolean (fields that are null until set).
     """
     if isinstance(sample, dict):
         if not isinstance(actual, dict):
@@ -113,6 +117,10 @@ def shape_mismatches(sample, actual, path: str = '$') -> list[str]:
             errors += shape_mismatches(sample[0], item,
                                        '%s[%d]' % (path, index))
         return errors
+    if sample is None or actual is None:
+        scalar = (str, int, float, bool, type(None))
+        if isinstance(sample, scalar) and isinstance(actual, scalar):
+            return []
     if type(sample) is not type(actual):
         return ['%s: %s in the sample, %r here'
                 % (path, type(sample).__name__, actual)]
@@ -141,6 +149,9 @@ class Replay:
         # Identifiers also appear inside links.
         for key, value in self.real.items():
             text = text.replace(value, SAMPLE_IDS[key])
+        # One timestamp for all, so that writing again changes nothing
+        # that did not change.
+        text = TIMESTAMP.sub(SAMPLE_TIMESTAMP, text)
         # Links carry the URL the API was reached at.
         return json.loads(text.replace(self.url, SAMPLE_BASE_URL))
 
@@ -220,8 +231,10 @@ def test_device_profiles(replay):
                           response='device_profile-create-resp.json')
     replay.real['profile_uuid'] = created['uuid']
     replay.real['profile_name'] = created['name']
-    replay.call('GET', '/v2/device_profiles', 200,
-                response='device_profiles-list-resp.json')
+    # Other tests' profiles have groups of other keys: the sample is
+    # compared with the list of this one.
+    listed = replay.call('GET', '/v2/device_profiles', 200)
+    assert created['uuid'] in [p['uuid'] for p in listed['device_profiles']]
     replay.call('GET', '/v2/device_profiles?name=' + created['name'], 200,
                 response='device_profiles-list-resp.json')
     replay.call('GET', '/v2/device_profiles/' + created['uuid'], 200,
@@ -247,32 +260,42 @@ def test_accelerator_requests(replay):
     replay.real['profile_name'] = 'samples-arqs-' + uuid.uuid4().hex[:8]
     _create_profile(replay, replay.real['profile_name'])
     replay.real['instance_uuid'] = str(uuid.uuid4())
+    # A project of its own: its user sees only this test's ARQs.
+    replay.real['project_id'] = uuid.uuid4().hex
+    user = {'x-roles': 'member', 'x-project-id': replay.real['project_id'],
+            'openstack-api-version': MICROVERSION}
+    nova = dict(user, **SERVICE_TOKEN)
     arqs = replay.call('POST', '/v2/accelerator_requests', 201,
-                       request='arq-create-req.json',
+                       request='arq-create-req.json', headers=user,
                        response='arqs-create-resp.json')['arqs']
     arq = arqs[0]['uuid']
     replay.real['arq_uuid'] = arq
-    replay.call('GET', '/v2/accelerator_requests', 200,
+    replay.call('GET', '/v2/accelerator_requests', 200, headers=user,
                 response='arqs-list-resp.json')
-    replay.call('GET', '/v2/accelerator_requests/' + arq, 200,
+    replay.call('GET', '/v2/accelerator_requests/' + arq, 200, headers=user,
                 response='arq-get-resp.json')
     replay.call('PATCH', '/v2/accelerator_requests', 202,
-                request='arqs-bind-req.json', headers=NOVA)
+                request='arqs-bind-req.json', headers=nova)
     bound = replay.call(
         'GET', '/v2/accelerator_requests?instance=%s&bind_state=resolved'
-        % replay.real['instance_uuid'], 200,
+        % replay.real['instance_uuid'], 200, headers=user,
         response='arqs-list-bound-resp.json')
     assert [a['state'] for a in bound['arqs']] == ['Bound']
     replay.real['attach_handle_uuid'] = bound['arqs'][0]['attach_handle_uuid']
     replay.call('PATCH', '/v2/accelerator_requests/' + arq, 202,
-                request='arq-unbind-req.json', headers=NOVA)
-    replay.call('DELETE', '/v2/accelerator_requests?arqs=' + arq, 204)
+                request='arq-unbind-req.json', headers=nova)
+    replay.call('DELETE', '/v2/accelerator_requests?arqs=' + arq, 204,
+                headers=user)
     # The other two forms of delete.
     again = replay.call('POST', '/v2/accelerator_requests', 201,
-                        request='arq-create-req.json')['arqs'][0]['uuid']
-    replay.call('DELETE', '/v2/accelerator_requests/' + again, 204)
+                        request='arq-create-req.json',
+                        headers=user)['arqs'][0]['uuid']
+    replay.call('DELETE', '/v2/accelerator_requests/' + again, 204,
+                headers=user)
     replay.call('DELETE', '/v2/accelerator_requests?instance='
-                + replay.real['instance_uuid'], 204, headers=NOVA)
+                + replay.real['instance_uuid'], 204, headers=nova)
+    assert replay.call('GET', '/v2/accelerator_requests', 200,
+                       headers=user) == {'arqs': []}
     replay.call('DELETE', '/v2/device_profiles/'
                 + replay.real['profile_name'], 204)
 
