@@ -60,6 +60,9 @@ SAMPLE_IDS = {
     'attach_handle_uuid': '0f1e2d3c-4b5a-4968-8776-655443322110',
     'attribute_key': 'sample_key',
     'project_id': '6c1d8e3c5f0a4b2e9d7f1a3b5c7e9f01',
+    # The attributes the agent's report created (rc, trait0).
+    'listed_attribute_0': '4b8e1f2a-9c3d-4e5f-8a7b-6c5d4e3f2a10',
+    'listed_attribute_1': '5c9f2a3b-0d4e-4f6a-9b8c-7d6e5f4a3b21',
 }
 ADMIN = {'x-roles': 'admin', 'openstack-api-version': MICROVERSION}
 # Nova's requests: a service token besides the user's.
@@ -225,6 +228,16 @@ def test_versions(replay):
                 headers={})
 
 
+def test_errors(replay):
+    replay.real['profile_uuid'] = str(uuid.uuid4())
+    error = replay.call('GET', '/v2/device_profiles/'
+                        + replay.real['profile_uuid'], 404,
+                        response='error-resp.json')
+    fault = json.loads(error['error_message'])
+    assert sorted(fault) == ['debuginfo', 'faultcode', 'faultstring']
+    assert fault['faultcode'] == 'Client'
+
+
 def test_device_profiles(replay):
     created = replay.call('POST', '/v2/device_profiles', 201,
                           request='device_profile-create-req.json',
@@ -324,6 +337,8 @@ def test_deployables(replay):
 def test_attributes(replay):
     existing = replay.call('GET', '/v2/attributes', 200,
                            response='attributes-list-resp.json')
+    for index, attribute in enumerate(existing['attributes'][:2]):
+        replay.real['listed_attribute_%d' % index] = attribute['uuid']
     body = load('attribute-create-req.json')
     body['deployable_id'] = existing['attributes'][0]['deployable_id']
     body['key'] = 'samples_' + uuid.uuid4().hex[:8]
