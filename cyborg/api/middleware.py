@@ -81,7 +81,12 @@ class VersionMiddleware:
 
 
 class ErrorEnvelopeMiddleware:
-    """Gives any non-JSON error response the JSON fault body."""
+    """Gives any non-JSON error response the JSON fault body.
+
+    It is also the last barrier: an exception no inner layer handled is
+    logged with its traceback and answers a 500 fault, never the WSGI
+    server's plain-text page.
+    """
 
     def __init__(self, app):
         self.app = app
@@ -93,7 +98,17 @@ class ErrorEnvelopeMiddleware:
             captured[:] = [status, headers, exc_info]
             return _no_write
 
-        app_iter = self.app(environ, capture)
+        try:
+            app_iter = self.app(environ, capture)
+        except Exception:
+            LOG.exception('Unexpected error handling %s %s',
+                          environ.get('REQUEST_METHOD'),
+                          environ.get('PATH_INFO'))
+            body = errors.fault_body(500, errors.INTERNAL_ERROR)
+            start_response('500 Internal Server Error',
+                           [('Content-Type', errors.JSON),
+                            ('Content-Length', str(len(body)))])
+            return [body]
         status, headers, exc_info = captured
         code = int(status[:3])
         if code < 400 or _content_type(headers).startswith(errors.JSON):
@@ -185,21 +200,3 @@ class PathDispatcher:
     def __call__(self, environ, start_response):
         app = self._paths.get(environ.get('PATH_INFO'), self.app)
         return app(environ, start_response)
-
-
-class BodyMethods:
-    """Sends requests of methods that carry a body through ``with_body``.
-
-    Used to apply the body size limit only where there is a body to limit.
-    """
-
-    METHODS = frozenset(['POST', 'PUT', 'PATCH'])
-
-    def __init__(self, app, with_body):
-        self.app = app
-        self._with_body = with_body
-
-    def __call__(self, environ, start_response):
-        if environ.get('REQUEST_METHOD') in self.METHODS:
-            return self._with_body(environ, start_response)
-        return self.app(environ, start_response)

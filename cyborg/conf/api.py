@@ -43,6 +43,29 @@ opts = [
                     'loaded conductor takes (a bind of many requests, '
                     'device profile creation: well under a second '
                     'normally).'),
+    cfg.IntOpt('max_accelerators_per_profile',
+               default=64, min=1,
+               help='Most accelerators one device profile may request in '
+                    'total, over every resources: key of every group. '
+                    'Each becomes an ARQ when Nova creates the ARQs of an '
+                    'instance. Checked when a profile is created (400).'),
+    cfg.IntOpt('max_arqs_per_request',
+               default=64, min=1,
+               help='Most ARQs one POST /v2/accelerator_requests may '
+                    'create (400 beyond, nothing created); guards against '
+                    'profiles created before a lower '
+                    'max_accelerators_per_profile.'),
+    cfg.IntOpt('max_arqs_per_project',
+               default=10000, min=1,
+               help='Most ARQs one project may hold; a creation that '
+                    'would exceed it answers 403 and creates nothing. A '
+                    'safety cap against runaway clients, not a quota: '
+                    'concurrent creations may overshoot it by the size of '
+                    'one request each.'),
+    cfg.IntOpt('max_items_per_request',
+               default=256, min=1,
+               help='Most ARQs one bind or unbind PATCH may name, and '
+                    'most uuids one DELETE ?arqs= may list (400 beyond).'),
     cfg.StrOpt('noauth_default_project_id',
                default='00000000000000000000000000000001',
                help='With auth_strategy=noauth, the project of a request '

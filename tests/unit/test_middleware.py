@@ -142,16 +142,3 @@ def test_noauth_counts_an_x_service_token_as_a_service_token():
     assert seen['HTTP_X_SERVICE_ROLES'] == 'reader'
     seen = _get(app, '/').json
     assert 'HTTP_X_SERVICE_ROLES' not in seen
-
-
-def test_body_methods_only_limits_requests_with_bodies():
-    seen = []
-
-    def limited(environ, start_response):
-        seen.append(environ['REQUEST_METHOD'])
-        return _echo_environ(environ, start_response)
-
-    app = middleware.BodyMethods(_echo_environ, limited)
-    for method in ('GET', 'DELETE', 'POST', 'PATCH'):
-        webob.Request.blank('/', method=method).get_response(app)
-    assert seen == ['POST', 'PATCH']
