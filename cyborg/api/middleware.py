@@ -58,10 +58,9 @@ class VersionMiddleware:
                 environ.get('HTTP_OPENSTACK_API_VERSION'))
         except microversion.InvalidHeader:
             return self._reject(start_response, 'Invalid value for '
-                                'OpenStack-API-Version header', ())
+                                'OpenStack-API-Version header')
         except microversion.UnsupportedVersion as e:
-            headers = microversion.response_headers(microversion.MIN_VERSION)
-            return self._reject(start_response, str(e), headers[1:])
+            return self._reject(start_response, str(e))
         environ[microversion.ENVIRON_KEY] = version
         extra = microversion.response_headers(version)
 
@@ -72,7 +71,9 @@ class VersionMiddleware:
         return self.app(environ, add_headers)
 
     @staticmethod
-    def _reject(start_response, message, headers):
+    def _reject(start_response, message):
+        """406, with the supported range in the version headers."""
+        headers = microversion.response_headers(microversion.MIN_VERSION)[1:]
         body = errors.fault_body(406, message)
         start_response('406 Not Acceptable',
                        [('Content-Type', errors.JSON),

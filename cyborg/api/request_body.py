@@ -1,5 +1,9 @@
 """Reading and parsing request bodies: one guarded step before routing.
 
+The same step refuses a query string that is not UTF-8 once its
+percent-escapes are decoded (webob would fail decoding it during
+routing).
+
 Every request that carries a body goes through :class:`BodyGuard` before
 pecan sees it (pecan's routing reads ``request.json`` of a JSON request
 before any controller runs). The body is read once, bounded by
@@ -14,6 +18,7 @@ import io
 import json
 import math
 from typing import Any
+import urllib.parse
 
 from oslo_log import log as logging
 
@@ -172,6 +177,11 @@ class BodyGuard:
         self._limit = limit
 
     def __call__(self, environ, start_response):
+        try:
+            check_query_string(environ)
+        except exception.CyborgException as e:
+            _log_refusal(environ, e)
+            return _fault(start_response, e.code, e.message)
         if not _has_body(environ):
             return self.app(environ, start_response)
         try:
@@ -207,8 +217,22 @@ def parsed(environ: dict) -> tuple[bool, Any]:
     return False, None
 
 
+def check_query_string(environ: dict) -> None:
+    """BodyError unless the query string decodes as UTF-8."""
+    query = environ.get('QUERY_STRING', '')
+    if query.isascii() and '%' not in query:
+        return
+    try:
+        # WSGI gives the raw bytes as latin-1 characters.
+        raw = query.encode('latin-1')
+        urllib.parse.unquote_to_bytes(raw.replace(b'+', b' ')).decode(
+            'utf-8')
+    except UnicodeError:
+        raise BodyError(reason='the query string is not valid UTF-8')
+
+
 def _log_refusal(environ: dict, error: exception.CyborgException) -> None:
-    LOG.info('Refused the body of %s %s: %s', environ.get('REQUEST_METHOD'),
+    LOG.info('Refused %s %s: %s', environ.get('REQUEST_METHOD'),
              environ.get('PATH_INFO'), error.message)
 
 

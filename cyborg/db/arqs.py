@@ -132,7 +132,8 @@ def arq_create(context, device_profile_name: str,
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
     groups = json.loads(profile.profile_json)['groups']
-    count = dp_rules.total_accelerators(groups)
+    counts = [dp_rules.accelerator_count(group) for group in groups]
+    count = sum(counts)
     if max_arqs is not None:
         dp_rules.check_limit('ARQs the device profile asks for', count,
                              max_arqs, '[api] max_arqs_per_request')
@@ -147,8 +148,8 @@ def arq_create(context, device_profile_name: str,
     rows = [{'uuid': uuidutils.generate_uuid(), 'project_id': project_id,
              'state': states.INITIAL, 'device_profile_id': profile.id,
              'device_profile_group_id': index, 'created_at': now}
-            for index, group in enumerate(groups)
-            for _ in range(dp_rules.accelerator_count(group))]
+            for index, amount in enumerate(counts)
+            for _ in range(amount)]
     if rows:
         connection.execute(_INSERT, rows)
     return [dict(row, device_profile_name=device_profile_name,

@@ -87,7 +87,9 @@ def test_version_middleware_rejects_bad_header():
     assert fault['faultstring'] == (
         'Invalid value for OpenStack-API-Version header'
     )
-    assert 'OpenStack-API-Minimum-Version' not in response.headers
+    # Every error carries the supported range.
+    assert response.headers['OpenStack-API-Minimum-Version'] == '2.0'
+    assert response.headers['OpenStack-API-Maximum-Version'] == '2.5'
 
 
 def test_version_middleware_rejects_unsupported_version():
@@ -142,3 +144,15 @@ def test_noauth_counts_an_x_service_token_as_a_service_token():
     assert seen['HTTP_X_SERVICE_ROLES'] == 'reader'
     seen = _get(app, '/').json
     assert 'HTTP_X_SERVICE_ROLES' not in seen
+
+
+def test_an_unhandled_error_is_a_json_500_without_details():
+    def broken(environ, start_response):
+        raise RecursionError('deep inside')
+
+    app = middleware.ErrorEnvelopeMiddleware(broken)
+    response = webob.Request.blank('/v2').get_response(app)
+    assert response.status_int == 500
+    fault = json.loads(response.json['error_message'])
+    assert fault['faultcode'] == 'Server'
+    assert 'deep inside' not in response.text
