@@ -24,8 +24,13 @@ from cyborg.api import app as api_app
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
+from cyborg.accelerator.drivers import base as driver_base
+from cyborg.accelerator.drivers.fake import driver as fake_driver
+from cyborg.conductor import binding
+from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import api as db_api
+from cyborg.db import hardware
 from cyborg.db import models
 from tests.unit import conftest
 
@@ -53,17 +58,30 @@ class DirectConductor:
         return call
 
 
+class NoAgents:
+    """Agents that are never needed: the fake device's PCI handles need
+    no preparation."""
+
+    def prepare(self, context, claim):
+        raise AssertionError('nothing to prepare')
+
+    release = prepare
+
+
 @pytest.fixture
 def api(conf, database):
+    binder = binding.Binder('c1', 1, 60, NoAgents(), lambda rows: None)
     manager = conductor_manager.ConductorManager(
-        'c1', arq_limits=conductor_manager.ARQLimits.from_conf(conf))
+        'c1', binder=binder,
+        arq_limits=conductor_manager.ARQLimits.from_conf(conf))
     conf.set_override('auth_strategy', 'noauth', group='api')
     with mock.patch('cyborg.conductor.rpcapi.ConductorAPI',
                     return_value=DirectConductor(manager)):
         app = api_app.setup_app(conf, transport=object())
     response = _request(app, 'POST', '/v2/device_profiles', PROFILE)
     assert response.status_int == 201
-    return app
+    yield app
+    binder.stop()
 
 
 def _request(app, method, path, body=None, query='', headers=None,
@@ -163,6 +181,34 @@ def test_a_hostile_microversion_is_a_json_406(api, value):
         response = _request(api, 'GET', path,
                             headers={'OpenStack-API-Version': value})
         _assert_refused(response, (406,))
+
+
+def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+    context = conftest.make_context(roles=('admin',))
+    conf.set_override('handle_type', 'PCI', group='fake_driver')
+    wire = driver_base.tree_to_wire(fake_driver.FakeDriver(conf).discover())
+    inventory.apply_report(context, 'host1', 'host1', wire,
+                           driver_base.tree_digest(wire), [])
+    rp_uuid = hardware.deployable_list(context)[0]['rp_uuid']
+    created = _request(api, 'POST', '/v2/accelerator_requests',
+                       {'device_profile_name': 'dp'})
+    uuid = created.json['arqs'][0]['uuid']
+    before = _snapshot()
+    ops = [{'op': 'add', 'path': '/hostname', 'value': 'host9'},
+           {'op': 'add', 'path': '/device_rp_uuid', 'value': rp_uuid},
+           {'op': 'add', 'path': '/instance_uuid', 'value': ARQ}]
+    response = _request(api, 'PATCH', '/v2/accelerator_requests',
+                        {uuid: ops}, headers={'X-Service-Token': 't'})
+    _assert_refused(response, (400,))
+    assert 'not of host9' in response.text
+    assert _snapshot() == before
+    ops[0]['value'] = 'host1'
+    response = _request(api, 'PATCH', '/v2/accelerator_requests',
+                        {uuid: ops}, headers={'X-Service-Token': 't'})
+    assert response.status_int == 202
+    shown = _request(api, 'GET', '/v2/accelerator_requests/' + uuid)
+    assert (shown.json['state'], shown.json['hostname']) == ('Bound',
+                                                             'host1')
 
 
 def test_a_body_shorter_than_its_length_is_a_400(api):
