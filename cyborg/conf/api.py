@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from cyborg.common import wsgi_server
+
 group = cfg.OptGroup('api', title='REST API options')
 
 opts = [
@@ -12,6 +14,20 @@ opts = [
     cfg.PortOpt('port',
                 default=6666,
                 help='Port the standalone cyborg-api server listens on.'),
+    cfg.FloatOpt('client_timeout',
+                 default=wsgi_server.CLIENT_TIMEOUT, min=0.1,
+                 help='Seconds the standalone cyborg-api and '
+                      'cyborg-all-in-one servers give a client to send its '
+                      'request line and headers, and wait for each read or '
+                      'write of its connection after that; a slower client '
+                      'is disconnected. Under uWSGI or another WSGI server '
+                      'use its own settings (see the limits guide).'),
+    cfg.IntOpt('max_connections',
+               default=wsgi_server.MAX_CONNECTIONS, min=1,
+               help='Connections the standalone cyborg-api and '
+                    'cyborg-all-in-one servers serve at once, a thread '
+                    'each; a connection beyond it is answered 503 with '
+                    'Retry-After and closed.'),
     cfg.StrOpt('public_endpoint',
                help='Public URL of the API, used to build links in '
                     'responses, e.g. "https://cloud.example.com/accelerator". '
