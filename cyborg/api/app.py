@@ -4,8 +4,8 @@ from oslo_config import cfg
 from oslo_middleware import cors
 from oslo_middleware import healthcheck
 from oslo_middleware import http_proxy_to_wsgi
+from oslo_middleware import opts as middleware_opts
 from oslo_middleware import request_id
-from oslo_middleware import sizelimit
 import pecan
 
 from cyborg.api import argspec
@@ -13,6 +13,7 @@ from cyborg.api.controllers import root
 from cyborg.api import hooks
 from cyborg.api import middleware
 from cyborg.api import profile_cache as profile_cache_lib
+from cyborg.api import request_body
 from cyborg.common import rpc
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import policies
@@ -39,15 +40,27 @@ def setup_app(conf: cfg.ConfigOpts, transport=None):
                              hooks.ErrorHook()],
                       force_canonical=False,
                       guess_content_type_from_ext=True)
-    app = middleware.VersionMiddleware(app)
+    # Outermost last. Bodies are checked after authentication (an
+    # anonymous client costs no parsing); version headers and the fault
+    # envelope cover every response under /v2, the body guard's and the
+    # authentication's included.
+    app = request_body.BodyGuard(app, _max_body_size(conf))
     app = _auth(conf, app)
+    app = middleware.VersionMiddleware(app)
     app = middleware.ErrorEnvelopeMiddleware(app)
-    app = middleware.BodyMethods(app, sizelimit.RequestBodySizeLimiter(
-        app, conf))
     app = middleware.PathDispatcher(
         app, {HEALTHCHECK_PATH: healthcheck.Healthcheck(None, conf)})
     app = request_id.RequestId(app)
     return _optional_middleware(conf, app)
+
+
+def _max_body_size(conf: cfg.ConfigOpts) -> int:
+    """``[oslo_middleware] max_request_body_size``, the option of
+    oslo.middleware's size limiter, which :class:`request_body.BodyGuard`
+    enforces instead."""
+    for group, opts in middleware_opts.list_opts_sizelimit():
+        conf.register_opts(opts, group=group)
+    return conf.oslo_middleware.max_request_body_size
 
 
 def _optional_middleware(conf: cfg.ConfigOpts, app):

@@ -6,6 +6,7 @@ the inner JSON carries ``faultcode`` (``Client`` or ``Server``),
 openstacksdk) parse exactly this.
 """
 
+import http
 import json
 
 from oslo_db import exception as db_exc
@@ -22,6 +23,7 @@ JSON = 'application/json'
 #: unavailable.
 RETRY_AFTER = 5
 
+INTERNAL_ERROR = 'An internal error occurred; see the service logs.'
 DB_UNAVAILABLE = 'The database is unavailable; retry later.'
 NO_CONDUCTOR = 'No conductor answered within %d s; retry later.'
 CONDUCTOR_UNREACHABLE = ('The conductor could not be reached (%s); nothing '
@@ -40,6 +42,14 @@ def fault_body(status: int, message: str) -> bytes:
     fault = {'faultcode': 'Client' if status < 500 else 'Server',
              'faultstring': message, 'debuginfo': None}
     return json.dumps({'error_message': json.dumps(fault)}).encode()
+
+
+def reason(status: int) -> str:
+    """The reason phrase of HTTP ``status``."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return 'Error'
 
 
 def status_and_message(error: Exception, conductor_timeout: float | None = None
@@ -69,7 +79,7 @@ def status_and_message(error: Exception, conductor_timeout: float | None = None
         # MessageDeliveryFailure, a transport (RabbitMQ) connection
         # that failed, a conductor that vanished mid-call.
         return 503, CONDUCTOR_UNREACHABLE % type(error).__name__
-    return 500, 'An internal error occurred; see the service logs.'
+    return 500, INTERNAL_ERROR
 
 
 def retry_after(status: int) -> tuple[tuple[str, str], ...]:

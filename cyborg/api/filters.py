@@ -6,12 +6,13 @@ filters.value=2`` or indexed, ``filters[0].field=...&filters[0].value=...``.
 
 import re
 
+from cyborg.api import validation
 from cyborg.common import exception
 
 FILTER_FIELDS = frozenset([
     'parent_uuid', 'root_uuid', 'board', 'availability', 'interface_type',
     'instance_uuid', 'limit', 'marker', 'sort_key', 'sort_dir', 'name'])
-_KEY = re.compile(r'^filters(?:\[(\d+)\])?\.(field|value)$')
+_KEY = re.compile(r'^filters(?:\[([0-9]{1,4})\])?\.(field|value)$')
 
 
 def split(params: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -44,14 +45,7 @@ def paging(filters: dict[str, str], columns) -> dict:
     """limit, sort_key and sort_dir from the filters, validated."""
     result = {}
     if filters.get('limit') is not None:
-        try:
-            result['limit'] = int(filters['limit'])
-        except ValueError:
-            result['limit'] = -1
-        if result['limit'] < 0:
-            raise exception.Invalid(
-                reason='limit must be a non-negative integer, not %r'
-                % filters['limit'])
+        result['limit'] = validation.parse_integer(filters['limit'], 'limit')
     sort_key = filters.get('sort_key')
     if sort_key is not None:
         if sort_key not in columns:

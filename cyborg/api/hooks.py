@@ -63,11 +63,16 @@ class ErrorHook(hooks.PecanHook):
         status, message = errors.status_and_message(
             error, self._conductor_timeout(state))
         method, path = state.request.method, state.request.path
+        # A refused request (4xx) logs at most one INFO line; only the
+        # unexpected gets a traceback.
         if isinstance(error, exception.CyborgException):
             if status >= 500:
                 LOG.error('Error handling %s %s: %s', method, path, message)
         elif status == 500:
             LOG.exception('Unexpected error handling %s %s', method, path)
+        elif status < 500:
+            LOG.info('Refused %s %s: %s (%s)', method, path, message,
+                     type(error).__name__)
         else:
             LOG.error('Error handling %s %s: %s (%s: %s)', method, path,
                       message, type(error).__name__, error)

@@ -20,7 +20,8 @@ ENVIRON_KEY = 'cyborg.api_version'
 MIN_VERSION = (2, 0)
 MAX_VERSION = (2, 5)
 
-_VERSION_RE = re.compile(r'^\s*(\d+)\.(\d+)\s*$')
+# ASCII digits, few enough to convert (a longer number names no version).
+_VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)
 
 
 class InvalidHeader(ValueError):

@@ -58,10 +58,9 @@ class VersionMiddleware:
                 environ.get('HTTP_OPENSTACK_API_VERSION'))
         except microversion.InvalidHeader:
             return self._reject(start_response, 'Invalid value for '
-                                'OpenStack-API-Version header', ())
+                                'OpenStack-API-Version header')
         except microversion.UnsupportedVersion as e:
-            headers = microversion.response_headers(microversion.MIN_VERSION)
-            return self._reject(start_response, str(e), headers[1:])
+            return self._reject(start_response, str(e))
         environ[microversion.ENVIRON_KEY] = version
         extra = microversion.response_headers(version)
 
@@ -72,7 +71,9 @@ class VersionMiddleware:
         return self.app(environ, add_headers)
 
     @staticmethod
-    def _reject(start_response, message, headers):
+    def _reject(start_response, message):
+        """406, with the supported range in the version headers."""
+        headers = microversion.response_headers(microversion.MIN_VERSION)[1:]
         body = errors.fault_body(406, message)
         start_response('406 Not Acceptable',
                        [('Content-Type', errors.JSON),
@@ -81,7 +82,12 @@ class VersionMiddleware:
 
 
 class ErrorEnvelopeMiddleware:
-    """Gives any non-JSON error response the JSON fault body."""
+    """Gives any non-JSON error response the JSON fault body.
+
+    It is also the last barrier: an exception no inner layer handled is
+    logged with its traceback and answers a 500 fault, never the WSGI
+    server's plain-text page.
+    """
 
     def __init__(self, app):
         self.app = app
@@ -93,7 +99,17 @@ class ErrorEnvelopeMiddleware:
             captured[:] = [status, headers, exc_info]
             return _no_write
 
-        app_iter = self.app(environ, capture)
+        try:
+            app_iter = self.app(environ, capture)
+        except Exception:
+            LOG.exception('Unexpected error handling %s %s',
+                          environ.get('REQUEST_METHOD'),
+                          environ.get('PATH_INFO'))
+            body = errors.fault_body(500, errors.INTERNAL_ERROR)
+            start_response('500 Internal Server Error',
+                           [('Content-Type', errors.JSON),
+                            ('Content-Length', str(len(body)))])
+            return [body]
         status, headers, exc_info = captured
         code = int(status[:3])
         if code < 400 or _content_type(headers).startswith(errors.JSON):
@@ -185,21 +201,3 @@ class PathDispatcher:
     def __call__(self, environ, start_response):
         app = self._paths.get(environ.get('PATH_INFO'), self.app)
         return app(environ, start_response)
-
-
-class BodyMethods:
-    """Sends requests of methods that carry a body through ``with_body``.
-
-    Used to apply the body size limit only where there is a body to limit.
-    """
-
-    METHODS = frozenset(['POST', 'PUT', 'PATCH'])
-
-    def __init__(self, app, with_body):
-        self.app = app
-        self._with_body = with_body
-
-    def __call__(self, environ, start_response):
-        if environ.get('REQUEST_METHOD') in self.METHODS:
-            return self._with_body(environ, start_response)
-        return self.app(environ, start_response)

@@ -118,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for svc in services:
         svc.start()
-    server = wsgi_server.WSGIServer(api_app.setup_app(CONF, transport),
-                                    args.host, args.port)
+    server = wsgi_server.WSGIServer(
+        api_app.setup_app(CONF, transport), args.host, args.port,
+        CONF.api.client_timeout, CONF.api.max_connections)
     server.start()
     endpoint = 'http://%s:%d' % (args.host, server.port)
     print(USAGE.format(endpoint=endpoint, placement=placement.url,

@@ -15,8 +15,9 @@ LOG = logging.getLogger(__name__)
 
 def main(argv: list[str] | None = None) -> int:
     config.prepare_service(argv or sys.argv)
-    server = wsgi_server.WSGIServer(api_app.setup_app(CONF),
-                                    CONF.api.host_ip, CONF.api.port)
+    server = wsgi_server.WSGIServer(
+        api_app.setup_app(CONF), CONF.api.host_ip, CONF.api.port,
+        CONF.api.client_timeout, CONF.api.max_connections)
     server.start()
     LOG.info('cyborg-api listening on http://%s:%s', CONF.api.host_ip,
              server.port)

@@ -46,6 +46,23 @@ class InvalidJSON(Invalid):
     msg_fmt = 'Request is not in valid JSON format: %(reason)s'
 
 
+class UnsupportedMediaType(CyborgException):
+    msg_fmt = ('Unknown mimetype: %(content_type)s; request bodies must be '
+               'application/json')
+    code = 415
+
+
+class LimitExceeded(Invalid):
+    msg_fmt = ('%(what)s: %(count)d, more than the %(limit)d allowed '
+               '(%(option)s)')
+
+
+class ProjectLimitExceeded(CyborgException):
+    msg_fmt = ('Project %(project)s would hold %(count)d ARQs, more than '
+               'the %(limit)d allowed ([api] max_arqs_per_project)')
+    code = 403
+
+
 class NotAuthorized(CyborgException):
     msg_fmt = 'Not authorized.'
     code = 403

@@ -1,23 +1,122 @@
 """A small threaded WSGI server for the standalone API and the all-in-one.
 
 Production deployments run cyborg.wsgi.api:application under uWSGI,
-gunicorn or mod_wsgi instead.
+gunicorn or mod_wsgi instead, behind a proxy that bounds slow clients.
+
+Slow or hostile clients cannot hold this server: a connection must send
+its request line and headers within ``client_timeout`` seconds (a client
+trickling them byte by byte is cut off), every read and write of the
+connection after that waits at most as long, and at most
+``max_connections`` connections are served at once (a thread each);
+beyond that a new connection is answered 503 at once. No ``Server``
+header names the software or its version.
 """
 
+import socket
 import socketserver
+import sys
 import threading
+import time
 from wsgiref import simple_server
 
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
+#: Defaults of the server's limits (the API's ``[api]`` options).
+CLIENT_TIMEOUT = 30.0
+MAX_CONNECTIONS = 100
+# What a connection beyond max_connections is told, in the API's fault
+# format, before it is closed.
+_BUSY_BODY = (b'{"error_message": "{\\"faultcode\\": \\"Server\\", '
+              b'\\"faultstring\\": \\"Too many connections; retry later.\\", '
+              b'\\"debuginfo\\": null}"}')
+_BUSY = (b'HTTP/1.0 503 Service Unavailable\r\n'
+         b'Content-Type: application/json\r\n'
+         b'Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n'
+         % len(_BUSY_BODY)) + _BUSY_BODY
 
-class _QuietHandler(simple_server.WSGIRequestHandler):
+
+class _Watchdog:
+    """Shuts connections whose request head is not in by its deadline."""
+
+    def __init__(self, interval: float = 0.5):
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._interval = interval
+        self._thread = threading.Thread(target=self._run,
+                                        name='wsgi-watchdog', daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def watch(self, connection: socket.socket, seconds: float) -> None:
+        with self._lock:
+            self._deadlines[connection] = time.monotonic() + seconds
+
+    def forget(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._deadlines.pop(connection, None)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, d in self._deadlines.items() if d <= now]
+                for connection in late:
+                    del self._deadlines[connection]
+            for connection in late:
+                LOG.debug('Closing a connection whose request took longer '
+                          'than the client timeout to arrive')
+                try:
+                    # The handler's blocked read returns end of file.
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class _ServerHandler(simple_server.ServerHandler):
+    # No Server header: it would name the software and its version.
+    server_software = None
+
+
+class _Handler(simple_server.WSGIRequestHandler):
     """One request per connection (HTTP/1.0), logged at debug level."""
+
+    def setup(self):
+        # StreamRequestHandler applies it to every read and write.
+        self.timeout = self.server.client_timeout
+        super().setup()
+
+    def version_string(self):
+        # The Server header of the server's own error pages (400, 414).
+        return 'cyborg'
 
     def log_message(self, format, *args):
         LOG.debug('%s - %s', self.address_string(), format % args)
+
+    def handle(self):
+        watchdog = self.server.watchdog
+        watchdog.watch(self.connection, self.server.client_timeout)
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ''
+                self.send_error(414)
+                return
+            if not self.parse_request():
+                return
+        finally:
+            # The application's time is not the client's.
+            watchdog.forget(self.connection)
+        handler = _ServerHandler(self.rfile, self.wfile, self.get_stderr(),
+                                 self.get_environ(), multithread=False)
+        handler.request_handler = self
+        handler.run(self.server.get_app())
 
 
 class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
@@ -25,14 +124,61 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     allow_reuse_address = True
     request_queue_size = 128
 
+    def __init__(self, address, handler, client_timeout: float,
+                 max_connections: int):
+        self.client_timeout = client_timeout
+        self.watchdog = _Watchdog()
+        self._max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            LOG.warning('Refusing a connection from %s: all %s connection '
+                        'slots are in use', client_address[0],
+                        self._max_connections)
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request) -> None:
+        try:
+            # A few hundred bytes: the socket buffer takes them at once.
+            request.settimeout(1.0)
+            request.sendall(_BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], OSError):
+            # A client that went away or was too slow: no server error.
+            LOG.debug('Connection from %s ended early', client_address[0],
+                      exc_info=True)
+        else:
+            LOG.exception('Error serving a connection from %s',
+                          client_address[0])
+
 
 class WSGIServer:
     """Serves ``app`` on ``host``:``port`` in a background thread."""
 
-    def __init__(self, app, host: str, port: int):
-        self._server = simple_server.make_server(
-            host, port, app, server_class=_ThreadingServer,
-            handler_class=_QuietHandler)
+    def __init__(self, app, host: str, port: int,
+                 client_timeout: float = CLIENT_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS):
+        self._server = _ThreadingServer((host, port), _Handler,
+                                        client_timeout, max_connections)
+        self._server.set_app(app)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name='wsgi-server', daemon=True)
 
@@ -41,9 +187,11 @@ class WSGIServer:
         return self._server.server_address[1]
 
     def start(self) -> None:
+        self._server.watchdog.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        self._server.watchdog.stop()
         self._thread.join(timeout=10)

@@ -1,5 +1,6 @@
 """The conductor's RPC endpoint: every write to the database goes here."""
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable
@@ -84,6 +85,20 @@ def _expected(fn):
 _PLACEMENT_KEYS = ('rc', 'trait')
 
 
+@dataclasses.dataclass(frozen=True)
+class ARQLimits:
+    """How many ARQs one creation may make and one project may hold
+    (None: unlimited)."""
+
+    per_request: int | None = None
+    per_project: int | None = None
+
+    @classmethod
+    def from_conf(cls, conf) -> 'ARQLimits':
+        return cls(conf.api.max_arqs_per_request,
+                   conf.api.max_arqs_per_project)
+
+
 class ConductorManager:
     """Handles conductor RPC requests.
 
@@ -97,9 +112,11 @@ class ConductorManager:
     def __init__(self, host: str,
                  placement_factory: Callable[
                      [], placement_client.PlacementClient] | None = None,
-                 binder: binding.Binder | None = None):
+                 binder: binding.Binder | None = None,
+                 arq_limits: ARQLimits = ARQLimits()):
         self.host = host
         self._binder = binder
+        self._arq_limits = arq_limits
         self._placement_factory = placement_factory
         self._placement_sync: placement_sync.PlacementSync | None = None
         self._lock = threading.Lock()
@@ -181,8 +198,9 @@ class ConductorManager:
     @_expected
     def arq_create(self, context, device_profile_name: str
                    ) -> list[dict[str, Any]]:
-        created = arq_db.arq_create(context, device_profile_name,
-                                    context.project_id)
+        created = arq_db.arq_create(
+            context, device_profile_name, context.project_id,
+            self._arq_limits.per_request, self._arq_limits.per_project)
         LOG.info('Created %d ARQs for device profile %s', len(created),
                  device_profile_name)
         return [_jsonable(arq) for arq in created]

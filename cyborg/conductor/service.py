@@ -58,7 +58,9 @@ def create(conf: cfg.ConfigOpts, transport,
         host, conf.conductor.workers, conf.conductor.bind_timeout,
         AgentHandles(transport, conf.conductor.agent_timeout), deliver,
         lease)
-    endpoint = manager.ConductorManager(host, placement_factory, binder)
+    endpoint = manager.ConductorManager(
+        host, placement_factory, binder,
+        arq_limits=manager.ARQLimits.from_conf(conf))
 
     def admin():
         return cyborg_context.get_admin_context()

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from cyborg.common import wsgi_server
+
 group = cfg.OptGroup('api', title='REST API options')
 
 opts = [
@@ -12,6 +14,20 @@ opts = [
     cfg.PortOpt('port',
                 default=6666,
                 help='Port the standalone cyborg-api server listens on.'),
+    cfg.FloatOpt('client_timeout',
+                 default=wsgi_server.CLIENT_TIMEOUT, min=0.1,
+                 help='Seconds the standalone cyborg-api and '
+                      'cyborg-all-in-one servers give a client to send its '
+                      'request line and headers, and wait for each read or '
+                      'write of its connection after that; a slower client '
+                      'is disconnected. Under uWSGI or another WSGI server '
+                      'use its own settings (see the limits guide).'),
+    cfg.IntOpt('max_connections',
+               default=wsgi_server.MAX_CONNECTIONS, min=1,
+               help='Connections the standalone cyborg-api and '
+                    'cyborg-all-in-one servers serve at once, a thread '
+                    'each; a connection beyond it is answered 503 with '
+                    'Retry-After and closed.'),
     cfg.StrOpt('public_endpoint',
                help='Public URL of the API, used to build links in '
                     'responses, e.g. "https://cloud.example.com/accelerator". '
@@ -43,6 +59,29 @@ opts = [
                     'loaded conductor takes (a bind of many requests, '
                     'device profile creation: well under a second '
                     'normally).'),
+    cfg.IntOpt('max_accelerators_per_profile',
+               default=64, min=1,
+               help='Most accelerators one device profile may request in '
+                    'total, over every resources: key of every group. '
+                    'Each becomes an ARQ when Nova creates the ARQs of an '
+                    'instance. Checked when a profile is created (400).'),
+    cfg.IntOpt('max_arqs_per_request',
+               default=64, min=1,
+               help='Most ARQs one POST /v2/accelerator_requests may '
+                    'create (400 beyond, nothing created); guards against '
+                    'profiles created before a lower '
+                    'max_accelerators_per_profile.'),
+    cfg.IntOpt('max_arqs_per_project',
+               default=10000, min=1,
+               help='Most ARQs one project may hold; a creation that '
+                    'would exceed it answers 403 and creates nothing. A '
+                    'safety cap against runaway clients, not a quota: '
+                    'concurrent creations may overshoot it by the size of '
+                    'one request each.'),
+    cfg.IntOpt('max_items_per_request',
+               default=256, min=1,
+               help='Most ARQs one bind or unbind PATCH may name, and '
+                    'most uuids one DELETE ?arqs= may list (400 beyond).'),
     cfg.StrOpt('noauth_default_project_id',
                default='00000000000000000000000000000001',
                help='With auth_strategy=noauth, the project of a request '

@@ -111,10 +111,20 @@ _PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
 _INSERT = sa.insert(ARQS)
 
 
+_PROJECT_ARQ_COUNT = sa.select(sa.func.count()).select_from(ARQS).where(
+    ARQS.c.project_id == sa.bindparam('project_id'))
+
+
 @db_api.connection_writer
 def arq_create(context, device_profile_name: str,
-               project_id: str | None) -> list[dict[str, Any]]:
-    """One ARQ per requested accelerator of every group, atomically."""
+               project_id: str | None, max_arqs: int | None = None,
+               max_project_arqs: int | None = None
+               ) -> list[dict[str, Any]]:
+    """One ARQ per requested accelerator of every group, atomically.
+
+    Nothing is created when that is more than ``max_arqs`` (400), or
+    would give ``project_id`` more than ``max_project_arqs`` (403).
+    """
     connection = context.connection
     profile = connection.execute(
         _PROFILE_BY_NAME, {'name': device_profile_name}).first()
@@ -122,12 +132,24 @@ def arq_create(context, device_profile_name: str,
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
     groups = json.loads(profile.profile_json)['groups']
+    counts = [dp_rules.accelerator_count(group) for group in groups]
+    count = sum(counts)
+    if max_arqs is not None:
+        dp_rules.check_limit('ARQs the device profile asks for', count,
+                             max_arqs, '[api] max_arqs_per_request')
+    if max_project_arqs is not None and project_id is not None:
+        held = connection.execute(_PROJECT_ARQ_COUNT,
+                                  {'project_id': project_id}).scalar_one()
+        if held + count > max_project_arqs:
+            raise exception.ProjectLimitExceeded(
+                project=project_id, count=held + count,
+                limit=max_project_arqs)
     now = timeutils.utcnow()
     rows = [{'uuid': uuidutils.generate_uuid(), 'project_id': project_id,
              'state': states.INITIAL, 'device_profile_id': profile.id,
              'device_profile_group_id': index, 'created_at': now}
-            for index, group in enumerate(groups)
-            for _ in range(dp_rules.accelerator_count(group))]
+            for index, amount in enumerate(counts)
+            for _ in range(amount)]
     if rows:
         connection.execute(_INSERT, rows)
     return [dict(row, device_profile_name=device_profile_name,

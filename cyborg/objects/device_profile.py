@@ -119,8 +119,29 @@ def _check_group_consistency(index: int, group: dict[str, str]) -> None:
                        'give only one of them', index)
 
 
-def normalize_groups(groups: list[dict[str, Any]]) -> list[dict[str, str]]:
-    return [normalize_group(i, group) for i, group in enumerate(groups)]
+def normalize_groups(groups: list[dict[str, Any]],
+                     max_accelerators: int | None = None
+                     ) -> list[dict[str, str]]:
+    """Every group in canonical form (:func:`normalize_group`); 400 when
+    they request more than ``max_accelerators`` in total."""
+    result = [normalize_group(i, group) for i, group in enumerate(groups)]
+    if max_accelerators is not None:
+        check_limit('Accelerators requested by the device profile',
+                    total_accelerators(result), max_accelerators,
+                    '[api] max_accelerators_per_profile')
+    return result
+
+
+def total_accelerators(groups: list[dict[str, str]]) -> int:
+    """How many accelerators (ARQs) a profile's groups request."""
+    return sum(accelerator_count(group) for group in groups)
+
+
+def check_limit(what: str, count: int, limit: int, option: str) -> None:
+    """LimitExceeded (400) when ``count`` is above ``limit``."""
+    if count > limit:
+        raise exception.LimitExceeded(what=what, count=count, limit=limit,
+                                      option=option)
 
 
 def accelerator_count(group: dict[str, str]) -> int:

@@ -136,6 +136,28 @@ def test_create_one_arq_per_accelerator(host, admin_context):
         arq_db.arq_create(admin_context, 'nope', 'p1')
 
 
+def test_create_refuses_more_arqs_than_one_request_may_make(
+        profiles, admin_context):
+    with pytest.raises(exception.LimitExceeded, match='5, more than the 4'):
+        arq_db.arq_create(admin_context, 'five', 'p1', max_arqs=4)
+    assert arq_db.arq_list(admin_context, None) == []
+    assert len(arq_db.arq_create(admin_context, 'five', 'p1',
+                                 max_arqs=5)) == 5
+
+
+def test_create_refuses_more_arqs_than_a_project_may_hold(
+        profiles, admin_context):
+    arq_db.arq_create(admin_context, 'two', 'p1', max_project_arqs=7)
+    arq_db.arq_create(admin_context, 'five', 'p1', max_project_arqs=7)
+    with pytest.raises(exception.ProjectLimitExceeded) as caught:
+        arq_db.arq_create(admin_context, 'two', 'p1', max_project_arqs=8)
+    assert caught.value.code == 403
+    assert len(arq_db.arq_list(admin_context, 'p1')) == 7
+    # Other projects' ARQs do not count.
+    assert len(arq_db.arq_create(admin_context, 'two', 'p2',
+                                 max_project_arqs=2)) == 2
+
+
 def test_bind_without_preparation_is_one_transaction(host, admin_context,
                                                      database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')

@@ -110,3 +110,13 @@ def test_accelerator_count_sums_resources_only():
         'accel:attach_target': 'VM',
     }
     assert rules.accelerator_count(group) == 3
+
+
+def test_accelerators_of_every_key_and_group_count_towards_the_limit():
+    groups = [{'resources:FPGA': '30', 'resources:PGPU': '30'},
+              {'resources:VGPU': '5'}]
+    assert rules.total_accelerators(rules.normalize_groups(groups)) == 65
+    with pytest.raises(exception.LimitExceeded,
+                       match='65, more than the 64 allowed'):
+        rules.normalize_groups(groups, max_accelerators=64)
+    assert len(rules.normalize_groups(groups, max_accelerators=65)) == 2

@@ -37,3 +37,15 @@ def test_paging():
 def test_paging_rejects(given):
     with pytest.raises(exception.Invalid):
         filters.paging(given, COLUMNS)
+
+
+@pytest.mark.parametrize('value', ['\u00b2', '\u0661', '-1', '1' * 4301,
+                                   str(2 ** 31), '', ' 1'])
+def test_limit_is_an_ascii_integer_within_the_column_range(value):
+    with pytest.raises(exception.Invalid, match='limit must be an integer'):
+        filters.paging({'limit': value}, ())
+
+
+def test_a_filter_index_too_long_to_be_one_is_refused():
+    with pytest.raises(exception.Invalid, match='Invalid filters argument'):
+        filters.split({'filters[%s].field' % ('9' * 4301): 'limit'})

@@ -22,6 +22,7 @@ from cyborg.common import arq_states as states
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
+from cyborg.objects import device_profile as dp_rules
 
 COLLECTION = 'accelerator_requests'
 PROJECT_ID_VERSION = (2, 1)
@@ -114,9 +115,18 @@ def _lookup(context, uuids: list[str]) -> list[dict[str, Any]]:
     return [found[uuid] for uuid in uuids]
 
 
+def _check_items(what: str, count: int) -> None:
+    """400 when one request names more than [api] max_items_per_request
+    ARQs."""
+    dp_rules.check_limit(what, count, _conf().api.max_items_per_request,
+                         '[api] max_items_per_request')
+
+
 def _uuid_list(value: str) -> list[str]:
     """A comma-separated list of ARQ uuids, canonical and de-duplicated."""
-    uuids = [validation.check_uuid(item) for item in value.split(',')]
+    items = value.split(',')
+    _check_items('ARQ uuids in the request', len(items))
+    uuids = [validation.check_uuid(item) for item in items]
     return list(dict.fromkeys(uuids))
 
 
@@ -137,6 +147,7 @@ def _patches(body: Any, member: str | None) -> dict[str, list[dict]]:
             validation.validate(schema.OPS, body)
             return {member: body}
     validation.validate(schema.PATCH, body)
+    _check_items('ARQs in the patch', len(body))
     patches: dict[str, list[dict]] = {}
     for key, ops in body.items():
         uuid = validation.check_uuid(key)

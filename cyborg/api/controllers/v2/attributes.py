@@ -46,11 +46,8 @@ class AttributesController(routing.Resource):
         query = validation.check_query(base.query(), self._LIST_QUERY)
         deployable_id = query.get('deployable_id')
         if deployable_id is not None:
-            if not deployable_id.isdigit():
-                raise exception.Invalid(
-                    reason='deployable_id must be an integer, not %r'
-                    % deployable_id)
-            deployable_id = int(deployable_id)
+            deployable_id = validation.parse_integer(
+                deployable_id, 'deployable_id', minimum=1)
         attributes = hardware.attribute_list(context, deployable_id,
                                              query.get('key'))
         return base.render({COLLECTION: [view(a) for a in attributes]})

@@ -53,7 +53,9 @@ def _creation_values(body) -> dict:
         if not uuidutils.is_uuid_like(values['uuid']):
             raise exception.InvalidUUID(uuid=values['uuid'])
         values['uuid'] = validation.canonical_uuid(values['uuid'])
-    values['groups'] = dp_rules.normalize_groups(values['groups'])
+    values['groups'] = dp_rules.normalize_groups(
+        values['groups'],
+        pecan.request.conf.api.max_accelerators_per_profile)
     return values
 
 

@@ -1,0 +1,419 @@
+"""Hostile requests against the assembled API with a real conductor
+endpoint and database: every one answers 4xx with the fault envelope,
+the version headers and a request id, and changes nothing.
+
+The conductor's RPC is replaced by direct calls to a real
+:class:`ConductorManager`, so writes that get through reach the database
+as they would in a deployment.
+"""
+
+import json
+from unittest import mock
+import urllib.parse
+
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+import oslo_messaging as messaging
+import pytest
+import sqlalchemy as sa
+import webob
+
+from cyborg.api import app as api_app
+from cyborg.api.schemas import arq as arq_schema
+from cyborg.api.schemas import attribute as attribute_schema
+from cyborg.api.schemas import device_profile as profile_schema
+from cyborg.accelerator.drivers import base as driver_base
+from cyborg.accelerator.drivers.fake import driver as fake_driver
+from cyborg.conductor import binding
+from cyborg.conductor import inventory
+from cyborg.conductor import manager as conductor_manager
+from cyborg.db import api as db_api
+from cyborg.db import hardware
+from cyborg.db import models
+from tests.unit import conftest
+
+pytestmark = pytest.mark.parametrize('database', ['sqlite'], indirect=True)
+
+ARQ = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
+DEVICE = '11111111-2222-4333-8444-555555555555'
+PROFILE = {'name': 'dp', 'groups': [{'resources:FPGA': '1'}]}
+
+
+class DirectConductor:
+    """The conductor RPC API as direct calls to a real manager."""
+
+    def __init__(self, manager):
+        self._manager = manager
+
+    def __getattr__(self, name):
+        method = getattr(self._manager, name)
+
+        def call(context, *args, **kwargs):
+            try:
+                return method(context, *args, **kwargs)
+            except messaging.ExpectedException as e:
+                raise e.exc_info[1]
+        return call
+
+
+class NoAgents:
+    """Agents that are never needed: the fake device's PCI handles need
+    no preparation."""
+
+    def prepare(self, context, claim):
+        raise AssertionError('nothing to prepare')
+
+    release = prepare
+
+
+@pytest.fixture
+def api(conf, database):
+    binder = binding.Binder('c1', 1, 60, NoAgents(), lambda rows: None)
+    manager = conductor_manager.ConductorManager(
+        'c1', binder=binder,
+        arq_limits=conductor_manager.ARQLimits.from_conf(conf))
+    conf.set_override('auth_strategy', 'noauth', group='api')
+    with mock.patch('cyborg.conductor.rpcapi.ConductorAPI',
+                    return_value=DirectConductor(manager)):
+        app = api_app.setup_app(conf, transport=object())
+    response = _request(app, 'POST', '/v2/device_profiles', PROFILE)
+    assert response.status_int == 201
+    yield app
+    binder.stop()
+
+
+def _request(app, method, path, body=None, query='', headers=None,
+             content_type='application/json'):
+    request = webob.Request.blank(path, method=method)
+    request.environ['QUERY_STRING'] = query
+    if body is not None:
+        request.body = (body if isinstance(body, bytes)
+                        else json.dumps(body).encode())
+        request.content_type = content_type
+    for name, value in (headers or {}).items():
+        request.headers[name] = value
+    return request.get_response(app)
+
+
+def _snapshot() -> dict:
+    """Every row of every table."""
+    with db_api.get_engine().connect() as connection:
+        return {name: sorted(map(repr, connection.execute(
+                    sa.select(models.Base.metadata.tables[name]))))
+                for name in conftest._TABLES}
+
+
+def _assert_refused(response, statuses=range(400, 500)):
+    assert response.status_int in statuses, (response.status,
+                                             response.body[:300])
+    fault = json.loads(response.json['error_message'])
+    assert fault['faultcode'] == 'Client'
+    assert 'Traceback' not in response.text
+    assert response.headers['x-openstack-request-id'].startswith('req-')
+    assert response.headers['OpenStack-API-Minimum-Version'] == '2.0'
+
+
+# Routes that read a body, with a valid body each.
+BODY_ROUTES = [
+    ('POST', '/v2/device_profiles', [dict(PROFILE, name='other')]),
+    ('POST', '/v2/accelerator_requests', {'device_profile_name': 'dp'}),
+    ('PATCH', '/v2/accelerator_requests',
+     {ARQ: [{'op': 'add', 'path': '/hostname', 'value': 'h'}]}),
+    ('PATCH', '/v2/accelerator_requests/' + ARQ,
+     [{'op': 'add', 'path': '/hostname', 'value': 'h'}]),
+    ('POST', '/v2/attributes',
+     {'deployable_id': 1, 'key': 'k', 'value': 'v'}),
+]
+# Routes that take no body: a hostile one must not break them either.
+NO_BODY_ROUTES = [
+    ('POST', '/v2/devices/%s/disable' % DEVICE),
+    ('POST', '/v2/devices/%s/enable' % DEVICE),
+    ('DELETE', '/v2/accelerator_requests'),
+    ('GET', '/v2/device_profiles'),
+]
+NESTED = b'[' * 9000 + b']' * 9000
+
+
+@pytest.mark.parametrize('method,path,body', BODY_ROUTES)
+@pytest.mark.parametrize('hostile', [
+    NESTED,
+    b'{"device_profile_name": "\\ud800"}',
+    b'{"deployable_id": 1e308, "key": "k", "value": "v"}',
+    b'{"deployable_id": 99999999999999999999, "key": "k", "value": "v"}',
+    b'[{"name": "x", "description": "\\udfff", "groups": []}]',
+    b'{"k": NaN}',
+    b'\xff\xfe',
+])
+def test_hostile_bodies_are_refused(api, method, path, body, hostile):
+    before = _snapshot()
+    _assert_refused(_request(api, method, path, hostile,
+                             headers={'X-Service-Token': 't'}))
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('method,path', NO_BODY_ROUTES)
+def test_hostile_bodies_do_not_break_routes_without_one(api, method, path):
+    before = _snapshot()
+    response = _request(api, method, path, NESTED)
+    assert response.status_int < 500
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('path,query', [
+    ('/v2/attributes', 'deployable_id=%C2%B2'),
+    ('/v2/attributes', 'deployable_id=' + '9' * 4301),
+    ('/v2/attributes', 'deployable_id=99999999999'),
+    ('/v2/devices', 'filters.field=limit&filters.value=' + '9' * 30),
+    ('/v2/deployables', 'filters.field=limit&filters.value=%D9%A1'),
+    ('/v2/devices', 'filters[%s].field=limit' % ('9' * 4301)),
+    ('/v2/accelerator_requests', 'instance=%FF%FE'),
+])
+def test_hostile_numbers_in_queries_are_refused(api, path, query):
+    _assert_refused(_request(api, 'GET', path, query=query), (400,))
+
+
+@pytest.mark.parametrize('value', ['accelerator 2.' + '9' * 4301,
+                                   '9' * 5000 + '.1', 'accelerator \u0662.1'])
+def test_a_hostile_microversion_is_a_json_406(api, value):
+    for path in ('/v2', '/v2/device_profiles'):
+        response = _request(api, 'GET', path,
+                            headers={'OpenStack-API-Version': value})
+        _assert_refused(response, (406,))
+
+
+def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+    context = conftest.make_context(roles=('admin',))
+    conf.set_override('handle_type', 'PCI', group='fake_driver')
+    wire = driver_base.tree_to_wire(fake_driver.FakeDriver(conf).discover())
+    inventory.apply_report(context, 'host1', 'host1', wire,
+                           driver_base.tree_digest(wire), [])
+    rp_uuid = hardware.deployable_list(context)[0]['rp_uuid']
+    created = _request(api, 'POST', '/v2/accelerator_requests',
+                       {'device_profile_name': 'dp'})
+    uuid = created.json['arqs'][0]['uuid']
+    before = _snapshot()
+    ops = [{'op': 'add', 'path': '/hostname', 'value': 'host9'},
+           {'op': 'add', 'path': '/device_rp_uuid', 'value': rp_uuid},
+           {'op': 'add', 'path': '/instance_uuid', 'value': ARQ}]
+    response = _request(api, 'PATCH', '/v2/accelerator_requests',
+                        {uuid: ops}, headers={'X-Service-Token': 't'})
+    _assert_refused(response, (400,))
+    assert 'not of host9' in response.text
+    assert _snapshot() == before
+    ops[0]['value'] = 'host1'
+    response = _request(api, 'PATCH', '/v2/accelerator_requests',
+                        {uuid: ops}, headers={'X-Service-Token': 't'})
+    assert response.status_int == 202
+    shown = _request(api, 'GET', '/v2/accelerator_requests/' + uuid)
+    assert (shown.json['state'], shown.json['hostname']) == ('Bound',
+                                                             'host1')
+
+
+def test_a_body_shorter_than_its_length_is_a_400(api):
+    request = webob.Request.blank('/v2/device_profiles', method='POST',
+                                  content_type='application/json')
+    request.body = b'[{"name": "x"'
+    request.environ['CONTENT_LENGTH'] = '400'
+    _assert_refused(request.get_response(api), (400,))
+
+
+def test_a_body_over_the_size_limit_is_a_json_413(api, conf):
+    body = b'[' + b'0,' * 60000 + b'0]'
+    _assert_refused(_request(api, 'POST', '/v2/device_profiles', body),
+                    (413,))
+
+
+def test_a_profile_may_request_only_so_many_accelerators(api):
+    before = _snapshot()
+    for groups in ([{'resources:FPGA': '65'}],
+                   [{'resources:CUSTOM_A%d' % i: '1024'} for i in range(16)],
+                   [{'resources:CUSTOM_A': '40', 'resources:PGPU': '40'}]):
+        response = _request(api, 'POST', '/v2/device_profiles',
+                            [{'name': 'big', 'groups': groups}])
+        _assert_refused(response, (400,))
+        assert 'max_accelerators_per_profile' in response.text
+    assert _snapshot() == before
+
+
+def test_arq_creation_is_capped_per_request_and_project(api, conf):
+    conf.set_override('max_arqs_per_project', 2, group='api')
+    conf.set_override('max_arqs_per_request', 1, group='api')
+    created = _request(api, 'POST', '/v2/device_profiles',
+                       [{'name': 'two', 'groups': [{'resources:FPGA': '2'}]}])
+    assert created.status_int == 201
+    # The limits are read when the conductor starts.
+    manager = conductor_manager.ConductorManager(
+        'c1', arq_limits=conductor_manager.ARQLimits.from_conf(conf))
+    with mock.patch('cyborg.conductor.rpcapi.ConductorAPI',
+                    return_value=DirectConductor(manager)):
+        app = api_app.setup_app(conf, transport=object())
+    before = _snapshot()
+    _assert_refused(_request(app, 'POST', '/v2/accelerator_requests',
+                             {'device_profile_name': 'two'}), (400,))
+    assert _snapshot() == before
+    for _ in range(2):
+        assert _request(app, 'POST', '/v2/accelerator_requests',
+                        {'device_profile_name': 'dp'}).status_int == 201
+    before = _snapshot()
+    _assert_refused(_request(app, 'POST', '/v2/accelerator_requests',
+                             {'device_profile_name': 'dp'}), (403,))
+    assert _snapshot() == before
+
+
+def test_patch_and_delete_name_only_so_many_arqs(api, conf):
+    conf.set_override('max_items_per_request', 2, group='api')
+    uuids = ['00000000-0000-4000-8000-00000000000%d' % i for i in range(3)]
+    ops = [{'op': 'remove', 'path': '/hostname'}]
+    response = _request(api, 'PATCH', '/v2/accelerator_requests',
+                        dict.fromkeys(uuids, ops),
+                        headers={'X-Service-Token': 't'})
+    _assert_refused(response, (400,))
+    assert 'max_items_per_request' in response.text
+    response = _request(api, 'DELETE', '/v2/accelerator_requests',
+                        query='arqs=' + ','.join(uuids))
+    _assert_refused(response, (400,))
+
+
+# Property-based layer -----------------------------------------------------
+
+# Raw JSON that no endpoint may accept anywhere in a body.
+HOSTILE_TOKENS = st.one_of(
+    st.integers(33, 20000).map(lambda n: '[' * n + ']' * n),
+    st.integers(0xD800, 0xDFFF).map(lambda c: '"\\u%04x"' % c),
+    st.integers(2 ** 63, 2 ** 200).map(str),
+    st.integers(2 ** 63 + 1, 2 ** 200).map(lambda n: '-%d' % n),
+    st.integers(4301, 6000).map(lambda n: '1' * n),
+    st.sampled_from(['NaN', 'Infinity', '-Infinity', '1e400', '-1e999']),
+)
+
+
+def _violations(schema: dict):
+    """Values that break ``schema`` (a property's), from its keywords."""
+    kinds = schema.get('type', [])
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    options = [st.just({'not': 'a scalar'})] if kinds else []
+    if 'maxLength' in schema:
+        longest = schema['maxLength']
+        options.append(st.tuples(st.integers(longest + 1, longest + 40),
+                                 st.characters(codec='utf-8')).map(
+            lambda pair: pair[1] * pair[0]))
+    if 'maximum' in schema:
+        options.append(st.integers(schema['maximum'] + 1, 2 ** 62))
+    if 'minimum' in schema:
+        options.append(st.integers(-2 ** 62, schema['minimum'] - 1))
+    if 'pattern' in schema:
+        options.append(st.sampled_from(['\u00b2', 'a b', '\u0661', '']))
+    return st.one_of(*options) if options else st.nothing()
+
+
+PLACEHOLDER = '__hostile__'
+
+
+def _with_token(body, key_path):
+    """``body`` as JSON text with the value at ``key_path`` replaced by
+    the placeholder (then by a raw hostile token)."""
+    body = json.loads(json.dumps(body))
+    target = body
+    for key in key_path[:-1]:
+        target = target[key]
+    target[key_path[-1]] = PLACEHOLDER
+    return json.dumps(body)
+
+
+# (method, path, valid body, paths of its values, schema of each value).
+FUZZ_ROUTES = [
+    ('POST', '/v2/device_profiles', [dict(PROFILE, name='fz')],
+     {(0, 'name'): profile_schema.PROFILE['properties']['name'],
+      (0, 'description'): profile_schema.PROFILE['properties'][
+          'description'],
+      (0, 'groups'): profile_schema.PROFILE['properties']['groups']}),
+    ('POST', '/v2/accelerator_requests', {'device_profile_name': 'dp'},
+     {('device_profile_name',): arq_schema.CREATE['properties'][
+         'device_profile_name']}),
+    ('PATCH', '/v2/accelerator_requests',
+     {ARQ: [{'op': 'add', 'path': '/hostname', 'value': 'h'}]},
+     {(ARQ, 0, 'value'): {}, (ARQ, 0, 'op'): {'type': 'string'}}),
+    ('POST', '/v2/attributes',
+     {'deployable_id': 1, 'key': 'k', 'value': 'v'},
+     {(name,): attribute_schema._ATTRIBUTE['properties'][name]
+      for name in ('deployable_id', 'key', 'value')}),
+]
+
+
+@st.composite
+def hostile_bodies(draw):
+    method, path, body, fields = draw(st.sampled_from(FUZZ_ROUTES))
+    key_path = draw(st.sampled_from(sorted(fields, key=repr)))
+    text = _with_token(body, key_path)
+    violation = _violations(fields[key_path])
+    if violation.is_empty or draw(st.booleans()):
+        token = draw(HOSTILE_TOKENS)
+    else:
+        token = json.dumps(draw(violation))
+    raw = text.replace('"%s"' % PLACEHOLDER, token).encode()
+    return method, path, raw
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(case=hostile_bodies())
+def test_generated_hostile_bodies_are_refused(api, case):
+    method, path, raw = case
+    before = _snapshot()
+    response = _request(api, method, path, raw,
+                        headers={'X-Service-Token': 't'})
+    # A PATCH of an unknown ARQ is a 404 once its body is valid.
+    _assert_refused(response, (400, 404, 413))
+    assert _snapshot() == before
+
+
+QUERY_ROUTES = [
+    ('GET', '/v2/device_profiles', ['name']),
+    ('GET', '/v2/accelerator_requests', ['instance', 'bind_state']),
+    ('GET', '/v2/devices', ['filters.field', 'filters.value', 'type',
+                            'vendor', 'hostname', 'status']),
+    ('GET', '/v2/deployables', ['filters.field', 'filters.value']),
+    ('GET', '/v2/attributes', ['deployable_id', 'key']),
+    ('DELETE', '/v2/accelerator_requests', ['arqs', 'instance']),
+    ('DELETE', '/v2/device_profiles', ['value']),
+]
+HOSTILE_TEXT = st.one_of(
+    st.text(max_size=50),
+    st.sampled_from(['%FF%FE', '%ED%A0%80', '%00', '%C2%B2', '9' * 4400,
+                     '-1', '1e308', '[]', '{}', '%']),
+)
+
+
+@st.composite
+def hostile_queries(draw):
+    method, path, keys = draw(st.sampled_from(QUERY_ROUTES))
+    pairs = draw(st.lists(st.tuples(
+        st.one_of(st.sampled_from(keys), st.text(min_size=1, max_size=20)),
+        HOSTILE_TEXT), min_size=1, max_size=4))
+    query = '&'.join('%s=%s' % (urllib.parse.quote(k), v if '%' in v
+                                else urllib.parse.quote(v))
+                     for k, v in pairs)
+    return method, path, query
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(case=hostile_queries(),
+       version=st.one_of(st.none(), st.text(max_size=30),
+                         st.sampled_from(['accelerator 2.' + '9' * 5000])))
+def test_generated_hostile_queries_and_headers_never_fail(api, case,
+                                                          version):
+    method, path, query = case
+    before = _snapshot()
+    headers = {} if version is None else {
+        'OpenStack-API-Version': version.encode(
+            'latin-1', 'replace').decode('latin-1')}
+    response = _request(api, method, path, query=query, headers=headers)
+    assert response.status_int < 500, (response.status, response.body)
+    if response.status_int >= 400:
+        _assert_refused(response)
+    assert _snapshot() == before

@@ -1,0 +1,112 @@
+"""The standalone servers' limits: slow clients and too many
+connections cannot hold them."""
+
+import json
+import socket
+import time
+
+import pytest
+
+from cyborg.common import wsgi_server
+
+
+def _app(environ, start_response):
+    body = environ['wsgi.input'].read(int(environ.get('CONTENT_LENGTH')
+                                          or 0))
+    start_response('200 OK', [('Content-Type', 'text/plain')])
+    return [b'ok:' + body]
+
+
+@pytest.fixture
+def server():
+    server = wsgi_server.WSGIServer(_app, '127.0.0.1', 0,
+                                    client_timeout=0.6, max_connections=3)
+    server.start()
+    yield server
+    server.stop()
+
+
+def _connect(server) -> socket.socket:
+    connection = socket.create_connection(('127.0.0.1', server.port),
+                                          timeout=10)
+    return connection
+
+
+def _response(connection) -> bytes:
+    chunks = []
+    while True:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return b''.join(chunks)
+        chunks.append(chunk)
+
+
+def _get(server) -> bytes:
+    with _connect(server) as connection:
+        connection.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
+        return _response(connection)
+
+
+def test_a_request_is_served_without_naming_the_software(server):
+    response = _get(server)
+    head, _, body = response.partition(b'\r\n\r\n')
+    assert head.startswith(b'HTTP/1.0 200') and body == b'ok:'
+    assert b'\r\nserver:' not in head.lower()
+    assert b'python' not in head.lower()
+
+
+def test_a_half_sent_header_is_cut_off_after_the_timeout(server):
+    with _connect(server) as connection:
+        connection.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n')
+        started = time.monotonic()
+        assert _response(connection) == b''
+        assert time.monotonic() - started < 3
+
+
+def test_a_header_trickled_byte_by_byte_is_cut_off(server):
+    with _connect(server) as connection:
+        started = time.monotonic()
+        closed = False
+        for byte in b'GET / HTTP/1.0\r\nX-Slow: ' + b'a' * 100:
+            try:
+                connection.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.1)
+            if time.monotonic() - started > 5:
+                break
+        if not closed:
+            connection.settimeout(3)
+            assert _response(connection) == b''
+        # Each byte came well within the timeout; the whole head did not.
+        assert time.monotonic() - started < 4
+
+
+def test_a_body_shorter_than_announced_times_out(server):
+    with _connect(server) as connection:
+        connection.sendall(b'POST / HTTP/1.0\r\nContent-Length: 10\r\n\r\n'
+                           b'abc')
+        started = time.monotonic()
+        _response(connection)
+        assert time.monotonic() - started < 3
+
+
+def test_connections_beyond_the_limit_get_503_then_slots_free(server):
+    idle = [_connect(server) for _ in range(3)]
+    try:
+        time.sleep(0.1)
+        response = _get(server)
+        head, _, body = response.partition(b'\r\n\r\n')
+        assert head.startswith(b'HTTP/1.0 503')
+        assert b'Retry-After: 1' in head
+        fault = json.loads(json.loads(body)['error_message'])
+        assert fault['faultstring'] == 'Too many connections; retry later.'
+    finally:
+        for connection in idle:
+            connection.close()
+    deadline = time.monotonic() + 5
+    while _get(server).startswith(b'HTTP/1.0 503'):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert _get(server).startswith(b'HTTP/1.0 200')
