@@ -46,6 +46,7 @@ def setup_app(conf: cfg.ConfigOpts, transport=None):
     # authentication's included.
     app = request_body.BodyGuard(app, _max_body_size(conf))
     app = _auth(conf, app)
+    app = middleware.JSONOnly(app)
     app = middleware.VersionMiddleware(app)
     app = middleware.ErrorEnvelopeMiddleware(app)
     app = middleware.PathDispatcher(

@@ -1,10 +1,12 @@
 """WSGI middleware of the API pipeline."""
 
 import html
+import posixpath
 import re
 
 from keystonemiddleware import auth_token
 from oslo_log import log as logging
+from webob import acceptparse
 
 from cyborg.api import errors
 from cyborg.api import microversion
@@ -78,6 +80,42 @@ class VersionMiddleware:
         start_response('406 Not Acceptable',
                        [('Content-Type', errors.JSON),
                         ('Content-Length', str(len(body)))] + list(headers))
+        return [body]
+
+
+class JSONOnly:
+    """The API speaks JSON only.
+
+    A request whose ``Accept`` header admits no JSON (406), or whose path
+    names another format by its extension (404), is answered here with
+    the fault body and one INFO line; pecan would log an error for each.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        extension = posixpath.splitext(path)[1]
+        if extension and extension != '.json':
+            return self._refuse(start_response, environ, 404,
+                                'The resource could not be found.')
+        accept = environ.get('HTTP_ACCEPT')
+        if accept and not acceptparse.create_accept_header(
+                accept).acceptable_offers([errors.JSON]):
+            return self._refuse(start_response, environ, 406,
+                                'The API answers application/json only, '
+                                'which the Accept header excludes.')
+        return self.app(environ, start_response)
+
+    @staticmethod
+    def _refuse(start_response, environ, status, message):
+        LOG.info('Refused %s %s: %s', environ.get('REQUEST_METHOD'),
+                 environ.get('PATH_INFO'), message)
+        body = errors.fault_body(status, message)
+        start_response('%d %s' % (status, errors.reason(status)),
+                       [('Content-Type', errors.JSON),
+                        ('Content-Length', str(len(body)))])
         return [body]
 
 

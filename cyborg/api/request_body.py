@@ -1,8 +1,7 @@
 """Reading and parsing request bodies: one guarded step before routing.
 
-The same step refuses a query string that is not UTF-8 once its
-percent-escapes are decoded (webob would fail decoding it during
-routing).
+The same step refuses a path or query string that is not UTF-8 once
+its percent-escapes are decoded.
 
 Every request that carries a body goes through :class:`BodyGuard` before
 pecan sees it (pecan's routing reads ``request.json`` of a JSON request
@@ -178,7 +177,7 @@ class BodyGuard:
 
     def __call__(self, environ, start_response):
         try:
-            check_query_string(environ)
+            check_request_target(environ)
         except exception.CyborgException as e:
             _log_refusal(environ, e)
             return _fault(start_response, e.code, e.message)
@@ -217,18 +216,20 @@ def parsed(environ: dict) -> tuple[bool, Any]:
     return False, None
 
 
-def check_query_string(environ: dict) -> None:
-    """BodyError unless the query string decodes as UTF-8."""
-    query = environ.get('QUERY_STRING', '')
-    if query.isascii() and '%' not in query:
-        return
+def check_request_target(environ: dict) -> None:
+    """BodyError unless the path and the query string decode as UTF-8
+    (webob would fail decoding them during routing)."""
     try:
-        # WSGI gives the raw bytes as latin-1 characters.
-        raw = query.encode('latin-1')
-        urllib.parse.unquote_to_bytes(raw.replace(b'+', b' ')).decode(
-            'utf-8')
+        # WSGI gives the raw bytes as latin-1 characters; the server has
+        # decoded the path's percent-escapes already.
+        environ.get('PATH_INFO', '').encode('latin-1').decode('utf-8')
+        query = environ.get('QUERY_STRING', '')
+        if not query.isascii() or '%' in query:
+            urllib.parse.unquote_to_bytes(
+                query.encode('latin-1').replace(b'+', b' ')).decode('utf-8')
     except UnicodeError:
-        raise BodyError(reason='the query string is not valid UTF-8')
+        raise BodyError(reason='the request path or query string is not '
+                               'valid UTF-8')
 
 
 def _log_refusal(environ: dict, error: exception.CyborgException) -> None:

@@ -156,3 +156,21 @@ def test_an_unhandled_error_is_a_json_500_without_details():
     fault = json.loads(response.json['error_message'])
     assert fault['faultcode'] == 'Server'
     assert 'deep inside' not in response.text
+
+
+@pytest.mark.parametrize('path,accept,status', [
+    ('/v2/devices', 'text/html', 406),
+    ('/v2/devices', 'application/json;q=0', 406),
+    ('/v2/devices.xml', None, 404),
+    ('/v2/devices', 'text/html, application/json;q=0.1', 200),
+    ('/v2/devices', '*/*;q=abc', 200),
+    ('/v2/devices.json', 'application/*', 200),
+])
+def test_json_only_refuses_what_would_not_be_json(path, accept, status):
+    app = middleware.JSONOnly(_echo_environ)
+    headers = {} if accept is None else {'Accept': accept}
+    response = _get(app, path, **headers)
+    assert response.status_int == status
+    if status >= 400:
+        fault = json.loads(response.json['error_message'])
+        assert fault['faultcode'] == 'Client'

@@ -152,10 +152,18 @@ def test_guard_passes_requests_without_a_body():
                                    'a=%C3'])
 def test_a_query_string_that_is_no_utf8_is_refused(query):
     with pytest.raises(request_body.BodyError, match='query string'):
-        request_body.check_query_string({'QUERY_STRING': query})
+        request_body.check_request_target({'QUERY_STRING': query})
+
+
+@pytest.mark.parametrize('path', ['/v2/\xff', '/v2/\xed\xa0\x80',
+                                  '/v2/\u0100'])
+def test_a_path_that_is_no_utf8_is_refused(path):
+    with pytest.raises(request_body.BodyError, match='path'):
+        request_body.check_request_target({'PATH_INFO': path})
 
 
 @pytest.mark.parametrize('query', ['', 'a=b&c=d', 'a=%C3%A9', 'a=\xc3\xa9',
                                    'a=%2B+b'])
 def test_a_utf8_query_string_passes(query):
-    request_body.check_query_string({'QUERY_STRING': query})
+    request_body.check_request_target({'QUERY_STRING': query,
+                                       'PATH_INFO': '/v2/caf\xc3\xa9'})
