@@ -21,6 +21,11 @@ timestamps and URLs may differ). The identifiers of the request samples
 (an ARQ uuid, a resource provider, a host name, a deployable id) are
 replaced with the deployment's real ones before a request is sent.
 
+Each call is recorded against the reference's section of the endpoint it
+reached (``tests/docs/api_ref.py``); the last test checks that every
+section's endpoint was called, with each of its request samples sent to
+it and each of its response samples compared with its answer.
+
 ``CYBORG_WRITE_API_SAMPLES=1`` writes the response samples from the real
 responses instead (identifiers and URLs replaced with the samples' ones),
 after a change of the API.
@@ -35,6 +40,8 @@ import uuid
 
 import pytest
 import requests
+
+from tests.docs import api_ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -67,6 +74,11 @@ SAMPLE_IDS = {
 ADMIN = {'x-roles': 'admin', 'openstack-api-version': MICROVERSION}
 # Nova's requests: a service token besides the user's.
 SERVICE_TOKEN = {'x-service-token': 'nova'}
+# What the scenarios did, per reference section (method, path template):
+# 'called', and the request samples sent and response samples compared.
+USED: dict[tuple[str, str], dict[str, set[str]]] = {}
+# The scenarios (tests using the replay fixture) that started.
+STARTED: set[str] = set()
 
 
 def load(name: str):
@@ -169,11 +181,19 @@ class Replay:
              request: str | None = None, response: str | None = None,
              headers: dict | None = None, body=None):
         """One request: ``request`` names its body's sample (its
-        identifiers made real), ``response`` the sample the answer must
+        identifiers made real; ``body``, when given too, is that sample
+        changed by the test), ``response`` the sample the answer must
         match (None: not compared). The decoded answer, or None for 202
         and 204, which must have no body."""
-        if request is not None:
+        if request is not None and body is None:
             body = substitute(load(request), self._to_real())
+        section = api_ref.section_of(method, path)
+        assert section is not None, (
+            '%s %s: no section of the API reference' % (method, path))
+        used = USED.setdefault((section.method, section.path),
+                               {'requests': set(), 'responses': set()})
+        if request is not None:
+            used['requests'].add(request)
         result = requests.request(
             method, self.url + path, json=body, timeout=30,
             headers=headers if headers is not None else ADMIN)
@@ -185,6 +205,7 @@ class Replay:
         document = result.json()
         if response is None:
             return document
+        used['responses'].add(response)
         if WRITE:
             self.pending[response] = document
         else:
@@ -195,7 +216,8 @@ class Replay:
 
 
 @pytest.fixture
-def replay(allinone):
+def replay(allinone, request):
+    STARTED.add(request.node.name)
     replay = Replay(allinone.url)
     yield replay
     if WRITE:
@@ -343,6 +365,7 @@ def test_attributes(replay):
     body['deployable_id'] = existing['attributes'][0]['deployable_id']
     body['key'] = 'samples_' + uuid.uuid4().hex[:8]
     created = replay.call('POST', '/v2/attributes', 201, body=body,
+                          request='attribute-create-req.json',
                           response='attribute-create-resp.json')
     replay.real['attribute_uuid'] = created['uuid']
     replay.real['attribute_key'] = created['key']
@@ -366,3 +389,30 @@ def test_every_sample_is_documented_and_replayed():
     assert shown == files, (sorted(files - shown), sorted(shown - files))
     assert replayed == files, (sorted(files - replayed),
                                sorted(replayed - files))
+
+
+def test_every_endpoint_was_sent_its_samples():
+    """Each section of the reference: its endpoint was called, its
+    request samples were sent to it and its response samples compared
+    with its answers (after the scenarios above, in this module's
+    order)."""
+    scenarios = {name for name, value in globals().items()
+                 if name.startswith('test_') and callable(value)
+                 and 'replay' in value.__code__.co_varnames[
+                     :value.__code__.co_argcount]}
+    if not scenarios <= STARTED:
+        pytest.skip('needs every scenario of the module; not run: %s'
+                    % sorted(scenarios - STARTED))
+    errors = []
+    for section in api_ref.sections():
+        used = USED.get((section.method, section.path))
+        if used is None:
+            errors.append('%s %s: never called' % (section.method,
+                                                   section.path))
+            continue
+        for kind, samples in (('requests', section.requests),
+                              ('responses', section.responses)):
+            for sample in sorted(set(samples) - used[kind]):
+                errors.append('%s %s: %s not used' % (
+                    section.method, section.path, sample))
+    assert not errors, '\n'.join(errors)
