@@ -143,8 +143,9 @@ def test_aio_config_has_every_service_part(aio):
         assert conf[section]['auth_type'] == 'password'
         assert conf[section]['region_name'] == 'RegionOne'
     assert conf['agent']['enabled_drivers'] == 'fake_driver'
-    # setup_logging: devstack's log format.
-    assert 'logging_context_format_string' in conf['DEFAULT']
+    # setup_logging: devstack's log format (its systemd form).
+    assert '%(global_request_id)s' in conf['DEFAULT'][
+        'logging_context_format_string']
 
 
 def test_local_conf_post_config_section_reaches_cyborg_conf(aio):
@@ -236,6 +237,9 @@ def test_compute_config_has_only_what_the_agent_reads(compute):
         'rabbit://stackrabbit:rabbit-secret@%s:5672/' % CONTROLLER_IP)
     assert conf['agent']['enabled_drivers'] == 'fake_driver'
     assert conf['agent']['discovery_interval'] == '7'
+    # setup_logging runs on every node.
+    assert '%(global_request_id)s' in conf['DEFAULT'][
+        'logging_context_format_string']
 
 
 def test_compute_nova_sends_its_service_token(compute):

@@ -43,6 +43,12 @@ EXPECTED = {
         'configuration/policy-reference.html': 'cyborg:arq:update',
         '_static/cyborg.conf.sample': '[conductor]',
         '_static/cyborg.policy.yaml.sample': 'cyborg:device:disable',
+        # The guides: production install, administration, drivers and
+        # the maintenance commands.
+        'install/production.html': 'accel:device_profile',
+        'admin/index.html': 'Log lines',
+        'contributor/drivers.html': 'Writing a driver',
+        'maintenance.html': 'online_data_migrations',
     },
     'releasenotes': {
         'unreleased.html': 'accelerator-request-bound',
