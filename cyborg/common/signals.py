@@ -97,9 +97,28 @@ def setup_report(name: str, conf: cfg.ConfigOpts) -> None:
                                          conf=conf)
 
 
-def _changed_names(changed: Mapping) -> list[str]:
-    """``group.option`` for each key of ``mutate_config_files()``'s
-    answer; the values are left out (oslo.config logs them)."""
+def mutate(conf: cfg.ConfigOpts) -> list[str]:
+    """Read the configuration files again and apply the mutable options;
+    the names (``group.option``) of those that changed, without their
+    values (oslo.config logs those).
+
+    oslo.config would only report an invalid new value where the option
+    is read, every time, until the next reload: such a change is undone
+    and raises, and the configuration stays as it was.
+    """
+    # oslo.config has no API to undo a mutation; the namespace of the
+    # mutable values is replaced by each one, never changed in place, so
+    # the previous one can be put back.
+    before = conf._mutable_ns
+    try:
+        changed = conf.mutate_config_files()
+        for group, option in changed:
+            # Raises ConfigFileValueError for an invalid value.
+            getattr(conf[group] if group else conf, option)
+    except Exception:
+        conf._mutable_ns = before
+        conf._ConfigOpts__cache.clear()
+        raise
     return sorted('%s.%s' % (group or 'DEFAULT', option)
                   for group, option in changed)
 
@@ -158,16 +177,13 @@ class Signals:
         line and answers what was reloaded."""
         reloaded = []
         try:
-            changed = self._conf.mutate_config_files()
-        except Exception:
-            LOG.exception('%s could not read its configuration files '
-                          'again; the configuration is unchanged',
-                          self.name)
+            changed = mutate(self._conf)
+        except Exception as e:
+            LOG.error('%s could not read its configuration files again, '
+                      'its configuration is unchanged: %s', self.name, e)
         else:
             reloaded.append('configuration files (mutable options '
-                            'changed: %s)' % (
-                                ', '.join(_changed_names(changed))
-                                or 'none'))
+                            'changed: %s)' % (', '.join(changed) or 'none'))
         for what, reload in self._reloaders.items():
             try:
                 reload()
