@@ -28,7 +28,8 @@ work, and block their main thread in :meth:`Signals.wait`:
 ``SIGTERM``, ``SIGINT``
     :meth:`Signals.wait` returns; the caller stops taking work and gives
     the work in flight :meth:`Signals.grace` seconds, then calls
-    :meth:`Signals.exit`. A second such signal ends the process at once.
+    :meth:`Signals.exit`. Before :meth:`Signals.wait` (while the daemon
+    starts) and after it returned, such a signal ends the process at once.
 
 oslo.service's launcher is not used: its threading backend runs a service
 in worker processes that cotyledon forks and supervises, and restarts
@@ -139,9 +140,10 @@ class Signals:
         self._reloaders[what] = reload
 
     def install(self) -> 'Signals':
-        """Take over SIGHUP, SIGTERM, SIGINT and SIGUSR2."""
-        for signum in (RELOAD_SIGNAL,) + STOP_SIGNALS:
-            signal.signal(signum, self._queue)
+        """Take over SIGHUP and SIGUSR2; SIGTERM and SIGINT keep their
+        default (stop at once) until :meth:`wait`, so that a daemon whose
+        start hangs can still be stopped."""
+        signal.signal(RELOAD_SIGNAL, self._queue)
         setup_report(self.name, self._conf)
         return self
 
@@ -151,6 +153,8 @@ class Signals:
     def wait(self) -> int:
         """Block until SIGTERM or SIGINT, reloading on each SIGHUP;
         the stop signal."""
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, self._queue)
         while True:
             try:
                 signum = self._pending.get(timeout=_POLL)

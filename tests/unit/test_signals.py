@@ -109,14 +109,17 @@ def test_a_failed_reload_keeps_the_configuration_and_the_process(
 def test_wait_reloads_on_sighup_and_returns_on_sigterm(file_conf,
                                                         restore_handlers):
     reloads = []
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     handler = signals.install('cyborg-test', file_conf,
                               {'x': lambda: reloads.append(1)})
     assert signal.getsignal(signal.SIGUSR2) not in (signal.SIG_DFL, None)
+    # Until wait(), SIGTERM stops a daemon that is still starting.
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
     def send():
         # Handlers run in the main thread, which waits meanwhile.
         for signum in (signal.SIGHUP, signal.SIGHUP, signal.SIGTERM):
-            time.sleep(0.1)
+            time.sleep(0.2)
             os.kill(os.getpid(), signum)
     sender = threading.Thread(target=send)
     sender.start()
