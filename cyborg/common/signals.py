@@ -58,7 +58,6 @@ LOG = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 RELOAD_SIGNAL = signal.SIGHUP
-REPORT_SIGNAL = signal.SIGUSR2
 # Seconds between two checks of the queue; a signal wakes the wait
 # earlier (its handler runs in the waiting main thread).
 _POLL = 1.0
@@ -135,10 +134,6 @@ class Signals:
         # SimpleQueue.put may be called from a signal handler.
         self._pending: queue.SimpleQueue = queue.SimpleQueue()
 
-    def add_reloader(self, what: str, reload: Callable[[], None]) -> None:
-        """Call ``reload`` on SIGHUP; ``what`` names it in the log."""
-        self._reloaders[what] = reload
-
     def install(self) -> 'Signals':
         """Take over SIGHUP and SIGUSR2; SIGTERM and SIGINT keep their
         default (stop at once) until :meth:`wait`, so that a daemon whose
@@ -204,7 +199,7 @@ class Signals:
         handed back (``finished`` false) the process ends at once: the
         threads still running that work would hold its exit."""
         LOG.info('%s stopped%s', self.name, '' if finished else
-                 '; unfinished work was handed back')
+                 '; work in flight was left unfinished')
         if not finished:
             for handler in std_logging.getLogger().handlers:
                 handler.flush()

@@ -173,7 +173,8 @@ def test_sigterm_hands_back_a_bind_job_past_the_grace_period(flow):
     log = _log(conductor, mark)
     assert 'caught SIGTERM' in log
     assert 'Handing back 1 unfinished bind jobs (ARQs %s)' % arq in log
-    assert 'cyborg-conductor stopped; unfinished work was handed back' in log
+    assert ('cyborg-conductor stopped; work in flight was left unfinished'
+            in log)
     process = flow.start_conductor(owner)
     _wait_log(process, 'Resuming 1 unfinished bind jobs', mark)
     _assert_bound(flow, arq)
