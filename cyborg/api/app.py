@@ -33,17 +33,21 @@ from cyborg import policies
 HEALTHCHECK_PATH = '/healthcheck'
 
 
-def setup_app(conf: cfg.ConfigOpts, transport=None):
+def setup_app(conf: cfg.ConfigOpts, transport=None,
+              authorizer: policies.Authorizer | None = None):
     """Build the API application.
 
     ``transport`` is the RPC transport to the conductor; by default the one
-    ``[DEFAULT] transport_url`` names.
+    ``[DEFAULT] transport_url`` names. ``authorizer`` checks the policy
+    (by default a new one on ``conf``'s policy file): a daemon passes its
+    own to reload the policy file on SIGHUP.
     """
     argspec.install()
     if transport is None:
         transport = rpc.get_transport(conf)
     conductor_api = conductor_rpcapi.ConductorAPI(transport)
-    authorizer = policies.Authorizer(policies.get_enforcer(conf))
+    if authorizer is None:
+        authorizer = policies.Authorizer(policies.get_enforcer(conf))
     profile_cache = profile_cache_lib.ProfileCache(
         conf.api.device_profile_cache_ttl)
     app = pecan.Pecan(root.RootController(),

@@ -21,6 +21,7 @@ host, as nova-compute would. Everything else comes from --config-file.
 import argparse
 import os
 import sys
+import time
 
 from oslo_log import log as logging
 
@@ -33,13 +34,14 @@ from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import embedded_placement
 from cyborg.common import rpc
-from cyborg.common import service
+from cyborg.common import signals
 from cyborg.common import wsgi_server
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conf import CONF
 from cyborg.db import api as db_api
 from cyborg.db import migration
+from cyborg import policies
 
 LOG = logging.getLogger(__name__)
 
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     config.parse_args([argv[0]] + rest)
     _set_embedded_defaults(state_dir)
     config.setup_logging()
+    authorizer = policies.Authorizer(policies.get_enforcer(CONF))
+    handler = signals.install('cyborg-all-in-one', CONF,
+                              {'policy file': authorizer.reload})
 
     db_api.configure(CONF)
     migration.upgrade()
@@ -131,18 +136,26 @@ def main(argv: list[str] | None = None) -> int:
     for svc in services:
         svc.start()
     server = wsgi_server.WSGIServer(
-        api_app.setup_app(CONF, transport), args.host, args.port,
-        CONF.api.client_timeout, CONF.api.max_connections)
+        api_app.setup_app(CONF, transport, authorizer), args.host,
+        args.port, CONF.api.client_timeout, CONF.api.max_connections)
     server.start()
     endpoint = 'http://%s:%d' % (args.host, server.port)
     print(USAGE.format(endpoint=endpoint, placement=placement.url,
                        state_dir=state_dir, trait='CUSTOM_FAKE_DEVICE'),
           flush=True)
-    service.wait_for_signal()
+    handler.wait()
     print('Stopping...', flush=True)
-    server.stop()
+    return handler.exit(_stop(server, services, placement, transport,
+                              handler.grace()))
+
+
+def _stop(server, services, placement, transport, grace: float) -> bool:
+    """Stop the API, then the conductor and the agent, within ``grace``
+    seconds; whether the work in flight finished."""
+    deadline = time.monotonic() + grace
+    finished = server.stop(grace)
     for svc in reversed(services):
-        svc.stop()
+        finished = svc.stop(max(0.0, deadline - time.monotonic())) and finished
     placement.stop()
     rpc.cleanup(transport)
-    return 0
+    return finished

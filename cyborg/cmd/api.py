@@ -18,21 +18,24 @@ from oslo_log import log as logging
 
 from cyborg.api import app as api_app
 from cyborg.common import config
-from cyborg.common import service
+from cyborg.common import signals
 from cyborg.common import wsgi_server
 from cyborg.conf import CONF
+from cyborg import policies
 
 LOG = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
     config.prepare_service(argv or sys.argv)
+    authorizer = policies.Authorizer(policies.get_enforcer(CONF))
+    handler = signals.install('cyborg-api', CONF,
+                              {'policy file': authorizer.reload})
     server = wsgi_server.WSGIServer(
-        api_app.setup_app(CONF), CONF.api.host_ip, CONF.api.port,
-        CONF.api.client_timeout, CONF.api.max_connections)
+        api_app.setup_app(CONF, authorizer=authorizer), CONF.api.host_ip,
+        CONF.api.port, CONF.api.client_timeout, CONF.api.max_connections)
     server.start()
     LOG.info('cyborg-api listening on http://%s:%s', CONF.api.host_ip,
              server.port)
-    service.wait_for_signal()
-    server.stop()
-    return 0
+    handler.wait()
+    return handler.exit(server.stop(handler.grace()))

@@ -17,7 +17,7 @@ import sys
 from cyborg.clients import nova as nova_client
 from cyborg.common import config
 from cyborg.common import rpc
-from cyborg.common import service
+from cyborg.common import signals
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conf import CONF
@@ -26,13 +26,14 @@ from cyborg.db import api as db_api
 
 def main(argv: list[str] | None = None) -> int:
     config.prepare_service(argv or sys.argv)
+    handler = signals.install('cyborg-conductor', CONF)
     db_api.configure(CONF)
     transport = rpc.get_transport(CONF)
     notifier = nova_notifier.Notifier(
         CONF.host, CONF, lambda: nova_client.NovaClient.from_conf(CONF))
     conductor = conductor_service.create(CONF, transport, notifier=notifier)
     conductor.start()
-    service.wait_for_signal()
-    conductor.stop()
+    handler.wait()
+    finished = conductor.stop(handler.grace())
     rpc.cleanup(transport)
-    return 0
+    return handler.exit(finished)

@@ -10,10 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Running the RPC services: start, heartbeat, stop on a signal."""
+"""Running the RPC services: start, heartbeat, stop gracefully.
 
-import signal
+The signals that stop them are handled in :mod:`cyborg.common.signals`.
+"""
+
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 from oslo_log import log as logging
@@ -69,12 +72,17 @@ class PeriodicTask:
 
 
 class RPCService:
-    """An RPC server for one endpoint plus the periodic tasks beside it."""
+    """An RPC server for one endpoint plus the periodic tasks beside it.
+
+    ``on_stop`` receives the seconds left of the grace period (None: no
+    limit) and answers whether its work in flight finished (None: yes).
+    """
 
     def __init__(self, transport, topic: str, host: str, endpoint: object,
                  periodic_tasks: Iterable[PeriodicTask] = (),
                  on_start: Callable[[], None] | None = None,
-                 on_stop: Callable[[], None] | None = None):
+                 on_stop: Callable[[float | None], bool | None]
+                 | None = None):
         self.topic = topic
         self.host = host
         self._server = rpc.get_server(transport, topic, host, endpoint)
@@ -90,29 +98,35 @@ class RPCService:
             task.start()
         LOG.info('Started %s on host %s', self.topic, self.host)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> bool:
+        """Take no more requests, finish those in flight and the periodic
+        tasks' runs, then ``on_stop``'s work, within ``timeout`` seconds
+        (None: no limit); whether everything finished in time."""
+        deadline = _Deadline(timeout)
         for task in self._tasks:
             task.stop()
         self._server.stop()
+        # Requests being handled finish (an agent's preparation of an
+        # attach handle, a conductor's bind call).
         self._server.wait()
         for task in self._tasks:
-            task.wait(timeout=10)
+            task.wait(timeout=deadline.left(10))
+        finished = True
         if self._on_stop is not None:
-            self._on_stop()
+            finished = self._on_stop(deadline.left()) is not False
         LOG.info('Stopped %s on host %s', self.topic, self.host)
+        return finished
 
 
-def wait_for_signal(signals=(signal.SIGTERM, signal.SIGINT)) -> int:
-    """Block the main thread until one of ``signals`` arrives."""
-    received = threading.Event()
-    caught: list[int] = []
+class _Deadline:
+    """Seconds left until ``timeout`` seconds after its creation."""
 
-    def handler(signum, _frame):
-        caught.append(signum)
-        received.set()
+    def __init__(self, timeout: float | None):
+        self._end = None if timeout is None else time.monotonic() + timeout
 
-    for signum in signals:
-        signal.signal(signum, handler)
-    while not received.wait(1.0):
-        pass
-    return caught[0]
+    def left(self, cap: float | None = None) -> float | None:
+        """Seconds left (never below 0), at most ``cap``; None: no limit."""
+        if self._end is None:
+            return cap
+        left = max(0.0, self._end - time.monotonic())
+        return left if cap is None else min(left, cap)

@@ -142,6 +142,9 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         self.watchdog = _Watchdog()
         self._max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
+        # Connections being served, for drain().
+        self._active = 0
+        self._idle = threading.Condition()
         super().__init__(address, handler)
 
     def process_request(self, request, client_address):
@@ -151,9 +154,11 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
                         self._max_connections)
             self._refuse(request)
             return
+        self._count(1)
         try:
             super().process_request(request, client_address)
         except Exception:
+            self._count(-1)
             self._slots.release()
             raise
 
@@ -161,7 +166,21 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self._count(-1)
             self._slots.release()
+
+    def _count(self, change: int) -> None:
+        with self._idle:
+            self._active += change
+            if not self._active:
+                self._idle.notify_all()
+
+    def drain(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for the connections being
+        served to end; how many are left."""
+        with self._idle:
+            self._idle.wait_for(lambda: not self._active, timeout)
+            return self._active
 
     def _refuse(self, request) -> None:
         try:
@@ -202,8 +221,16 @@ class WSGIServer:
         self._server.watchdog.start()
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 0.0) -> bool:
+        """Stop accepting connections, then give the requests in flight
+        up to ``timeout`` seconds; whether they all finished (those left
+        end with the process)."""
         self._server.shutdown()
         self._server.server_close()
-        self._server.watchdog.stop()
         self._thread.join(timeout=10)
+        left = self._server.drain(timeout)
+        self._server.watchdog.stop()
+        if left:
+            LOG.warning('%d connections in flight did not end within %ss',
+                        left, timeout)
+        return not left

@@ -50,6 +50,7 @@ import collections
 import dataclasses
 import datetime
 import json
+import threading
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any, Protocol
@@ -441,6 +442,10 @@ class Binder:
         self._lease = lease
         self._executor = futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix='bind-job')
+        # What runs or waits on the executor: a job's ARQ uuid, None for
+        # a release. A future leaves it once done.
+        self._work: dict[futures.Future, str | None] = {}
+        self._work_lock = threading.Lock()
 
     def bind(self, context, bindings: dict[str, dict[str, str]],
              project_id: str | None) -> None:
@@ -464,8 +469,19 @@ class Binder:
 
     def _release_later(self, handles: list[arq_db.PreparedHandle]) -> None:
         if handles:
-            self._executor.submit(self._release_logged,
-                                  cyborg_context.get_admin_context(), handles)
+            self._track(self._executor.submit(
+                self._release_logged, cyborg_context.get_admin_context(),
+                handles), None)
+
+    def _track(self, future: futures.Future, uuid: str | None) -> None:
+        with self._work_lock:
+            self._work[future] = uuid
+        # Called at once when the future is done already.
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: futures.Future) -> None:
+        with self._work_lock:
+            self._work.pop(future, None)
 
     def _release_logged(self, context, handles) -> None:
         try:
@@ -494,7 +510,8 @@ class Binder:
 
     def submit(self, context, uuids: list[str]) -> None:
         for uuid in uuids:
-            self._executor.submit(self._run_logged, context, uuid)
+            self._track(self._executor.submit(self._run_logged, context,
+                                              uuid), uuid)
 
     def _run_logged(self, context, uuid: str) -> None:
         try:
@@ -545,8 +562,28 @@ class Binder:
         self._release_later(arq_db.claim_unreleased(context, cutoff,
                                                     timeutils.utcnow()))
 
-    def stop(self, cancel: bool = True) -> None:
-        """Wait for the running jobs and releases; the queued ones are
-        cancelled unless ``cancel`` is false (a cancelled job is resumed
-        at the next start, a cancelled release retried by the sweeper)."""
-        self._executor.shutdown(wait=True, cancel_futures=cancel)
+    def stop(self, cancel: bool = True,
+             timeout: float | None = None) -> list[str]:
+        """Take no more work and wait up to ``timeout`` seconds (None: no
+        limit) for the running jobs and releases; the queued ones are
+        cancelled unless ``cancel`` is false.
+
+        Answers the ARQs whose jobs were cancelled or still run: they are
+        handed back, BindStarted, for this conductor to resume when it
+        starts again (or a sweeper to fail after the bind timeout). A
+        release left over is retried by the sweeper.
+        """
+        with self._work_lock:
+            # Taken before the shutdown: a cancelled future leaves _work.
+            work = dict(self._work)
+        self._executor.shutdown(wait=timeout is None, cancel_futures=cancel)
+        futures.wait(work, timeout=timeout)
+        handed_back = sorted(
+            uuid for future, uuid in work.items()
+            if uuid is not None and (future.cancelled() or not future.done()))
+        if handed_back:
+            LOG.warning('Handing back %d unfinished bind jobs (ARQs %s): '
+                        'they stay BindStarted and are resumed when this '
+                        'conductor starts again', len(handed_back),
+                        ', '.join(handed_back))
+        return handed_back

@@ -86,11 +86,15 @@ def create(conf: cfg.ConfigOpts, transport,
             notifier.start()
         binder.resume(admin())
 
-    def on_stop():
-        binder.stop()
+    def on_stop(timeout: float | None) -> bool:
+        """Finish the bind jobs within ``timeout`` seconds, hand back
+        the rest; whether none was handed back."""
+        handed_back = binder.stop(timeout=timeout)
         if notifier is not None:
+            # The events of the finished jobs go to Nova first.
             notifier.stop()
             notifier.wait(10)
+        return not handed_back
 
     tasks = [
         service.PeriodicTask('conductor-heartbeat', heartbeat,

@@ -40,7 +40,7 @@ opts = [
                     'cyborg-all-in-one servers serve at once, a thread '
                     'each; a connection beyond it is answered 503 with '
                     'Retry-After and closed.'),
-    cfg.StrOpt('public_endpoint',
+    cfg.StrOpt('public_endpoint', mutable=True,
                help='Public URL of the API, used to build links in '
                     'responses, e.g. "https://cloud.example.com/accelerator". '
                     'When unset the request host URL is used.'),
@@ -72,7 +72,7 @@ opts = [
                     'device profile creation: well under a second '
                     'normally).'),
     cfg.IntOpt('max_accelerators_per_profile',
-               default=64, min=1,
+               default=64, min=1, mutable=True,
                help='Most accelerators one device profile may request in '
                     'total, over every resources: key of every group. '
                     'Each becomes an ARQ when Nova creates the ARQs of an '

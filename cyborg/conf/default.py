@@ -41,6 +41,14 @@ opts = [
                default=60, min=1,
                help='Seconds since the last heartbeat after which a '
                     'service is considered down.'),
+    cfg.IntOpt('graceful_shutdown_timeout',
+               default=60, min=0, mutable=True,
+               help='Seconds a service stopped by SIGTERM or SIGINT waits '
+                    'for its work in flight (API requests, bind jobs, '
+                    'attach handle preparations) before it exits. A bind '
+                    'job still running then is handed back: its ARQ '
+                    'stays BindStarted and the conductor resumes it when '
+                    'it starts again.'),
 ]
 
 

@@ -41,10 +41,10 @@ opts = [
                     'handles appear, one file per handle named by its uuid '
                     '(as /sys/bus/mdev/devices would show them); unset: '
                     'they are only logged.'),
-    cfg.FloatOpt('prepare_delay', default=0.0, min=0.0,
+    cfg.FloatOpt('prepare_delay', default=0.0, min=0.0, mutable=True,
                  help='Seconds preparing an MDEV handle takes (to simulate '
                       'slow mdev creation).'),
-    cfg.ListOpt('prepare_failures', default=[],
+    cfg.ListOpt('prepare_failures', default=[], mutable=True,
                 help='PCI addresses of devices whose attach handles fail to '
                      'prepare (the driver raises, as when an mdev cannot be '
                      'created); "*" makes every preparation fail. Only '
@@ -52,7 +52,7 @@ opts = [
                      'For tests of failed binds.'),
     cfg.StrOpt('vendor', default='0xABCD', help='Vendor id reported.'),
     cfg.StrOpt('model', default='Fake Accelerator', help='Model reported.'),
-    cfg.ListOpt('unhealthy_devices', default=[],
+    cfg.ListOpt('unhealthy_devices', default=[], mutable=True,
                 help='Addresses of devices reported unhealthy.'),
     cfg.StrOpt('devices_file',
                help='JSON file describing the devices; when it exists it '

@@ -50,7 +50,7 @@ DEFAULT_TIMEOUT = 10
 
 notifier_opts = [
     cfg.IntOpt(
-        'events_batch_size', default=100, min=1, max=1000,
+        'events_batch_size', default=100, min=1, max=1000, mutable=True,
         help='Maximum number of events the notifier claims and sends to '
              'Nova in one POST /os-server-external-events request.'),
     cfg.FloatOpt(
@@ -100,7 +100,7 @@ notifier_opts = [
              'sent again after claim_timeout (Nova ignores an event '
              'nobody waits for). 0 records after every request.'),
     cfg.FloatOpt(
-        'poll_interval', default=1.0, min=0.01,
+        'poll_interval', default=1.0, min=0.01, mutable=True,
         help='Seconds the notifier sleeps when it has nothing to send. '
              'Events of binds finished by this conductor are sent at '
              'once; this bounds the delay of retries and of events '

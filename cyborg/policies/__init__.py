@@ -79,6 +79,14 @@ class Authorizer:
             self._rules_seen = self.enforcer.rules
             self._decisions = {}
 
+    def reload(self) -> None:
+        """Read the policy file (and policy directories) again now, as on
+        SIGHUP, and drop the cached decisions."""
+        self.enforcer.load_rules(force_reload=True)
+        self._rules_seen = self.enforcer.rules
+        self._decisions = {}
+        self._next_reload = time.monotonic() + self._reload_interval
+
     def authorize(self, rule: str, context,
                   target: dict | None = None) -> None:
         """Raise PolicyNotAuthorized unless ``context`` may do ``rule``.
