@@ -55,6 +55,10 @@ EOF
 echo "Floors:"
 sed 's/^/  /' "$work/floors.txt"
 
+if [ -e "$VENV" ] && [ ! -f "$VENV/pyvenv.cfg" ]; then
+    echo "$VENV is not a virtualenv: not replacing it" >&2
+    exit 1
+fi
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
