@@ -12,6 +12,8 @@
 
 """Pecan hooks: the request context and error responses."""
 
+import urllib.parse
+
 from oslo_log import log as logging
 from webob import exc as webob_exc
 from pecan import hooks
@@ -49,8 +51,30 @@ class ContextHook(hooks.PecanHook):
         request.profile_cache = self._profile_cache
         request.version = request.environ.get(microversion.ENVIRON_KEY,
                                               microversion.MIN_VERSION)
-        base = self._conf.api.public_endpoint or request.application_url
+        base = self._conf.api.public_endpoint or server_url(request.environ)
         request.base_url = base.rstrip('/')
+
+
+_DEFAULT_PORTS = {'http': '80', 'https': '443'}
+
+
+def server_url(environ: dict) -> str:
+    """The URL the API is served at, without ``[api] public_endpoint``.
+
+    It is built from the server's own name and port (``SERVER_NAME``,
+    ``SERVER_PORT``), never from the client's ``Host`` header: links
+    must not point wherever a client says. Behind a proxy, set
+    ``public_endpoint``.
+    """
+    scheme = environ.get('wsgi.url_scheme', 'http')
+    host = environ.get('SERVER_NAME') or 'localhost'
+    if ':' in host and not host.startswith('['):
+        host = '[%s]' % host
+    port = environ.get('SERVER_PORT')
+    if port and port != _DEFAULT_PORTS.get(scheme):
+        host += ':' + port
+    return '%s://%s%s' % (scheme, host,
+                          urllib.parse.quote(environ.get('SCRIPT_NAME', '')))
 
 
 class ErrorHook(hooks.PecanHook):

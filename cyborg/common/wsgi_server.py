@@ -22,31 +22,51 @@ connection after that waits at most as long, and at most
 ``max_connections`` connections are served at once (a thread each);
 beyond that a new connection is answered 503 at once. No ``Server``
 header names the software or its version.
+
+What the server itself refuses (a request line or headers too long or
+malformed, an HTTP version it does not speak, no free connection) is
+answered as the API answers: the JSON fault body, a request id and the
+version headers, with one INFO line in the log.
 """
 
+import http
+import http.client
 import socket
 import socketserver
 import sys
 import threading
 import time
+import uuid
 from wsgiref import simple_server
 
 from oslo_log import log as logging
+
+from cyborg.api import errors
+from cyborg.api import microversion
 
 LOG = logging.getLogger(__name__)
 
 #: Defaults of the server's limits (the API's ``[api]`` options).
 CLIENT_TIMEOUT = 30.0
 MAX_CONNECTIONS = 100
-# What a connection beyond max_connections is told, in the API's fault
-# format, before it is closed.
-_BUSY_BODY = (b'{"error_message": "{\\"faultcode\\": \\"Server\\", '
-              b'\\"faultstring\\": \\"Too many connections; retry later.\\", '
-              b'\\"debuginfo\\": null}"}')
-_BUSY = (b'HTTP/1.0 503 Service Unavailable\r\n'
-         b'Content-Type: application/json\r\n'
-         b'Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n'
-         % len(_BUSY_BODY)) + _BUSY_BODY
+#: The longest request line (method, target and version) read.
+MAX_REQUEST_LINE = 65536
+
+
+def fault_response(status: int, message: str,
+                   extra_headers: tuple = ()) -> bytes:
+    """A whole HTTP/1.0 response with the API's fault body, a request id
+    and the version headers; the connection closes after it."""
+    body = errors.fault_body(status, message)
+    headers = [('Content-Type', errors.JSON),
+               ('Content-Length', str(len(body))),
+               ('Connection', 'close'),
+               ('x-openstack-request-id', 'req-%s' % uuid.uuid4())]
+    headers += microversion.response_headers(microversion.MIN_VERSION)
+    headers += list(extra_headers)
+    head = ['HTTP/1.0 %d %s' % (status, errors.reason(status))]
+    head += ['%s: %s' % header for header in headers]
+    return ('\r\n'.join(head) + '\r\n\r\n').encode('latin-1') + body
 
 
 class _Watchdog:
@@ -104,9 +124,29 @@ class _Handler(simple_server.WSGIRequestHandler):
         self.timeout = self.server.client_timeout
         super().setup()
 
-    def version_string(self):
-        # The Server header of the server's own error pages (400, 414).
-        return 'cyborg'
+    def send_error(self, code, message=None, explain=None):
+        """The server's own refusals (400, 414, 431, 505) in the API's
+        format. An HTTP version this server does not speak is the
+        client's error: 400, as every other malformed request."""
+        code = int(code)
+        if code >= 500 and code != 503:
+            code = 400
+        if code == http.HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE:
+            message = ('Request header fields too large (at most %d bytes '
+                       'each, %d headers)' % (MAX_REQUEST_LINE,
+                                              http.client._MAXHEADERS))
+        elif code == http.HTTPStatus.REQUEST_URI_TOO_LONG:
+            message = 'Request line longer than %d bytes' % MAX_REQUEST_LINE
+        message = (message or errors.reason(code))[:200]
+        LOG.info('Refused a request from %s: %d %s', self.address_string(),
+                 code, message)
+        self.close_connection = True
+        # Even to a request without a version (HTTP/0.9): a status line.
+        self.request_version = 'HTTP/1.0'
+        try:
+            self.wfile.write(fault_response(code, message))
+        except OSError:
+            pass
 
     def log_message(self, format, *args):
         LOG.debug('%s - %s', self.address_string(), format % args)
@@ -115,8 +155,8 @@ class _Handler(simple_server.WSGIRequestHandler):
         watchdog = self.server.watchdog
         watchdog.watch(self.connection, self.server.client_timeout)
         try:
-            self.raw_requestline = self.rfile.readline(65537)
-            if len(self.raw_requestline) > 65536:
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+            if len(self.raw_requestline) > MAX_REQUEST_LINE:
                 self.requestline = self.request_version = self.command = ''
                 self.send_error(414)
                 return
@@ -144,6 +184,16 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, handler)
 
+    def server_bind(self):
+        super().server_bind()
+        # SERVER_NAME, which the API's links are built from: the address
+        # this server listens on, not the reverse lookup of it (nor the
+        # client's Host header); a wildcard address gives this host's name.
+        host = self.server_address[0]
+        if host not in ('0.0.0.0', '::', ''):
+            self.server_name = host
+            self.setup_environ()
+
     def process_request(self, request, client_address):
         if not self._slots.acquire(blocking=False):
             LOG.warning('Refusing a connection from %s: all %s connection '
@@ -167,7 +217,9 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         try:
             # A few hundred bytes: the socket buffer takes them at once.
             request.settimeout(1.0)
-            request.sendall(_BUSY)
+            request.sendall(fault_response(
+                503, 'Too many connections; retry later.',
+                (('Retry-After', '1'),)))
         except OSError:
             pass
         self.shutdown_request(request)

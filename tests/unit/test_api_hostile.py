@@ -20,6 +20,7 @@ as they would in a deployment.
 """
 
 import json
+import logging
 from unittest import mock
 import urllib.parse
 
@@ -96,6 +97,17 @@ def api(conf, database):
     binder.stop()
 
 
+class _Records(logging.Handler):
+    """Every record logged at INFO or above while a request is served."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
 def _request(app, method, path, body=None, query='', headers=None,
              content_type='application/json'):
     request = webob.Request.blank(path, method=method)
@@ -106,7 +118,23 @@ def _request(app, method, path, body=None, query='', headers=None,
         request.content_type = content_type
     for name, value in (headers or {}).items():
         request.headers[name] = value
-    return request.get_response(app)
+    return _served(app, request)
+
+
+def _served(app, request):
+    """The response of ``app``, with the log records of serving it."""
+    records = _Records()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(records)
+    try:
+        response = request.get_response(app)
+    finally:
+        root.removeHandler(records)
+        root.setLevel(level)
+    response.log_records = records.records
+    return response
 
 
 def _snapshot() -> dict:
@@ -125,6 +153,22 @@ def _assert_refused(response, statuses=range(400, 500)):
     assert 'Traceback' not in response.text
     assert response.headers['x-openstack-request-id'].startswith('req-')
     assert response.headers['OpenStack-API-Minimum-Version'] == '2.0'
+    assert response.headers['OpenStack-API-Maximum-Version']
+    assert response.headers['OpenStack-API-Version'].startswith(
+        'accelerator 2.')
+    assert 'Server' not in response.headers
+    _assert_logged_once(response)
+
+
+def _assert_logged_once(response):
+    """A refused request logs at most one INFO or WARNING line, never an
+    error or a traceback."""
+    records = response.log_records
+    assert len(records) <= 1, [r.getMessage() for r in records]
+    for record in records:
+        assert record.levelno < logging.ERROR, record.getMessage()
+        assert record.exc_info is None and not record.exc_text
+        assert 'Traceback' not in record.getMessage()
 
 
 # Routes that read a body, with a valid body each.
@@ -228,7 +272,7 @@ def test_a_body_shorter_than_its_length_is_a_400(api):
                                   content_type='application/json')
     request.body = b'[{"name": "x"'
     request.environ['CONTENT_LENGTH'] = '400'
-    _assert_refused(request.get_response(api), (400,))
+    _assert_refused(_served(api, request), (400,))
 
 
 def test_a_body_over_the_size_limit_is_a_json_413(api, conf):
