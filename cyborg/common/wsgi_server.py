@@ -17,8 +17,9 @@ gunicorn or mod_wsgi instead, behind a proxy that bounds slow clients.
 
 Slow or hostile clients cannot hold this server: a connection must send
 its request line and headers within ``client_timeout`` seconds (a client
-trickling them byte by byte is cut off), every read and write of the
-connection after that waits at most as long, and at most
+trickling them byte by byte is cut off), its body within as long once
+the application reads it, every read and write of the connection waits
+at most as long, and at most
 ``max_connections`` connections are served at once (a thread each);
 beyond that a new connection is answered 503 at once. No ``Server``
 header names the software or its version.
@@ -111,6 +112,44 @@ class _Watchdog:
                     pass
 
 
+class _TimedBody:
+    """``wsgi.input``: the body must arrive within the client timeout,
+    counted from the application's first read of it. A client trickling
+    it, each byte within the timeout of a read, is cut off as one
+    trickling its headers is; the application reads a short body."""
+
+    def __init__(self, stream, watchdog: _Watchdog,
+                 connection: socket.socket, seconds: float):
+        self._stream = stream
+        self._watchdog = watchdog
+        self._connection = connection
+        self._seconds = seconds
+        self._deadline: float | None = None
+
+    def _timed(self, method, *args):
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self._seconds
+        self._watchdog.watch(self._connection, max(self._deadline - now, 0))
+        try:
+            return method(*args)
+        finally:
+            # Between reads the time is the application's.
+            self._watchdog.forget(self._connection)
+
+    def read(self, *args):
+        return self._timed(self._stream.read, *args)
+
+    def readline(self, *args):
+        return self._timed(self._stream.readline, *args)
+
+    def readlines(self, *args):
+        return self._timed(self._stream.readlines, *args)
+
+    def __iter__(self):
+        return iter(self.readline, b'')
+
+
 class _ServerHandler(simple_server.ServerHandler):
     # No Server header: it would name the software and its version.
     server_software = None
@@ -165,7 +204,9 @@ class _Handler(simple_server.WSGIRequestHandler):
         finally:
             # The application's time is not the client's.
             watchdog.forget(self.connection)
-        handler = _ServerHandler(self.rfile, self.wfile, self.get_stderr(),
+        body = _TimedBody(self.rfile, watchdog, self.connection,
+                          self.server.client_timeout)
+        handler = _ServerHandler(body, self.wfile, self.get_stderr(),
                                  self.get_environ(), multithread=False)
         handler.request_handler = self
         handler.run(self.server.get_app())

@@ -34,6 +34,8 @@ import sqlalchemy as sa
 import webob
 
 from cyborg.api import app as api_app
+from cyborg.api.controllers import root
+from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
@@ -210,11 +212,71 @@ def test_hostile_bodies_are_refused(api, method, path, body, hostile):
 
 
 @pytest.mark.parametrize('method,path', NO_BODY_ROUTES)
-def test_hostile_bodies_do_not_break_routes_without_one(api, method, path):
+def test_hostile_bodies_are_refused_by_routes_without_one(api, method,
+                                                          path):
     before = _snapshot()
-    response = _request(api, method, path, NESTED)
-    assert response.status_int < 500
+    for body in (NESTED, b'{"x": "\\u0000"}', b'\xff'):
+        _assert_refused(_request(api, method, path, body), (400,))
     assert _snapshot() == before
+
+
+def test_a_hostile_body_never_disables_a_device(populated):
+    """The finding: a disable with a deeply nested body answered 500."""
+    api, ids = populated
+    before = _snapshot()
+    for action in ('disable', 'enable'):
+        response = _request(api, 'POST', '/v2/devices/%s/%s'
+                            % (ids['device'], action), NESTED)
+        _assert_refused(response, (400,))
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('method,path,body', BODY_ROUTES)
+@pytest.mark.parametrize('hostile', [b'{"x": "a\\u0000b"}',
+                                     b'["\\u0000"]'])
+def test_nul_in_bodies_is_refused(api, method, path, body, hostile):
+    before = _snapshot()
+    response = _request(api, method, path, hostile,
+                        headers={'X-Service-Token': 't'})
+    _assert_refused(response, (400,))
+    assert 'NUL' in response.text
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('method,path,query', [
+    ('GET', '/v2/device_profiles', 'name=a%00b'),
+    ('DELETE', '/v2/device_profiles', 'value=dp%00'),
+    ('GET', '/v2/device_profiles/dp%00', ''),
+    ('DELETE', '/v2/device_profiles/dp%00', ''),
+    ('GET', '/v2/attributes', 'key=%00'),
+])
+def test_nul_in_paths_and_queries_is_refused(api, method, path, query):
+    before = _snapshot()
+    request = webob.Request.blank(path, method=method)
+    request.environ['QUERY_STRING'] = query
+    _assert_refused(_served(api, request), (400,))
+    assert _snapshot() == before
+
+
+def test_links_never_follow_the_host_header(api):
+    for path in ('/', '/v2', '/v2/device_profiles'):
+        response = _request(api, 'GET', path,
+                            headers={'Host': 'evil.example.com:8080'})
+        assert response.status_int == 200
+        assert 'evil' not in response.text
+        assert 'http://localhost/' in response.text
+
+
+def test_errors_at_the_root_carry_the_version_headers(api):
+    response = _request(api, 'POST', '/')
+    _assert_refused(response, (405,))
+    assert 'OpenStack-API-Version' not in _request(api, 'GET', '/').headers
+
+
+def test_a_refused_request_logs_one_info_line(api):
+    response = _request(api, 'POST', '/v2/device_profiles', NESTED)
+    _assert_refused(response, (400,))
+    assert [r.levelno for r in response.log_records] == [logging.INFO]
 
 
 @pytest.mark.parametrize('path,query', [
@@ -239,13 +301,39 @@ def test_a_hostile_microversion_is_a_json_406(api, value):
         _assert_refused(response, (406,))
 
 
-def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+def _inventory(conf) -> dict:
+    """The fake driver's device on host1; the deployable's row."""
     context = conftest.make_context(roles=('admin',))
     conf.set_override('handle_type', 'PCI', group='fake_driver')
     wire = driver_base.tree_to_wire(fake_driver.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1', wire,
                            driver_base.tree_digest(wire), [])
-    rp_uuid = hardware.deployable_list(context)[0]['rp_uuid']
+    return hardware.deployable_list(context)[0]
+
+
+@pytest.fixture
+def populated(api, conf):
+    """``api`` with a record of every kind; their identifiers."""
+    deployable = _inventory(conf)
+    arq = _request(api, 'POST', '/v2/accelerator_requests',
+                   {'device_profile_name': 'dp'}).json['arqs'][0]
+    attribute = _request(api, 'POST', '/v2/attributes',
+                         {'deployable_id': deployable['id'], 'key': 'k',
+                          'value': 'v'}).json
+    profile = _request(api, 'GET', '/v2/device_profiles',
+                       query='name=dp').json['device_profiles'][0]
+    devices = _request(api, 'GET', '/v2/devices').json['devices']
+    return api, {'device': devices[0]['uuid'],
+                 'deployable': deployable['uuid'],
+                 'accelerator_request': arq['uuid'],
+                 'attribute': attribute['uuid'],
+                 'device_profile': profile['uuid'],
+                 'device_profile_name': 'dp',
+                 'rp_uuid': deployable['rp_uuid']}
+
+
+def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+    rp_uuid = _inventory(conf)['rp_uuid']
     created = _request(api, 'POST', '/v2/accelerator_requests',
                        {'device_profile_name': 'dp'})
     uuid = created.json['arqs'][0]['uuid']
@@ -471,5 +559,148 @@ def test_generated_hostile_queries_and_headers_never_fail(api, case,
     response = _request(api, method, path, query=query, headers=headers)
     assert response.status_int < 500, (response.status, response.body)
     if response.status_int >= 400:
+        _assert_refused(response)
+    assert _snapshot() == before
+
+
+# Every endpoint ---------------------------------------------------------
+
+
+def _endpoints() -> list[tuple[str, str]]:
+    """(method, path template) of every route of the API, from its
+    routing table: a new endpoint is fuzzed without touching this test.
+    ``{id}`` stands for a member's identifier."""
+    found = [('GET', '/'), ('GET', '/v2')]
+    for name, resource in root.RootController().collections.items():
+        base = '/v2/' + name
+        for method, handler in routing._COLLECTION_METHODS:
+            if hasattr(resource, handler):
+                found.append((method, base))
+        for method, handler in routing._MEMBER_METHODS:
+            if hasattr(resource, handler):
+                found.append((method, base + '/{id}'))
+        for action, (method, _handler) in resource.actions.items():
+            found.append((method, base + '/{id}/' + action))
+    return found
+
+
+ENDPOINTS = _endpoints()
+
+
+def test_the_fuzzed_endpoints_are_every_endpoint(database):
+    paths = {path for _method, path in ENDPOINTS}
+    for collection in ('device_profiles', 'accelerator_requests',
+                       'attributes', 'devices', 'deployables'):
+        assert '/v2/%s/{id}' % collection in paths
+    assert ('PATCH', '/v2/accelerator_requests/{id}') in ENDPOINTS
+    assert ('PATCH', '/v2/accelerator_requests') in ENDPOINTS
+    assert ('DELETE', '/v2/accelerator_requests/{id}') in ENDPOINTS
+    assert ('DELETE', '/v2/attributes/{id}') in ENDPOINTS
+    assert ('DELETE', '/v2/device_profiles/{id}') in ENDPOINTS
+    assert ('POST', '/v2/devices/{id}/disable') in ENDPOINTS
+    assert ('POST', '/v2/devices/{id}/enable') in ENDPOINTS
+    assert ('GET', '/v2/deployables/{id}') in ENDPOINTS
+
+
+# Identifiers no record has, each hostile in its own way (percent-encoded
+# as they would be on the wire).
+HOSTILE_IDS = st.one_of(
+    st.sampled_from(['%C2%B2', '%D9%A1', '%FF%FE', '%ED%A0%80', 'a%00b',
+                     '..', '%2E%2E', '-1', '0', str(2 ** 64), '9' * 4400,
+                     'x' * 3000, '%20', 'urn:uuid:' + ARQ,
+                     ARQ.upper(), ARQ.replace('-', ''), '{}', '%25',
+                     'dp%0A', 'dp ', 'DP']),
+    st.text(min_size=1, max_size=40).map(
+        lambda text: urllib.parse.quote(text, safe='')),
+)
+# Query strings every endpoint refuses: a parameter none takes, or bytes
+# that are no UTF-8 or hold a NUL.
+HOSTILE_QUERIES = st.one_of(
+    st.text(max_size=20).map(lambda text: 'x-%s=1' % urllib.parse.quote(
+        text, safe='')),
+    st.sampled_from(['name=%FF', 'value=%ED%A0%80', 'x=%00', 'limit=%C0',
+                     'filters[%s].field=limit' % ('9' * 4301)]),
+)
+# Headers every endpoint refuses.
+HOSTILE_HEADERS = st.sampled_from([
+    {'OpenStack-API-Version': 'accelerator 2.' + '9' * 5000},
+    {'OpenStack-API-Version': '9' * 5000 + '.1'},
+    {'OpenStack-API-Version': 'accelerator 3.0'},
+    {'OpenStack-API-Version': 'accelerator 2.99'},
+    {'OpenStack-API-Version': 'accelerator -1.0'},
+    {'OpenStack-API-Version': 'accelerator \xd9\xa2.1'},
+    {'OpenStack-API-Version': 'a b c'},
+    {'Accept': 'text/html'},
+    {'Accept': 'application/json;q=0'},
+])
+# Bodies every endpoint refuses, whatever it expects.
+HOSTILE_RAW_BODIES = st.one_of(
+    HOSTILE_TOKENS.map(str.encode),
+    HOSTILE_TOKENS.map(lambda token: b'{"device_profile_name": %s}'
+                       % token.encode()),
+    HOSTILE_TOKENS.map(lambda token: b'[{"op": "add", "value": %s}]'
+                       % token.encode()),
+    st.sampled_from([b'\xff\xfe', b'{"a": "\\u0000"}', b'[1,', b'']),
+)
+
+
+@st.composite
+def hostile_requests(draw):
+    method, template = draw(st.sampled_from(ENDPOINTS))
+    kinds = ['query', 'headers', 'body', 'short body']
+    if '{id}' in template:
+        kinds.append('id')
+    hostile = set(draw(st.lists(st.sampled_from(kinds), min_size=1,
+                                max_size=3, unique=True)))
+    case = {'method': method, 'template': template, 'query': '',
+            'headers': {'X-Service-Token': 't'}, 'body': None,
+            'id': draw(HOSTILE_IDS) if 'id' in hostile else None,
+            'length': None}
+    if 'query' in hostile:
+        case['query'] = draw(HOSTILE_QUERIES)
+    if 'headers' in hostile:
+        case['headers'].update(draw(HOSTILE_HEADERS))
+    if 'body' in hostile:
+        case['body'] = draw(HOSTILE_RAW_BODIES) or b'[]'
+        case['content_type'] = draw(st.sampled_from(
+            ['application/json', 'APPLICATION/JSON; charset=UTF-8',
+             'text/plain', 'application/x-www-form-urlencoded']))
+    if 'short body' in hostile:
+        case['body'] = case['body'] or b'{"device_profile_name": "dp"}'
+        case['length'] = len(case['body']) + draw(st.integers(1, 10 ** 6))
+    return case
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(case=hostile_requests(), real=st.sampled_from(
+    ['device', 'deployable', 'accelerator_request', 'attribute',
+     'device_profile', 'device_profile_name']))
+def test_every_endpoint_refuses_generated_hostile_requests(populated, case,
+                                                           real):
+    """Each generated request is hostile in at least one way every
+    endpoint refuses (the version documents excepted: they ignore what
+    they do not read); where its identifier is not the hostile part, it
+    names a real record (so a request that got through would change it).
+    """
+    api, ids = populated
+    identifier = case['id'] or ids[real]
+    path = case['template'].replace('{id}', identifier)
+    request = webob.Request.blank(path, method=case['method'])
+    request.environ['QUERY_STRING'] = case['query']
+    if case['body'] is not None:
+        request.body = case['body']
+        request.content_type = case.get('content_type', 'application/json')
+    if case['length'] is not None:
+        request.environ['CONTENT_LENGTH'] = str(case['length'])
+    for name, value in case['headers'].items():
+        request.headers[name] = value
+    before = _snapshot()
+    response = _served(api, request)
+    if case['template'] in ('/', '/v2') and response.status_int == 200:
+        # The version documents answer any client that can reach them.
+        assert response.json['versions' if path == '/' else 'id']
+    else:
         _assert_refused(response)
     assert _snapshot() == before
