@@ -107,7 +107,8 @@ class ErrorHook(hooks.PecanHook):
         elif status == 500:
             LOG.exception('Unexpected error handling %s %s', method, path)
         elif status < 500:
-            LOG.info('Refused %s %s: %s (%s)', method, path, message,
+            LOG.info('Refused %s %s: %s (%s)', errors.loggable(method, 20),
+                     errors.loggable(path), errors.loggable(message),
                      type(error).__name__)
         else:
             LOG.error('Error handling %s %s: %s (%s: %s)', method, path,

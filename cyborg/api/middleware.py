@@ -135,8 +135,9 @@ class JSONOnly:
 
     @staticmethod
     def _refuse(start_response, environ, status, message):
-        LOG.info('Refused %s %s: %s', environ.get('REQUEST_METHOD'),
-                 environ.get('PATH_INFO'), message)
+        LOG.info('Refused %s %s: %s',
+                 errors.loggable(environ.get('REQUEST_METHOD'), 20),
+                 errors.loggable(environ.get('PATH_INFO')), message)
         body = errors.fault_body(status, message)
         start_response('%d %s' % (status, errors.reason(status)),
                        [('Content-Type', errors.JSON),
@@ -166,8 +167,8 @@ class ErrorEnvelopeMiddleware:
             app_iter = self.app(environ, capture)
         except Exception:
             LOG.exception('Unexpected error handling %s %s',
-                          environ.get('REQUEST_METHOD'),
-                          environ.get('PATH_INFO'))
+                          errors.loggable(environ.get('REQUEST_METHOD'), 20),
+                          errors.loggable(environ.get('PATH_INFO')))
             body = errors.fault_body(500, errors.INTERNAL_ERROR)
             start_response('500 Internal Server Error',
                            [('Content-Type', errors.JSON),

@@ -252,8 +252,10 @@ def check_request_target(environ: dict) -> None:
 
 
 def _log_refusal(environ: dict, error: exception.CyborgException) -> None:
-    LOG.info('Refused %s %s: %s', environ.get('REQUEST_METHOD'),
-             environ.get('PATH_INFO'), error.message)
+    LOG.info('Refused %s %s: %s',
+             errors.loggable(environ.get('REQUEST_METHOD'), 20),
+             errors.loggable(environ.get('PATH_INFO')),
+             errors.loggable(error.message))
 
 
 def _fault(start_response, status: int, message: str):

@@ -178,7 +178,7 @@ class _Handler(simple_server.WSGIRequestHandler):
             message = 'Request line longer than %d bytes' % MAX_REQUEST_LINE
         message = (message or errors.reason(code))[:200]
         LOG.info('Refused a request from %s: %d %s', self.address_string(),
-                 code, message)
+                 code, errors.loggable(message))
         self.close_connection = True
         # Even to a request without a version (HTTP/0.9): a status line.
         self.request_version = 'HTTP/1.0'

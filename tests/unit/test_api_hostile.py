@@ -171,6 +171,9 @@ def _assert_logged_once(response):
         assert record.levelno < logging.ERROR, record.getMessage()
         assert record.exc_info is None and not record.exc_text
         assert 'Traceback' not in record.getMessage()
+        # One line: what the client sent cannot forge another.
+        assert '\n' not in record.getMessage()
+        assert '\r' not in record.getMessage()
 
 
 # Routes that read a body, with a valid body each.
@@ -271,6 +274,24 @@ def test_errors_at_the_root_carry_the_version_headers(api):
     response = _request(api, 'POST', '/')
     _assert_refused(response, (405,))
     assert 'OpenStack-API-Version' not in _request(api, 'GET', '/').headers
+
+
+@pytest.mark.parametrize('method,path,body', [
+    ('GET', '/v2/devices.xml%0A2026-01-01 ERROR forged', None),
+    ('POST', '/v2/device_profiles%0D%0Aforged', NESTED),
+    ('GET', '/v2/device_profiles/%0Aforged' + 'x' * 5000, NESTED),
+    ('GET%0Aforged', '/v2/device_profiles', None),
+])
+def test_a_refusal_is_logged_on_one_line(api, method, path, body):
+    request = webob.Request.blank(path, method=urllib.parse.unquote(method))
+    if body is not None:
+        request.body = body
+        request.content_type = 'application/json'
+    response = _served(api, request)
+    assert 400 <= response.status_int < 500
+    _assert_logged_once(response)
+    for record in response.log_records:
+        assert len(record.getMessage()) < 800
 
 
 def test_a_refused_request_logs_one_info_line(api):
