@@ -725,3 +725,21 @@ def test_every_endpoint_refuses_generated_hostile_requests(populated, case,
     else:
         _assert_refused(response)
     assert _snapshot() == before
+
+
+@pytest.mark.parametrize('content_type', ['APPLICATION/JSON',
+                                          'Application/Json; charset=UTF-8'])
+def test_media_types_compare_case_insensitively(api, content_type):
+    response = _request(api, 'POST', '/v2/device_profiles',
+                        [dict(PROFILE, name='upper')],
+                        content_type=content_type)
+    assert response.status_int == 201, response.body
+
+
+def test_a_413_is_the_json_fault_with_the_limit(api):
+    response = _request(api, 'POST', '/v2/device_profiles',
+                        b'[' + b'0,' * 60000 + b'0]')
+    _assert_refused(response, (413,))
+    fault = json.loads(response.json['error_message'])
+    assert '%s' not in fault['faultstring']
+    assert '114688' in fault['faultstring']
