@@ -668,6 +668,10 @@ HOSTILE_RAW_BODIES = st.one_of(
 @st.composite
 def hostile_requests(draw):
     method, template = draw(st.sampled_from(ENDPOINTS))
+    if draw(st.integers(0, 9)) == 0:
+        # A method no route takes there (405), or none at all.
+        method = draw(st.sampled_from(['PUT', 'OPTIONS', 'TRACE',
+                                       'PROPFIND', 'CONNECT', 'X']))
     kinds = ['query', 'headers', 'body', 'short body']
     if '{id}' in template:
         kinds.append('id')
