@@ -98,7 +98,8 @@ class ErrorHook(hooks.PecanHook):
             return None
         status, message = errors.status_and_message(
             error, self._conductor_timeout(state))
-        method, path = state.request.method, state.request.path
+        method = errors.loggable(state.request.method, 20)
+        path = errors.loggable(state.request.path)
         # A refused request (4xx) logs at most one INFO line; only the
         # unexpected gets a traceback.
         if isinstance(error, exception.CyborgException):
@@ -107,8 +108,8 @@ class ErrorHook(hooks.PecanHook):
         elif status == 500:
             LOG.exception('Unexpected error handling %s %s', method, path)
         elif status < 500:
-            LOG.info('Refused %s %s: %s (%s)', errors.loggable(method, 20),
-                     errors.loggable(path), errors.loggable(message),
+            LOG.info('Refused %s %s: %s (%s)', method, path,
+                     errors.loggable(message),
                      type(error).__name__)
         else:
             LOG.error('Error handling %s %s: %s (%s: %s)', method, path,

@@ -172,7 +172,7 @@ class _Handler(simple_server.WSGIRequestHandler):
             code = 400
         if code == http.HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE:
             message = ('Request header fields too large (at most %d bytes '
-                       'each, %d headers)' % (MAX_REQUEST_LINE,
+                       'each, %d headers)' % (http.client._MAXLINE,
                                               http.client._MAXHEADERS))
         elif code == http.HTTPStatus.REQUEST_URI_TOO_LONG:
             message = 'Request line longer than %d bytes' % MAX_REQUEST_LINE
