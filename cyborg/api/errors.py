@@ -56,6 +56,16 @@ def fault_body(status: int, message: str) -> bytes:
     return json.dumps({'error_message': json.dumps(fault)}).encode()
 
 
+def loggable(text, limit: int = 200) -> str:
+    """``text`` from a client, fit for one log line: at most ``limit``
+    characters, control and non-ASCII characters escaped (a path with
+    ``%0A`` must not forge a second line)."""
+    text = str(text)
+    cut = len(text) > limit
+    text = text[:limit].encode('unicode_escape').decode('ascii')
+    return text + '...' if cut else text
+
+
 def reason(status: int) -> str:
     """The reason phrase of HTTP ``status``."""
     try:

@@ -12,6 +12,8 @@
 
 """Pecan hooks: the request context and error responses."""
 
+import urllib.parse
+
 from oslo_log import log as logging
 from webob import exc as webob_exc
 from pecan import hooks
@@ -49,8 +51,30 @@ class ContextHook(hooks.PecanHook):
         request.profile_cache = self._profile_cache
         request.version = request.environ.get(microversion.ENVIRON_KEY,
                                               microversion.MIN_VERSION)
-        base = self._conf.api.public_endpoint or request.application_url
+        base = self._conf.api.public_endpoint or server_url(request.environ)
         request.base_url = base.rstrip('/')
+
+
+_DEFAULT_PORTS = {'http': '80', 'https': '443'}
+
+
+def server_url(environ: dict) -> str:
+    """The URL the API is served at, without ``[api] public_endpoint``.
+
+    It is built from the server's own name and port (``SERVER_NAME``,
+    ``SERVER_PORT``), never from the client's ``Host`` header: links
+    must not point wherever a client says. Behind a proxy, set
+    ``public_endpoint``.
+    """
+    scheme = environ.get('wsgi.url_scheme', 'http')
+    host = environ.get('SERVER_NAME') or 'localhost'
+    if ':' in host and not host.startswith('['):
+        host = '[%s]' % host
+    port = environ.get('SERVER_PORT')
+    if port and port != _DEFAULT_PORTS.get(scheme):
+        host += ':' + port
+    return '%s://%s%s' % (scheme, host,
+                          urllib.parse.quote(environ.get('SCRIPT_NAME', '')))
 
 
 class ErrorHook(hooks.PecanHook):
@@ -74,7 +98,8 @@ class ErrorHook(hooks.PecanHook):
             return None
         status, message = errors.status_and_message(
             error, self._conductor_timeout(state))
-        method, path = state.request.method, state.request.path
+        method = errors.loggable(state.request.method, 20)
+        path = errors.loggable(state.request.path)
         # A refused request (4xx) logs at most one INFO line; only the
         # unexpected gets a traceback.
         if isinstance(error, exception.CyborgException):
@@ -83,7 +108,8 @@ class ErrorHook(hooks.PecanHook):
         elif status == 500:
             LOG.exception('Unexpected error handling %s %s', method, path)
         elif status < 500:
-            LOG.info('Refused %s %s: %s (%s)', method, path, message,
+            LOG.info('Refused %s %s: %s (%s)', method, path,
+                     errors.loggable(message),
                      type(error).__name__)
         else:
             LOG.error('Error handling %s %s: %s (%s: %s)', method, path,

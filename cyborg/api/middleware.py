@@ -54,7 +54,7 @@ def expand_roles(roles: list[str]) -> list[str]:
 class VersionMiddleware:
     """Routes unversioned paths to v2 and negotiates the microversion.
 
-    Every response under /v2, errors included, carries the version
+    Every response under /v2 and every error carries the version
     headers; the root document carries none.
     """
 
@@ -64,7 +64,8 @@ class VersionMiddleware:
     def __call__(self, environ, start_response):
         path = environ.get('PATH_INFO', '')
         if path in ('', '/', '/.json'):
-            return self.app(environ, start_response)
+            return self.app(environ, _version_headers_on_errors(
+                start_response))
         if path != '/v2' and not path.startswith(('/v2/', '/v2.')):
             environ['PATH_INFO'] = '/v2' + path
         try:
@@ -86,13 +87,25 @@ class VersionMiddleware:
 
     @staticmethod
     def _reject(start_response, message):
-        """406, with the supported range in the version headers."""
-        headers = microversion.response_headers(microversion.MIN_VERSION)[1:]
+        """406, with the supported range in the version headers (and the
+        default version, the one a request without the header gets)."""
+        headers = microversion.response_headers(microversion.MIN_VERSION)
         body = errors.fault_body(406, message)
         start_response('406 Not Acceptable',
                        [('Content-Type', errors.JSON),
                         ('Content-Length', str(len(body)))] + list(headers))
         return [body]
+
+
+def _version_headers_on_errors(start_response):
+    """``start_response`` adding the version headers to an error."""
+    extra = microversion.response_headers(microversion.MIN_VERSION)
+
+    def add_headers(status, headers, exc_info=None):
+        if int(status[:3]) >= 400:
+            headers = [h for h in headers if h[0].lower() != 'vary'] + extra
+        return start_response(status, headers, exc_info)
+    return add_headers
 
 
 class JSONOnly:
@@ -122,8 +135,9 @@ class JSONOnly:
 
     @staticmethod
     def _refuse(start_response, environ, status, message):
-        LOG.info('Refused %s %s: %s', environ.get('REQUEST_METHOD'),
-                 environ.get('PATH_INFO'), message)
+        LOG.info('Refused %s %s: %s',
+                 errors.loggable(environ.get('REQUEST_METHOD'), 20),
+                 errors.loggable(environ.get('PATH_INFO')), message)
         body = errors.fault_body(status, message)
         start_response('%d %s' % (status, errors.reason(status)),
                        [('Content-Type', errors.JSON),
@@ -153,8 +167,8 @@ class ErrorEnvelopeMiddleware:
             app_iter = self.app(environ, capture)
         except Exception:
             LOG.exception('Unexpected error handling %s %s',
-                          environ.get('REQUEST_METHOD'),
-                          environ.get('PATH_INFO'))
+                          errors.loggable(environ.get('REQUEST_METHOD'), 20),
+                          errors.loggable(environ.get('PATH_INFO')))
             body = errors.fault_body(500, errors.INTERNAL_ERROR)
             start_response('500 Internal Server Error',
                            [('Content-Type', errors.JSON),

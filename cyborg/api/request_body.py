@@ -13,15 +13,15 @@
 """Reading and parsing request bodies: one guarded step before routing.
 
 The same step refuses a path or query string that is not UTF-8 once
-its percent-escapes are decoded.
+its percent-escapes are decoded, or that holds a NUL.
 
 Every request that carries a body goes through :class:`BodyGuard` before
 pecan sees it (pecan's routing reads ``request.json`` of a JSON request
 before any controller runs). The body is read once, bounded by
 ``[oslo_middleware] max_request_body_size``, and a JSON body is parsed
 and checked once: nesting depth, strings that are valid Unicode without
-lone surrogates, integers that fit a 64-bit column and finite floats. A
-body that breaks any of these answers 4xx here, with the JSON fault
+lone surrogates or NUL, integers that fit a 64-bit column and finite
+floats. A body that breaks any of these answers 4xx here, with the JSON fault
 envelope, and never reaches a controller or the database.
 """
 
@@ -70,6 +70,9 @@ def _check_string(value: str) -> None:
     except UnicodeEncodeError:
         raise BodyError(reason='strings must not contain lone UTF-16 '
                                'surrogates')
+    if '\x00' in value:
+        # PostgreSQL stores no NUL in text; no field of the API needs one.
+        raise BodyError(reason='strings must not contain NUL (\\u0000)')
 
 
 def _check_scalar(value: Any) -> None:
@@ -234,19 +237,25 @@ def check_request_target(environ: dict) -> None:
     try:
         # WSGI gives the raw bytes as latin-1 characters; the server has
         # decoded the path's percent-escapes already.
-        environ.get('PATH_INFO', '').encode('latin-1').decode('utf-8')
-        query = environ.get('QUERY_STRING', '')
-        if not query.isascii() or '%' in query:
-            urllib.parse.unquote_to_bytes(
-                query.encode('latin-1').replace(b'+', b' ')).decode('utf-8')
+        path = environ.get('PATH_INFO', '').encode('latin-1')
+        path.decode('utf-8')
+        query = environ.get('QUERY_STRING', '').encode('latin-1')
+        if not query.isascii() or b'%' in query:
+            query = urllib.parse.unquote_to_bytes(query.replace(b'+', b' '))
+            query.decode('utf-8')
     except UnicodeError:
         raise BodyError(reason='the request path or query string is not '
                                'valid UTF-8')
+    if b'\x00' in query or b'\x00' in path:
+        raise BodyError(reason='the request path or query string contains '
+                               'NUL (%00)')
 
 
 def _log_refusal(environ: dict, error: exception.CyborgException) -> None:
-    LOG.info('Refused %s %s: %s', environ.get('REQUEST_METHOD'),
-             environ.get('PATH_INFO'), error.message)
+    LOG.info('Refused %s %s: %s',
+             errors.loggable(environ.get('REQUEST_METHOD'), 20),
+             errors.loggable(environ.get('PATH_INFO')),
+             errors.loggable(error.message))
 
 
 def _fault(start_response, status: int, message: str):

@@ -26,6 +26,8 @@ JSON = request_body.JSON
 #: Largest value of an SQL INTEGER column (ids) on every database; also
 #: the largest page size a list accepts.
 MAX_INTEGER_COLUMN = 2 ** 31 - 1
+#: Bytes a Text column holds on every database (MySQL's TEXT: 64 KiB - 1).
+MAX_TEXT_BYTES = 65535
 # ASCII digits only: int() also takes other scripts' digits, and a
 # number too long to convert raises ValueError.
 _UNSIGNED = re.compile(r'[0-9]{1,10}', re.ASCII)
@@ -121,3 +123,14 @@ def check_uuid(value: str) -> str:
     if not uuidutils.is_uuid_like(value):
         raise exception.InvalidUUID(uuid=value)
     return canonical_uuid(value)
+
+
+def check_text_size(value: str, name: str) -> str:
+    """400 unless ``value``, as UTF-8, fits a Text column on every
+    database (a schema's maxLength counts characters, MySQL bytes)."""
+    size = len(value.encode('utf-8'))
+    if size > MAX_TEXT_BYTES:
+        raise exception.Invalid(reason='%s is %d bytes as UTF-8; at most %d '
+                                       'are stored' % (name, size,
+                                                       MAX_TEXT_BYTES))
+    return value

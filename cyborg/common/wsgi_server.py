@@ -17,36 +17,57 @@ gunicorn or mod_wsgi instead, behind a proxy that bounds slow clients.
 
 Slow or hostile clients cannot hold this server: a connection must send
 its request line and headers within ``client_timeout`` seconds (a client
-trickling them byte by byte is cut off), every read and write of the
-connection after that waits at most as long, and at most
+trickling them byte by byte is cut off), its body within as long once
+the application reads it, every read and write of the connection waits
+at most as long, and at most
 ``max_connections`` connections are served at once (a thread each);
 beyond that a new connection is answered 503 at once. No ``Server``
 header names the software or its version.
+
+What the server itself refuses (a request line or headers too long or
+malformed, an HTTP version it does not speak, no free connection) is
+answered as the API answers: the JSON fault body, a request id and the
+version headers, with one INFO line in the log.
 """
 
+import http
+import http.client
 import socket
 import socketserver
 import sys
 import threading
 import time
+import uuid
 from wsgiref import simple_server
 
 from oslo_log import log as logging
+
+from cyborg.api import errors
+from cyborg.api import microversion
 
 LOG = logging.getLogger(__name__)
 
 #: Defaults of the server's limits (the API's ``[api]`` options).
 CLIENT_TIMEOUT = 30.0
 MAX_CONNECTIONS = 100
-# What a connection beyond max_connections is told, in the API's fault
-# format, before it is closed.
-_BUSY_BODY = (b'{"error_message": "{\\"faultcode\\": \\"Server\\", '
-              b'\\"faultstring\\": \\"Too many connections; retry later.\\", '
-              b'\\"debuginfo\\": null}"}')
-_BUSY = (b'HTTP/1.0 503 Service Unavailable\r\n'
-         b'Content-Type: application/json\r\n'
-         b'Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n'
-         % len(_BUSY_BODY)) + _BUSY_BODY
+#: The longest request line (method, target and version) read.
+MAX_REQUEST_LINE = 65536
+
+
+def fault_response(status: int, message: str,
+                   extra_headers: tuple = ()) -> bytes:
+    """A whole HTTP/1.0 response with the API's fault body, a request id
+    and the version headers; the connection closes after it."""
+    body = errors.fault_body(status, message)
+    headers = [('Content-Type', errors.JSON),
+               ('Content-Length', str(len(body))),
+               ('Connection', 'close'),
+               ('x-openstack-request-id', 'req-%s' % uuid.uuid4())]
+    headers += microversion.response_headers(microversion.MIN_VERSION)
+    headers += list(extra_headers)
+    head = ['HTTP/1.0 %d %s' % (status, errors.reason(status))]
+    head += ['%s: %s' % header for header in headers]
+    return ('\r\n'.join(head) + '\r\n\r\n').encode('latin-1') + body
 
 
 class _Watchdog:
@@ -91,6 +112,44 @@ class _Watchdog:
                     pass
 
 
+class _TimedBody:
+    """``wsgi.input``: the body must arrive within the client timeout,
+    counted from the application's first read of it. A client trickling
+    it, each byte within the timeout of a read, is cut off as one
+    trickling its headers is; the application reads a short body."""
+
+    def __init__(self, stream, watchdog: _Watchdog,
+                 connection: socket.socket, seconds: float):
+        self._stream = stream
+        self._watchdog = watchdog
+        self._connection = connection
+        self._seconds = seconds
+        self._deadline: float | None = None
+
+    def _timed(self, method, *args):
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self._seconds
+        self._watchdog.watch(self._connection, max(self._deadline - now, 0))
+        try:
+            return method(*args)
+        finally:
+            # Between reads the time is the application's.
+            self._watchdog.forget(self._connection)
+
+    def read(self, *args):
+        return self._timed(self._stream.read, *args)
+
+    def readline(self, *args):
+        return self._timed(self._stream.readline, *args)
+
+    def readlines(self, *args):
+        return self._timed(self._stream.readlines, *args)
+
+    def __iter__(self):
+        return iter(self.readline, b'')
+
+
 class _ServerHandler(simple_server.ServerHandler):
     # No Server header: it would name the software and its version.
     server_software = None
@@ -104,9 +163,29 @@ class _Handler(simple_server.WSGIRequestHandler):
         self.timeout = self.server.client_timeout
         super().setup()
 
-    def version_string(self):
-        # The Server header of the server's own error pages (400, 414).
-        return 'cyborg'
+    def send_error(self, code, message=None, explain=None):
+        """The server's own refusals (400, 414, 431, 505) in the API's
+        format. An HTTP version this server does not speak is the
+        client's error: 400, as every other malformed request."""
+        code = int(code)
+        if code >= 500 and code != 503:
+            code = 400
+        if code == http.HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE:
+            message = ('Request header fields too large (at most %d bytes '
+                       'each, %d headers)' % (http.client._MAXLINE,
+                                              http.client._MAXHEADERS))
+        elif code == http.HTTPStatus.REQUEST_URI_TOO_LONG:
+            message = 'Request line longer than %d bytes' % MAX_REQUEST_LINE
+        message = (message or errors.reason(code))[:200]
+        LOG.info('Refused a request from %s: %d %s', self.address_string(),
+                 code, errors.loggable(message))
+        self.close_connection = True
+        # Even to a request without a version (HTTP/0.9): a status line.
+        self.request_version = 'HTTP/1.0'
+        try:
+            self.wfile.write(fault_response(code, message))
+        except OSError:
+            pass
 
     def log_message(self, format, *args):
         LOG.debug('%s - %s', self.address_string(), format % args)
@@ -115,8 +194,8 @@ class _Handler(simple_server.WSGIRequestHandler):
         watchdog = self.server.watchdog
         watchdog.watch(self.connection, self.server.client_timeout)
         try:
-            self.raw_requestline = self.rfile.readline(65537)
-            if len(self.raw_requestline) > 65536:
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+            if len(self.raw_requestline) > MAX_REQUEST_LINE:
                 self.requestline = self.request_version = self.command = ''
                 self.send_error(414)
                 return
@@ -125,7 +204,9 @@ class _Handler(simple_server.WSGIRequestHandler):
         finally:
             # The application's time is not the client's.
             watchdog.forget(self.connection)
-        handler = _ServerHandler(self.rfile, self.wfile, self.get_stderr(),
+        body = _TimedBody(self.rfile, watchdog, self.connection,
+                          self.server.client_timeout)
+        handler = _ServerHandler(body, self.wfile, self.get_stderr(),
                                  self.get_environ(), multithread=False)
         handler.request_handler = self
         handler.run(self.server.get_app())
@@ -146,6 +227,16 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         self._active = 0
         self._idle = threading.Condition()
         super().__init__(address, handler)
+
+    def server_bind(self):
+        super().server_bind()
+        # SERVER_NAME, which the API's links are built from: the address
+        # this server listens on, not the reverse lookup of it (nor the
+        # client's Host header); a wildcard address gives this host's name.
+        host = self.server_address[0]
+        if host not in ('0.0.0.0', '::', ''):
+            self.server_name = host
+            self.setup_environ()
 
     def process_request(self, request, client_address):
         if not self._slots.acquire(blocking=False):
@@ -186,7 +277,9 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         try:
             # A few hundred bytes: the socket buffer takes them at once.
             request.settimeout(1.0)
-            request.sendall(_BUSY)
+            request.sendall(fault_response(
+                503, 'Too many connections; retry later.',
+                (('Retry-After', '1'),)))
         except OSError:
             pass
         self.shutdown_request(request)

@@ -30,9 +30,10 @@ opts = [
                  default=wsgi_server.CLIENT_TIMEOUT, min=0.1,
                  help='Seconds the standalone cyborg-api and '
                       'cyborg-all-in-one servers give a client to send its '
-                      'request line and headers, and wait for each read or '
-                      'write of its connection after that; a slower client '
-                      'is disconnected. Under uWSGI or another WSGI server '
+                      'request line and headers, as long again to send its '
+                      'body once the API reads it, and wait at most as long '
+                      'for each read or write; a slower client is '
+                      'disconnected. Under uWSGI or another WSGI server '
                       'use its own settings (see the limits guide).'),
     cfg.IntOpt('max_connections',
                default=wsgi_server.MAX_CONNECTIONS, min=1,
@@ -43,7 +44,9 @@ opts = [
     cfg.StrOpt('public_endpoint', mutable=True,
                help='Public URL of the API, used to build links in '
                     'responses, e.g. "https://cloud.example.com/accelerator". '
-                    'When unset the request host URL is used.'),
+                    'When unset, the name and port the API server listens '
+                    'on (SERVER_NAME, SERVER_PORT), never the client\'s '
+                    'Host header; set it behind a proxy.'),
     cfg.StrOpt('auth_strategy',
                default='keystone',
                choices=[('keystone', 'Validate tokens with '

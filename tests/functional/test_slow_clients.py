@@ -111,3 +111,64 @@ def test_slow_clients_are_refused_then_cut_off(server):
     assert response.status_code == 200
     # No header names the software or its version.
     assert 'Server' not in response.headers
+
+
+def test_a_trickled_body_is_cut_off(server):
+    """Each byte of the body within the timeout of a read, the whole
+    body not within the client timeout: the server stops waiting."""
+    url, port, process = server
+    connection = socket.create_connection((servers.LOOPBACK, port),
+                                          timeout=10)
+    try:
+        connection.sendall(b'POST /v2/device_profiles HTTP/1.1\r\nHost: x\r\n'
+                           b'Content-Type: application/json\r\n'
+                           b'Content-Length: 200\r\n\r\n')
+        started = time.monotonic()
+        for _ in range(200):
+            try:
+                connection.sendall(b' ')
+            except OSError:
+                break
+            time.sleep(0.1)
+            if time.monotonic() - started > CLIENT_TIMEOUT + 5:
+                break
+        try:
+            _answer(connection)
+        except OSError:
+            pass
+    finally:
+        connection.close()
+    assert time.monotonic() - started < CLIENT_TIMEOUT + 4
+    assert process.running()
+    assert requests.get(url + '/v2', timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize('head,status', [
+    (b'GET /v2/' + b'a' * 70000 + b' HTTP/1.1\r\nHost: x\r\n\r\n', 414),
+    (b'GET /v2 HTTP/1.1\r\nX-Big: ' + b'a' * 70000 + b'\r\n\r\n', 431),
+    (b'GET /v2 HTTP/9.9\r\n\r\n', 400),
+])
+def test_the_servers_own_refusals_are_api_faults(server, head, status):
+    url, port, process = server
+    connection = socket.create_connection((servers.LOOPBACK, port),
+                                          timeout=10)
+    try:
+        connection.sendall(head)
+        answer = _answer(connection)
+    finally:
+        connection.close()
+    head, _, body = answer.partition(b'\r\n\r\n')
+    assert head.startswith(b'HTTP/1.0 %d ' % status), head
+    assert b'\r\nContent-Type: application/json' in head
+    assert b'\r\nx-openstack-request-id: req-' in head
+    assert b'\r\nOpenStack-API-Version: accelerator 2.0' in head
+    assert b'\r\nServer:' not in head
+    assert b'"faultcode\\": \\"Client\\"' in body
+
+
+def test_links_never_follow_the_host_header(server):
+    url, port, process = server
+    response = requests.get(url + '/v2', timeout=10,
+                            headers={'Host': 'evil.example.com'})
+    assert response.status_code == 200
+    assert response.json()['links'][0]['href'] == url + '/v2/'

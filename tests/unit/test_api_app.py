@@ -20,6 +20,7 @@ import pytest
 import webob
 
 from cyborg.api import app as api_app
+from cyborg.api import hooks
 from cyborg.common import exception
 
 
@@ -69,6 +70,35 @@ def test_keystone_mode_requires_a_token(conf, conductor):
     assert _request(app, 'GET', '/').status_int == 200
     assert _request(app, 'GET', '/v2').status_int == 200
     assert _request(app, 'GET', '/v2/').status_int == 200
+
+
+@pytest.mark.parametrize('path', ['/v2', '/v2/', '/v2/device_profiles'])
+@pytest.mark.parametrize('version', ['accelerator 2.' + '9' * 4400,
+                                     '9' * 5000 + '.1'])
+def test_keystone_mode_refuses_a_huge_microversion_without_a_token(
+        conf, conductor, path, version):
+    """A number over Python's 4,300-digit limit answered a plain-text
+    500 from the WSGI server on the public GET /v2."""
+    app = _app(conf, conductor, auth_strategy='keystone')
+    response = _request(app, 'GET', path,
+                        **{'OpenStack-API-Version': version})
+    assert response.status_int == 406
+    assert _fault(response)['faultcode'] == 'Client'
+    assert response.headers['OpenStack-API-Version'] == 'accelerator 2.0'
+    assert response.headers['OpenStack-API-Maximum-Version']
+    assert response.headers['x-openstack-request-id'].startswith('req-')
+
+
+@pytest.mark.parametrize('environ,expected', [
+    ({'SERVER_NAME': 'api.example.org', 'SERVER_PORT': '443',
+      'wsgi.url_scheme': 'https'}, 'https://api.example.org'),
+    ({'SERVER_NAME': '::1', 'SERVER_PORT': '6666'}, 'http://[::1]:6666'),
+    ({'SERVER_NAME': '10.0.0.1', 'SERVER_PORT': '80',
+      'SCRIPT_NAME': '/accelerator'}, 'http://10.0.0.1/accelerator'),
+    ({'HTTP_HOST': 'evil.example.com'}, 'http://localhost'),
+])
+def test_links_without_public_endpoint_name_the_server(environ, expected):
+    assert hooks.server_url(environ) == expected
 
 
 def test_keystone_mode_ignores_identity_headers(conf, conductor):

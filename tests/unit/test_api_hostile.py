@@ -16,10 +16,12 @@ the version headers and a request id, and changes nothing.
 
 The conductor's RPC is replaced by direct calls to a real
 :class:`ConductorManager`, so writes that get through reach the database
-as they would in a deployment.
+as they would in a deployment: each test runs on SQLite, PostgreSQL and
+MariaDB (``CYBORG_TEST_DATABASES`` selects), whose limits differ.
 """
 
 import json
+import logging
 from unittest import mock
 import urllib.parse
 
@@ -33,9 +35,12 @@ import sqlalchemy as sa
 import webob
 
 from cyborg.api import app as api_app
+from cyborg.api.controllers import root
+from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
+from cyborg.api import validation
 from cyborg.accelerator.drivers import base as driver_base
 from cyborg.accelerator.drivers.fake import driver as fake_driver
 from cyborg.conductor import binding
@@ -46,7 +51,6 @@ from cyborg.db import hardware
 from cyborg.db import models
 from tests.unit import conftest
 
-pytestmark = pytest.mark.parametrize('database', ['sqlite'], indirect=True)
 
 ARQ = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 DEVICE = '11111111-2222-4333-8444-555555555555'
@@ -96,6 +100,17 @@ def api(conf, database):
     binder.stop()
 
 
+class _Records(logging.Handler):
+    """Every record logged at INFO or above while a request is served."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
 def _request(app, method, path, body=None, query='', headers=None,
              content_type='application/json'):
     request = webob.Request.blank(path, method=method)
@@ -106,7 +121,23 @@ def _request(app, method, path, body=None, query='', headers=None,
         request.content_type = content_type
     for name, value in (headers or {}).items():
         request.headers[name] = value
-    return request.get_response(app)
+    return _served(app, request)
+
+
+def _served(app, request):
+    """The response of ``app``, with the log records of serving it."""
+    records = _Records()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(records)
+    try:
+        response = request.get_response(app)
+    finally:
+        root.removeHandler(records)
+        root.setLevel(level)
+    response.log_records = records.records
+    return response
 
 
 def _snapshot() -> dict:
@@ -125,6 +156,25 @@ def _assert_refused(response, statuses=range(400, 500)):
     assert 'Traceback' not in response.text
     assert response.headers['x-openstack-request-id'].startswith('req-')
     assert response.headers['OpenStack-API-Minimum-Version'] == '2.0'
+    assert response.headers['OpenStack-API-Maximum-Version']
+    assert response.headers['OpenStack-API-Version'].startswith(
+        'accelerator 2.')
+    assert 'Server' not in response.headers
+    _assert_logged_once(response)
+
+
+def _assert_logged_once(response):
+    """A refused request logs at most one INFO or WARNING line, never an
+    error or a traceback."""
+    records = response.log_records
+    assert len(records) <= 1, [r.getMessage() for r in records]
+    for record in records:
+        assert record.levelno < logging.ERROR, record.getMessage()
+        assert record.exc_info is None and not record.exc_text
+        assert 'Traceback' not in record.getMessage()
+        # One line: what the client sent cannot forge another.
+        assert '\n' not in record.getMessage()
+        assert '\r' not in record.getMessage()
 
 
 # Routes that read a body, with a valid body each.
@@ -166,11 +216,89 @@ def test_hostile_bodies_are_refused(api, method, path, body, hostile):
 
 
 @pytest.mark.parametrize('method,path', NO_BODY_ROUTES)
-def test_hostile_bodies_do_not_break_routes_without_one(api, method, path):
+def test_hostile_bodies_are_refused_by_routes_without_one(api, method,
+                                                          path):
     before = _snapshot()
-    response = _request(api, method, path, NESTED)
-    assert response.status_int < 500
+    for body in (NESTED, b'{"x": "\\u0000"}', b'\xff'):
+        _assert_refused(_request(api, method, path, body), (400,))
     assert _snapshot() == before
+
+
+def test_a_hostile_body_never_disables_a_device(populated):
+    """The finding: a disable with a deeply nested body answered 500."""
+    api, ids = populated
+    before = _snapshot()
+    for action in ('disable', 'enable'):
+        response = _request(api, 'POST', '/v2/devices/%s/%s'
+                            % (ids['device'], action), NESTED)
+        _assert_refused(response, (400,))
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('method,path,body', BODY_ROUTES)
+@pytest.mark.parametrize('hostile', [b'{"x": "a\\u0000b"}',
+                                     b'["\\u0000"]'])
+def test_nul_in_bodies_is_refused(api, method, path, body, hostile):
+    before = _snapshot()
+    response = _request(api, method, path, hostile,
+                        headers={'X-Service-Token': 't'})
+    _assert_refused(response, (400,))
+    assert 'NUL' in response.text
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('method,path,query', [
+    ('GET', '/v2/device_profiles', 'name=a%00b'),
+    ('DELETE', '/v2/device_profiles', 'value=dp%00'),
+    ('GET', '/v2/device_profiles/dp%00', ''),
+    ('DELETE', '/v2/device_profiles/dp%00', ''),
+    ('GET', '/v2/attributes', 'key=%00'),
+])
+def test_nul_in_paths_and_queries_is_refused(api, method, path, query):
+    before = _snapshot()
+    request = webob.Request.blank(path, method=method)
+    request.environ['QUERY_STRING'] = query
+    _assert_refused(_served(api, request), (400,))
+    assert _snapshot() == before
+
+
+def test_links_never_follow_the_host_header(api):
+    for path in ('/', '/v2', '/v2/device_profiles'):
+        response = _request(api, 'GET', path,
+                            headers={'Host': 'evil.example.com:8080'})
+        assert response.status_int == 200
+        assert 'evil' not in response.text
+        assert 'http://localhost/' in response.text
+
+
+def test_errors_at_the_root_carry_the_version_headers(api):
+    response = _request(api, 'POST', '/')
+    _assert_refused(response, (405,))
+    assert 'OpenStack-API-Version' not in _request(api, 'GET', '/').headers
+
+
+@pytest.mark.parametrize('method,path,body', [
+    ('GET', '/v2/devices.xml%0A2026-01-01 ERROR forged', None),
+    ('POST', '/v2/device_profiles%0D%0Aforged', NESTED),
+    ('GET', '/v2/device_profiles/%0Aforged' + 'x' * 5000, NESTED),
+    ('GET%0Aforged', '/v2/device_profiles', None),
+])
+def test_a_refusal_is_logged_on_one_line(api, method, path, body):
+    request = webob.Request.blank(path, method=urllib.parse.unquote(method))
+    if body is not None:
+        request.body = body
+        request.content_type = 'application/json'
+    response = _served(api, request)
+    assert 400 <= response.status_int < 500
+    _assert_logged_once(response)
+    for record in response.log_records:
+        assert len(record.getMessage()) < 800
+
+
+def test_a_refused_request_logs_one_info_line(api):
+    response = _request(api, 'POST', '/v2/device_profiles', NESTED)
+    _assert_refused(response, (400,))
+    assert [r.levelno for r in response.log_records] == [logging.INFO]
 
 
 @pytest.mark.parametrize('path,query', [
@@ -195,13 +323,39 @@ def test_a_hostile_microversion_is_a_json_406(api, value):
         _assert_refused(response, (406,))
 
 
-def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+def _inventory(conf) -> dict:
+    """The fake driver's device on host1; the deployable's row."""
     context = conftest.make_context(roles=('admin',))
     conf.set_override('handle_type', 'PCI', group='fake_driver')
     wire = driver_base.tree_to_wire(fake_driver.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1', wire,
                            driver_base.tree_digest(wire), [])
-    rp_uuid = hardware.deployable_list(context)[0]['rp_uuid']
+    return hardware.deployable_list(context)[0]
+
+
+@pytest.fixture
+def populated(api, conf):
+    """``api`` with a record of every kind; their identifiers."""
+    deployable = _inventory(conf)
+    arq = _request(api, 'POST', '/v2/accelerator_requests',
+                   {'device_profile_name': 'dp'}).json['arqs'][0]
+    attribute = _request(api, 'POST', '/v2/attributes',
+                         {'deployable_id': deployable['id'], 'key': 'k',
+                          'value': 'v'}).json
+    profile = _request(api, 'GET', '/v2/device_profiles',
+                       query='name=dp').json['device_profiles'][0]
+    devices = _request(api, 'GET', '/v2/devices').json['devices']
+    return api, {'device': devices[0]['uuid'],
+                 'deployable': deployable['uuid'],
+                 'accelerator_request': arq['uuid'],
+                 'attribute': attribute['uuid'],
+                 'device_profile': profile['uuid'],
+                 'device_profile_name': 'dp',
+                 'rp_uuid': deployable['rp_uuid']}
+
+
+def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+    rp_uuid = _inventory(conf)['rp_uuid']
     created = _request(api, 'POST', '/v2/accelerator_requests',
                        {'device_profile_name': 'dp'})
     uuid = created.json['arqs'][0]['uuid']
@@ -228,7 +382,7 @@ def test_a_body_shorter_than_its_length_is_a_400(api):
                                   content_type='application/json')
     request.body = b'[{"name": "x"'
     request.environ['CONTENT_LENGTH'] = '400'
-    _assert_refused(request.get_response(api), (400,))
+    _assert_refused(_served(api, request), (400,))
 
 
 def test_a_body_over_the_size_limit_is_a_json_413(api, conf):
@@ -311,6 +465,10 @@ def _violations(schema: dict):
         options.append(st.tuples(st.integers(longest + 1, longest + 40),
                                  st.characters(codec='utf-8')).map(
             lambda pair: pair[1] * pair[0]))
+    if schema.get('maxLength', 0) > validation.MAX_TEXT_BYTES // 3:
+        # Within the character count, beyond a TEXT column's bytes.
+        options.append(st.just('\u20ac' * (validation.MAX_TEXT_BYTES // 3
+                                            + 1)))
     if 'maximum' in schema:
         options.append(st.integers(schema['maximum'] + 1, 2 ** 62))
     if 'minimum' in schema:
@@ -348,7 +506,7 @@ FUZZ_ROUTES = [
      {ARQ: [{'op': 'add', 'path': '/hostname', 'value': 'h'}]},
      {(ARQ, 0, 'value'): {}, (ARQ, 0, 'op'): {'type': 'string'}}),
     ('POST', '/v2/attributes',
-     {'deployable_id': 1, 'key': 'k', 'value': 'v'},
+     {'deployable_id': 1, 'key': 'fz', 'value': 'v'},
      {(name,): attribute_schema._ATTRIBUTE['properties'][name]
       for name in ('deployable_id', 'key', 'value')}),
 ]
@@ -363,7 +521,7 @@ def hostile_bodies(draw):
     if violation.is_empty or draw(st.booleans()):
         token = draw(HOSTILE_TOKENS)
     else:
-        token = json.dumps(draw(violation))
+        token = json.dumps(draw(violation), ensure_ascii=False)
     raw = text.replace('"%s"' % PLACEHOLDER, token).encode()
     return method, path, raw
 
@@ -372,7 +530,10 @@ def hostile_bodies(draw):
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(case=hostile_bodies())
-def test_generated_hostile_bodies_are_refused(api, case):
+def test_generated_hostile_bodies_are_refused(populated, case):
+    # Deployable 1 exists: an attribute body that got through would be
+    # stored.
+    api, _ids = populated
     method, path, raw = case
     before = _snapshot()
     response = _request(api, method, path, raw,
@@ -429,3 +590,168 @@ def test_generated_hostile_queries_and_headers_never_fail(api, case,
     if response.status_int >= 400:
         _assert_refused(response)
     assert _snapshot() == before
+
+
+# Every endpoint ---------------------------------------------------------
+
+
+def _endpoints() -> list[tuple[str, str]]:
+    """(method, path template) of every route of the API, from its
+    routing table: a new endpoint is fuzzed without touching this test.
+    ``{id}`` stands for a member's identifier."""
+    found = [('GET', '/'), ('GET', '/v2')]
+    for name, resource in root.RootController().collections.items():
+        base = '/v2/' + name
+        for method, handler in routing._COLLECTION_METHODS:
+            if hasattr(resource, handler):
+                found.append((method, base))
+        for method, handler in routing._MEMBER_METHODS:
+            if hasattr(resource, handler):
+                found.append((method, base + '/{id}'))
+        for action, (method, _handler) in resource.actions.items():
+            found.append((method, base + '/{id}/' + action))
+    return found
+
+
+ENDPOINTS = _endpoints()
+
+
+def test_the_fuzzed_endpoints_are_every_endpoint(database):
+    paths = {path for _method, path in ENDPOINTS}
+    for collection in ('device_profiles', 'accelerator_requests',
+                       'attributes', 'devices', 'deployables'):
+        assert '/v2/%s/{id}' % collection in paths
+    assert ('PATCH', '/v2/accelerator_requests/{id}') in ENDPOINTS
+    assert ('PATCH', '/v2/accelerator_requests') in ENDPOINTS
+    assert ('DELETE', '/v2/accelerator_requests/{id}') in ENDPOINTS
+    assert ('DELETE', '/v2/attributes/{id}') in ENDPOINTS
+    assert ('DELETE', '/v2/device_profiles/{id}') in ENDPOINTS
+    assert ('POST', '/v2/devices/{id}/disable') in ENDPOINTS
+    assert ('POST', '/v2/devices/{id}/enable') in ENDPOINTS
+    assert ('GET', '/v2/deployables/{id}') in ENDPOINTS
+
+
+# Identifiers no record has, each hostile in its own way (percent-encoded
+# as they would be on the wire).
+HOSTILE_IDS = st.one_of(
+    st.sampled_from(['%C2%B2', '%D9%A1', '%FF%FE', '%ED%A0%80', 'a%00b',
+                     '..', '%2E%2E', '-1', '0', str(2 ** 64), '9' * 4400,
+                     'x' * 3000, '%20', 'urn:uuid:' + ARQ,
+                     ARQ.upper(), ARQ.replace('-', ''), '{}', '%25',
+                     'dp%0A', 'dp ', 'DP']),
+    st.text(min_size=1, max_size=40).map(
+        lambda text: urllib.parse.quote(text, safe='')),
+)
+# Query strings every endpoint refuses: a parameter none takes, or bytes
+# that are no UTF-8 or hold a NUL.
+HOSTILE_QUERIES = st.one_of(
+    st.text(max_size=20).map(lambda text: 'x-%s=1' % urllib.parse.quote(
+        text, safe='')),
+    st.sampled_from(['name=%FF', 'value=%ED%A0%80', 'x=%00', 'limit=%C0',
+                     'filters[%s].field=limit' % ('9' * 4301)]),
+)
+# Headers every endpoint refuses.
+HOSTILE_HEADERS = st.sampled_from([
+    {'OpenStack-API-Version': 'accelerator 2.' + '9' * 5000},
+    {'OpenStack-API-Version': '9' * 5000 + '.1'},
+    {'OpenStack-API-Version': 'accelerator 3.0'},
+    {'OpenStack-API-Version': 'accelerator 2.99'},
+    {'OpenStack-API-Version': 'accelerator -1.0'},
+    {'OpenStack-API-Version': 'accelerator \xd9\xa2.1'},
+    {'OpenStack-API-Version': 'a b c'},
+    {'Accept': 'text/html'},
+    {'Accept': 'application/json;q=0'},
+])
+# Bodies every endpoint refuses, whatever it expects.
+HOSTILE_RAW_BODIES = st.one_of(
+    HOSTILE_TOKENS.map(str.encode),
+    HOSTILE_TOKENS.map(lambda token: b'{"device_profile_name": %s}'
+                       % token.encode()),
+    HOSTILE_TOKENS.map(lambda token: b'[{"op": "add", "value": %s}]'
+                       % token.encode()),
+    st.sampled_from([b'\xff\xfe', b'{"a": "\\u0000"}', b'[1,', b'']),
+)
+
+
+@st.composite
+def hostile_requests(draw):
+    method, template = draw(st.sampled_from(ENDPOINTS))
+    if draw(st.integers(0, 9)) == 0:
+        # A method no route takes there (405), or none at all.
+        method = draw(st.sampled_from(['PUT', 'OPTIONS', 'TRACE',
+                                       'PROPFIND', 'CONNECT', 'X']))
+    kinds = ['query', 'headers', 'body', 'short body']
+    if '{id}' in template:
+        kinds.append('id')
+    hostile = set(draw(st.lists(st.sampled_from(kinds), min_size=1,
+                                max_size=3, unique=True)))
+    case = {'method': method, 'template': template, 'query': '',
+            'headers': {'X-Service-Token': 't'}, 'body': None,
+            'id': draw(HOSTILE_IDS) if 'id' in hostile else None,
+            'length': None}
+    if 'query' in hostile:
+        case['query'] = draw(HOSTILE_QUERIES)
+    if 'headers' in hostile:
+        case['headers'].update(draw(HOSTILE_HEADERS))
+    if 'body' in hostile:
+        case['body'] = draw(HOSTILE_RAW_BODIES) or b'[]'
+        case['content_type'] = draw(st.sampled_from(
+            ['application/json', 'APPLICATION/JSON; charset=UTF-8',
+             'text/plain', 'application/x-www-form-urlencoded']))
+    if 'short body' in hostile:
+        case['body'] = case['body'] or b'{"device_profile_name": "dp"}'
+        case['length'] = len(case['body']) + draw(st.integers(1, 10 ** 6))
+    return case
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(case=hostile_requests(), real=st.sampled_from(
+    ['device', 'deployable', 'accelerator_request', 'attribute',
+     'device_profile', 'device_profile_name']))
+def test_every_endpoint_refuses_generated_hostile_requests(populated, case,
+                                                           real):
+    """Each generated request is hostile in at least one way every
+    endpoint refuses (the version documents excepted: they ignore what
+    they do not read); where its identifier is not the hostile part, it
+    names a real record (so a request that got through would change it).
+    """
+    api, ids = populated
+    identifier = case['id'] or ids[real]
+    path = case['template'].replace('{id}', identifier)
+    request = webob.Request.blank(path, method=case['method'])
+    request.environ['QUERY_STRING'] = case['query']
+    if case['body'] is not None:
+        request.body = case['body']
+        request.content_type = case.get('content_type', 'application/json')
+    if case['length'] is not None:
+        request.environ['CONTENT_LENGTH'] = str(case['length'])
+    for name, value in case['headers'].items():
+        request.headers[name] = value
+    before = _snapshot()
+    response = _served(api, request)
+    if case['template'] in ('/', '/v2') and response.status_int == 200:
+        # The version documents answer any client that can reach them.
+        assert response.json['versions' if path == '/' else 'id']
+    else:
+        _assert_refused(response)
+    assert _snapshot() == before
+
+
+@pytest.mark.parametrize('content_type', ['APPLICATION/JSON',
+                                          'Application/Json; charset=UTF-8'])
+def test_media_types_compare_case_insensitively(api, content_type):
+    response = _request(api, 'POST', '/v2/device_profiles',
+                        [dict(PROFILE, name='upper')],
+                        content_type=content_type)
+    assert response.status_int == 201, response.body
+
+
+def test_a_413_is_the_json_fault_with_the_limit(api):
+    response = _request(api, 'POST', '/v2/device_profiles',
+                        b'[' + b'0,' * 60000 + b'0]')
+    _assert_refused(response, (413,))
+    fault = json.loads(response.json['error_message'])
+    assert '%s' not in fault['faultstring']
+    assert '114688' in fault['faultstring']

@@ -14,11 +14,13 @@
 connections cannot hold them."""
 
 import json
+import logging
 import socket
 import time
 
 import pytest
 
+from cyborg.api import hooks
 from cyborg.common import wsgi_server
 
 
@@ -27,6 +29,12 @@ def _app(environ, start_response):
                                           or 0))
     start_response('200 OK', [('Content-Type', 'text/plain')])
     return [b'ok:' + body]
+
+
+def _links_app(environ, start_response):
+    """The server's name and port, as the API's links are built."""
+    start_response('200 OK', [('Content-Type', 'text/plain')])
+    return [hooks.server_url(environ).encode()]
 
 
 @pytest.fixture
@@ -104,6 +112,29 @@ def test_a_body_shorter_than_announced_times_out(server):
         assert time.monotonic() - started < 3
 
 
+def test_a_body_trickled_byte_by_byte_is_cut_off(server):
+    with _connect(server) as connection:
+        connection.sendall(b'POST / HTTP/1.0\r\nContent-Length: 100\r\n'
+                           b'\r\n')
+        started = time.monotonic()
+        for _ in range(100):
+            try:
+                connection.sendall(b'a')
+            except OSError:
+                break
+            time.sleep(0.1)
+            if time.monotonic() - started > 5:
+                break
+        connection.settimeout(3)
+        try:
+            response = _response(connection)
+        except OSError:
+            response = b''
+        # Each byte came well within the timeout; the whole body did not.
+        assert time.monotonic() - started < 4
+        assert b'ok:' + b'a' * 100 not in response
+
+
 def test_connections_beyond_the_limit_get_503_then_slots_free(server):
     idle = [_connect(server) for _ in range(3)]
     try:
@@ -112,6 +143,8 @@ def test_connections_beyond_the_limit_get_503_then_slots_free(server):
         head, _, body = response.partition(b'\r\n\r\n')
         assert head.startswith(b'HTTP/1.0 503')
         assert b'Retry-After: 1' in head
+        assert b'x-openstack-request-id: req-' in head
+        assert b'OpenStack-API-Maximum-Version: ' in head
         fault = json.loads(json.loads(body)['error_message'])
         assert fault['faultstring'] == 'Too many connections; retry later.'
     finally:
@@ -122,3 +155,76 @@ def test_connections_beyond_the_limit_get_503_then_slots_free(server):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert _get(server).startswith(b'HTTP/1.0 200')
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture
+def records():
+    handler = _Records()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    yield handler.records
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+@pytest.mark.parametrize('request_bytes,status', [
+    (b'GET /v2/' + b'a' * 70000 + b' HTTP/1.1\r\nHost: x\r\n\r\n', 414),
+    (b'GET / HTTP/1.1\r\nX-Big: ' + b'a' * 70000 + b'\r\n\r\n', 431),
+    (b'GET / HTTP/1.1\r\n' + b''.join(b'X-%d: a\r\n' % i
+                                      for i in range(150)) + b'\r\n', 431),
+    (b'GARBAGE\r\n\r\n', 400),
+    (b'GARBAGE GARBAGE GARBAGE GARBAGE\r\n\r\n', 400),
+    (b'GET / HTTP/9.9\r\n\r\n', 400),
+    (b'GET / HTTP/2.0\r\n\r\n', 400),
+    (b'GET / HTTP/1.x\r\n\r\n', 400),
+    (b'GET / FOO\r\n\r\n', 400),
+])
+def test_the_servers_own_refusals_are_api_faults(server, records,
+                                                 request_bytes, status):
+    """Requests the server refuses before any application sees them get
+    the API's fault body, a request id and the version headers, with one
+    INFO line in the log: never an HTML page, a 5xx or a Server header."""
+    with _connect(server) as connection:
+        connection.sendall(request_bytes)
+        response = _response(connection)
+    head, _, body = response.partition(b'\r\n\r\n')
+    lines = head.decode('latin-1').split('\r\n')
+    assert lines[0].startswith('HTTP/1.0 %d ' % status), lines[0]
+    headers = dict(line.split(': ', 1) for line in lines[1:])
+    assert headers['Content-Type'] == 'application/json'
+    assert int(headers['Content-Length']) == len(body)
+    assert headers['x-openstack-request-id'].startswith('req-')
+    assert headers['OpenStack-API-Version'] == 'accelerator 2.0'
+    assert headers['OpenStack-API-Minimum-Version'] == '2.0'
+    assert 'OpenStack-API-Maximum-Version' in headers
+    assert 'Server' not in headers
+    fault = json.loads(json.loads(body)['error_message'])
+    assert fault['faultcode'] == 'Client' and fault['faultstring']
+    assert len(fault['faultstring']) <= 200
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert records[0].levelno == logging.INFO
+    assert records[0].exc_info is None
+
+
+def test_links_name_the_server_never_the_host_header():
+    server = wsgi_server.WSGIServer(_links_app, '127.0.0.1', 0)
+    server.start()
+    try:
+        with _connect(server) as connection:
+            connection.sendall(b'GET / HTTP/1.0\r\n'
+                               b'Host: evil.example.com\r\n\r\n')
+            body = _response(connection).partition(b'\r\n\r\n')[2]
+    finally:
+        server.stop()
+    assert body == b'http://127.0.0.1:%d' % server.port

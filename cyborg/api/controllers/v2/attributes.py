@@ -40,7 +40,8 @@ def _creation_values(body) -> dict:
     validation.validate(schema.CREATE, body)
     values = dict(body.get('attribute', body))
     values['deployable_id'] = int(values['deployable_id'])
-    values['value'] = str(values['value'])
+    values['value'] = validation.check_text_size(str(values['value']),
+                                                 'value')
     if 'uuid' in values:
         if not uuidutils.is_uuid_like(values['uuid']):
             raise exception.InvalidUUID(uuid=values['uuid'])

@@ -12,6 +12,8 @@
 
 """/v2/device_profiles: list, show, create and delete device profiles."""
 
+import json
+
 from oslo_utils import uuidutils
 import pecan
 
@@ -68,6 +70,9 @@ def _creation_values(body) -> dict:
     values['groups'] = dp_rules.normalize_groups(
         values['groups'],
         pecan.request.conf.api.max_accelerators_per_profile)
+    # As the database stores them (db.api.device_profile_create).
+    validation.check_text_size(json.dumps({'groups': values['groups']}),
+                               'groups')
     return values
 
 
