@@ -16,6 +16,7 @@ from oslo_log import log as logging
 from webob import exc as webob_exc
 from pecan import hooks
 
+from cyborg.api.controllers import base
 from cyborg.api import errors
 from cyborg.api import microversion
 from cyborg.common import exception
@@ -51,6 +52,22 @@ class ContextHook(hooks.PecanHook):
                                               microversion.MIN_VERSION)
         base = self._conf.api.public_endpoint or request.application_url
         request.base_url = base.rstrip('/')
+
+
+class JSONHook(hooks.PecanHook):
+    """Answers JSON without pecan negotiating it on every request.
+
+    Every handler answers ``application/json`` only, and
+    :class:`cyborg.api.middleware.JSONOnly` has refused any request
+    whose ``Accept`` header admits no JSON, so pecan's negotiation (the
+    ``Accept`` header parsed twice more, matched against the handler's
+    types) could only pick JSON. A path with a dot is left to pecan,
+    which takes ``.json`` off it.
+    """
+
+    def on_route(self, state):
+        if '.' not in state.request.environ.get('PATH_INFO', ''):
+            state.request.pecan['content_type'] = base.JSON
 
 
 class ErrorHook(hooks.PecanHook):
