@@ -53,7 +53,7 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
     app = pecan.Pecan(root.RootController(),
                       hooks=[hooks.ContextHook(conf, conductor_api,
                                                authorizer, profile_cache),
-                             hooks.ErrorHook()],
+                             hooks.JSONHook(), hooks.ErrorHook()],
                       force_canonical=False,
                       guess_content_type_from_ext=True)
     # Outermost last. Bodies are checked after authentication (an

@@ -18,6 +18,7 @@ from oslo_log import log as logging
 from webob import exc as webob_exc
 from pecan import hooks
 
+from cyborg.api.controllers import base
 from cyborg.api import errors
 from cyborg.api import microversion
 from cyborg.common import exception
@@ -51,8 +52,9 @@ class ContextHook(hooks.PecanHook):
         request.profile_cache = self._profile_cache
         request.version = request.environ.get(microversion.ENVIRON_KEY,
                                               microversion.MIN_VERSION)
-        base = self._conf.api.public_endpoint or server_url(request.environ)
-        request.base_url = base.rstrip('/')
+        endpoint = (self._conf.api.public_endpoint
+                    or server_url(request.environ))
+        request.base_url = endpoint.rstrip('/')
 
 
 _DEFAULT_PORTS = {'http': '80', 'https': '443'}
@@ -75,6 +77,22 @@ def server_url(environ: dict) -> str:
         host += ':' + port
     return '%s://%s%s' % (scheme, host,
                           urllib.parse.quote(environ.get('SCRIPT_NAME', '')))
+
+
+class JSONHook(hooks.PecanHook):
+    """Answers JSON without pecan negotiating it on every request.
+
+    Every handler answers ``application/json`` only, and
+    :class:`cyborg.api.middleware.JSONOnly` has refused any request
+    whose ``Accept`` header admits no JSON, so pecan's negotiation (the
+    ``Accept`` header parsed twice more, matched against the handler's
+    types) could only pick JSON. A path with a dot is left to pecan,
+    which takes ``.json`` off it.
+    """
+
+    def on_route(self, state):
+        if '.' not in state.request.environ.get('PATH_INFO', ''):
+            state.request.pecan['content_type'] = base.JSON
 
 
 class ErrorHook(hooks.PecanHook):

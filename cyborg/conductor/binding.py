@@ -282,7 +282,8 @@ def bind(context, bindings: dict[str, dict[str, str]],
     events queued (leased per ``lease``; unleased without one).
     """
     connection = context.connection
-    rows = arq_db.lock(connection, list(bindings), project_id)
+    rows = arq_db.lock(connection, list(bindings), project_id,
+                       arq_db.BIND_COLUMNS)
     by_target = collections.defaultdict(list)
     for row, values in arq_db.binds_to_start(rows, bindings, owner,
                                              timeutils.utcnow()):

@@ -183,28 +183,44 @@ BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 
 
 @functools.cache
-def _lock_query(scoped: bool, filters: tuple[str, ...]):
-    """ARQ rows locked in id order (so concurrent writers cannot
-    deadlock); see :func:`_where`."""
-    return (_where(sa.select(ARQS), scoped, filters).order_by(ARQS.c.id)
+def _lock_query(scoped: bool, filters: tuple[str, ...],
+                columns: tuple[str, ...] | None = None):
+    """ARQ rows (only ``columns`` if given) locked in id order (so
+    concurrent writers cannot deadlock); see :func:`_where`."""
+    query = (sa.select(ARQS) if columns is None
+             else sa.select(*[ARQS.c[column] for column in columns]))
+    return (_where(query, scoped, filters).order_by(ARQS.c.id)
             .with_for_update())
 
 
-def lock_rows(connection, project_id: str | None, **filters: Any
+# What deleting (and unbinding) reads of the ARQs it locks, and what a
+# bind does: each column is a descriptor the database sends and the
+# driver parses (PyMySQL in Python) with every result.
+DELETE_COLUMNS = ('id', 'uuid', 'state', 'instance_uuid',
+                  'attach_handle_id')
+BIND_COLUMNS = ('id', 'uuid', 'state', 'hostname', 'device_rp_uuid',
+                'instance_uuid')
+
+
+def lock_rows(connection, project_id: str | None,
+              columns: tuple[str, ...] | None = None, **filters: Any
               ) -> list[types.SimpleNamespace]:
     """The ARQs visible to ``project_id`` (None: all) matching
     ``filters`` (``uuids``, ``uuid``, ``instance_uuid``), locked, as
-    mutable rows for :func:`swap`."""
-    query = _lock_query(project_id is not None, tuple(sorted(filters)))
+    mutable rows for :func:`swap`: every column, or only ``columns``."""
+    query = _lock_query(project_id is not None, tuple(sorted(filters)),
+                        columns)
     rows = connection.execute(query, _params(project_id, filters))
     return [types.SimpleNamespace(**row._mapping) for row in rows]
 
 
-def lock(connection, uuids, project_id: str | None
+def lock(connection, uuids, project_id: str | None,
+         columns: tuple[str, ...] | None = None
          ) -> list[types.SimpleNamespace]:
-    """The ARQs ``uuids``, locked; ARQNotFound for the first uuid that is
-    missing or not visible to ``project_id``."""
-    rows = lock_rows(connection, project_id, uuids=uuids)
+    """The ARQs ``uuids``, locked (every column, or only ``columns``);
+    ARQNotFound for the first uuid that is missing or not visible to
+    ``project_id``."""
+    rows = lock_rows(connection, project_id, columns, uuids=uuids)
     found = {row.uuid for row in rows}
     for uuid in uuids:
         if uuid not in found:
@@ -411,9 +427,9 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     """
     connection = context.connection
     if uuids is not None:
-        rows = lock(connection, uuids, project_id)
+        rows = lock(connection, uuids, project_id, DELETE_COLUMNS)
     else:
-        rows = lock_rows(connection, project_id,
+        rows = lock_rows(connection, project_id, DELETE_COLUMNS,
                          instance_uuid=instance_uuid)
     for row in rows:
         if row.state != states.DELETING:

@@ -93,19 +93,36 @@ def enqueue_many(connection, events: Sequence[tuple[str, str, str]],
         return []
     dialect = (connection.dialect if hasattr(connection, 'dialect')
                else connection.get_bind().dialect)
-    if dialect.insert_returning:
-        return [_row(row) for row in connection.execute(
-            _INSERT_RETURNING, rows)]
-    written = []
-    for row in rows:
-        result = connection.execute(_INSERT, row)
-        written.append(dict(row, id=result.inserted_primary_key[0],
-                            sent_at=None, last_error=None, updated_at=None))
-    return written
+    if len(rows) > 1 and dialect.insert_returning:
+        # One statement for the batch; only what tells the rows apart
+        # comes back (every other value is the same for all of them).
+        ids: dict[tuple[str, str, str], list[int]] = {}
+        for row in connection.execute(_INSERT_RETURNING_IDS, rows):
+            ids.setdefault((row.arq_uuid, row.instance_uuid, row.status),
+                           []).append(row.id)
+        for key in ids:
+            ids[key].sort(reverse=True)
+        return [_written(row, ids[row['arq_uuid'], row['instance_uuid'],
+                                  row['status']].pop())
+                for row in rows]
+    # One row (the bind of one ARQ): its id comes with the INSERT's
+    # answer (lastrowid; RETURNING id on PostgreSQL), without a result
+    # set of every column to parse.
+    return [_written(row, connection.execute(
+        _INSERT, row).inserted_primary_key[0]) for row in rows]
+
+
+def _written(row: dict[str, Any], row_id: int) -> dict[str, Any]:
+    """The outbox row as the database holds it once ``row`` is
+    inserted with ``row_id``."""
+    return dict(_UNSET, **row, id=row_id)
 
 
 _INSERT = sa.insert(EVENTS)
-_INSERT_RETURNING = sa.insert(EVENTS).returning(*EVENTS.c)
+_INSERT_RETURNING_IDS = sa.insert(EVENTS).returning(
+    EVENTS.c.id, EVENTS.c.arq_uuid, EVENTS.c.instance_uuid, EVENTS.c.status)
+# The columns an enqueued row leaves unset.
+_UNSET = {column.name: None for column in EVENTS.c}
 
 
 def _claimable(now: datetime.datetime):

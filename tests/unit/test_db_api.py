@@ -118,3 +118,53 @@ def test_engine_does_not_yield_at_every_checkin(database):
     assert not sa.event.contains(database, 'checkin', engines._thread_yield)
     assert not sa.event.contains(database.pool, 'checkin',
                                  engines._thread_yield)
+
+
+def _counting_engine():
+    """A SQLite engine counting the DBAPI rollbacks, with
+    :func:`db_api.skip_redundant_rollbacks`."""
+    engine = sa.create_engine('sqlite://')
+    rollbacks = []
+    real = engine.dialect.do_rollback
+
+    def counted(connection):
+        rollbacks.append(1)
+        real(connection)
+
+    engine.dialect.do_rollback = counted
+    db_api.skip_redundant_rollbacks(engine)
+    engine.connect().close()  # the first connect rolls back
+    rollbacks.clear()
+    return engine, rollbacks
+
+
+def test_no_rollback_after_a_commit_or_rollback_with_nothing_since():
+    engine, rollbacks = _counting_engine()
+    with engine.connect() as connection:  # the pool's reset is skipped
+        with connection.begin():
+            connection.execute(sa.text('SELECT 1'))
+    assert rollbacks == []
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        connection.execute(sa.text('SELECT 1'))
+        transaction.rollback()
+    assert rollbacks == [1]
+
+
+def test_a_connection_that_ran_a_statement_is_still_rolled_back():
+    engine, rollbacks = _counting_engine()
+    connection = engine.connect()
+    connection.begin()
+    connection.execute(sa.text('SELECT 1'))
+    connection.commit()
+    connection.execute(sa.text('SELECT 1'))  # autobegins again
+    connection.close()
+    assert rollbacks == [1]
+    with engine.connect() as connection:  # returned without an end
+        pass
+    assert rollbacks == [1, 1]
+    with engine.connect() as connection:  # a failed statement
+        with pytest.raises(sa.exc.OperationalError):
+            connection.execute(sa.text('SELECT * FROM nowhere'))
+    assert rollbacks == [1, 1, 1]
+
