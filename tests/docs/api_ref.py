@@ -23,7 +23,6 @@ import os
 import re
 
 from cyborg.api.controllers import root
-from cyborg.api.controllers import routing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -83,18 +82,7 @@ def sections() -> list[Section]:
 def routed_endpoints() -> set[tuple[str, str]]:
     """(method, path) of everything the root controller routes, path
     parameters as ``{}``."""
-    endpoints = {('GET', '/'), ('GET', '/v2')}
-    for collection, resource in root.RootController().collections.items():
-        base = '/v2/' + collection
-        for method, handler in routing._COLLECTION_METHODS:
-            if hasattr(resource, handler):
-                endpoints.add((method, base))
-        for method, handler in routing._MEMBER_METHODS:
-            if hasattr(resource, handler):
-                endpoints.add((method, base + '/{}'))
-        for action, (method, _handler) in resource.actions.items():
-            endpoints.add((method, '%s/{}/%s' % (base, action)))
-    return endpoints
+    return set(root.endpoints(member='{}'))
 
 
 def section_of(method: str, path: str) -> Section | None:

@@ -36,7 +36,6 @@ import webob
 
 from cyborg.api import app as api_app
 from cyborg.api.controllers import root
-from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
@@ -595,25 +594,10 @@ def test_generated_hostile_queries_and_headers_never_fail(api, case,
 # Every endpoint ---------------------------------------------------------
 
 
-def _endpoints() -> list[tuple[str, str]]:
-    """(method, path template) of every route of the API, from its
-    routing table: a new endpoint is fuzzed without touching this test.
-    ``{id}`` stands for a member's identifier."""
-    found = [('GET', '/'), ('GET', '/v2')]
-    for name, resource in root.RootController().collections.items():
-        base = '/v2/' + name
-        for method, handler in routing._COLLECTION_METHODS:
-            if hasattr(resource, handler):
-                found.append((method, base))
-        for method, handler in routing._MEMBER_METHODS:
-            if hasattr(resource, handler):
-                found.append((method, base + '/{id}'))
-        for action, (method, _handler) in resource.actions.items():
-            found.append((method, base + '/{id}/' + action))
-    return found
-
-
-ENDPOINTS = _endpoints()
+#: Every route of the API, from its routing table: a new endpoint is
+#: fuzzed without touching this test. ``{id}`` stands for a member's
+#: identifier.
+ENDPOINTS = root.endpoints()
 
 
 def test_the_fuzzed_endpoints_are_every_endpoint(database):

@@ -37,6 +37,12 @@ def _version_fields() -> dict:
     }
 
 
+def endpoints(member: str = '{id}') -> list[tuple[str, str]]:
+    """(method, path template) of every endpoint of the API."""
+    return [('GET', '/'), ('GET', '/v2')] + routing.endpoints(
+        RootController().collections, member)
+
+
 class RootController:
     """Routes every request; see :mod:`cyborg.api.controllers.routing`."""
 

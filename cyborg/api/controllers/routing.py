@@ -32,10 +32,10 @@ A handler a resource does not define answers 405 with an ``Allow`` header.
 
 from webob import exc as webob_exc
 
-_COLLECTION_METHODS = (('GET', 'get_all'), ('POST', 'post'),
-                       ('PATCH', 'patch'), ('DELETE', 'delete'))
-_MEMBER_METHODS = (('GET', 'get_one'), ('PATCH', 'patch'),
-                   ('DELETE', 'delete'))
+COLLECTION_METHODS = (('GET', 'get_all'), ('POST', 'post'),
+                      ('PATCH', 'patch'), ('DELETE', 'delete'))
+MEMBER_METHODS = (('GET', 'get_one'), ('PATCH', 'patch'),
+                  ('DELETE', 'delete'))
 
 
 class Resource:
@@ -46,6 +46,25 @@ class Resource:
     """
 
     actions: dict[str, tuple[str, str]] = {}
+
+
+def endpoints(collections: dict[str, Resource],
+              member: str = '{id}') -> list[tuple[str, str]]:
+    """(method, path template) of every route under ``/v2`` of
+    ``collections`` (name -> resource), ``member`` standing for a
+    member's identifier."""
+    found = []
+    for name, resource in collections.items():
+        base = '/v2/' + name
+        for method, handler in COLLECTION_METHODS:
+            if hasattr(resource, handler):
+                found.append((method, base))
+        for method, handler in MEMBER_METHODS:
+            if hasattr(resource, handler):
+                found.append((method, '%s/%s' % (base, member)))
+        for action, (method, _handler) in resource.actions.items():
+            found.append((method, '%s/%s/%s' % (base, member, action)))
+    return found
 
 
 def _allowed(resource: Resource, table) -> list[str]:
@@ -63,9 +82,9 @@ def dispatch(resource: Resource, method: str, rest: list[str]):
     if rest and rest[-1] == '':
         rest = rest[:-1]
     if not rest:
-        table = _COLLECTION_METHODS
+        table = COLLECTION_METHODS
     elif len(rest) == 1:
-        table = _MEMBER_METHODS
+        table = MEMBER_METHODS
     elif len(rest) == 2 and rest[1] in resource.actions:
         action_method, name = resource.actions[rest[1]]
         if method != action_method:
