@@ -22,8 +22,9 @@ many devices a report adds.
 
 Devices vanish from the database only when nothing holds them: a device
 that disappears while one of its attach handles is in use is kept and
-marked ``missing`` until the handle is released. Devices of a driver that
-failed during discovery are left as they are.
+marked ``missing`` until the handle is released; the first report after
+that removes it, even a report unchanged since (see :func:`report_state`).
+Devices of a driver that failed during discovery are left as they are.
 """
 
 import dataclasses
@@ -77,27 +78,44 @@ class DiffSummary:
                     or self.kept_missing)
 
 
+def _removal_pending(host):
+    """Whether a device of ``host`` kept ``missing`` while in use holds
+    no handle in use any more: the next report, changed or not, must be
+    applied to remove it."""
+    in_use = sa.exists().where(DEPLOYABLES.c.device_id == DEVICES.c.id,
+                               HANDLES.c.deployable_id == DEPLOYABLES.c.id,
+                               HANDLES.c.in_use == sa.true())
+    return sa.exists().where(DEVICES.c.hostname == host,
+                             DEVICES.c.missing == sa.true(), ~in_use)
+
+
 @db_api.main_context_manager.reader.connection
 def report_state(context, host: str) -> tuple[str | None, bool] | None:
-    """(digest, Placement sync pending) of the host's last report."""
+    """(digest, Placement sync pending) of the host's last report; the
+    digest is None when a released missing device waits for a report to
+    remove it, so that even an unchanged report is applied."""
     row = context.connection.execute(
         sa.select(SERVICES.c.report_hash, SERVICES.c.sync_requested,
-                  SERVICES.c.sync_done).where(
+                  SERVICES.c.sync_done,
+                  _removal_pending(host).label('removal')).where(
             SERVICES.c.host == host,
             SERVICES.c.binary == constants.BINARY_AGENT)).first()
     if row is None:
         return None
-    return row.report_hash, row.sync_requested > row.sync_done
+    return (None if row.removal else row.report_hash,
+            row.sync_requested > row.sync_done)
 
 
 @db_api.writer
 def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,
                  failed_drivers: list[str]) -> DiffSummary | None:
-    """Apply a report; None if it was already applied (same digest)."""
+    """Apply a report; None if it was already applied (same digest) and
+    no released missing device waits for removal."""
     connection = context.session.connection()
     service = _lock_agent_service(connection, host)
-    if service.report_hash == digest:
+    if service.report_hash == digest and not connection.execute(
+            sa.select(_removal_pending(host))).scalar():
         return None
     summary = _HostDiff(connection, host, failed_drivers).apply(devices)
     connection.execute(
