@@ -83,12 +83,13 @@ _SHOWN_AS = {BIND_FAILING: BIND_STARTED}
 
 
 def sources(target: str) -> frozenset[str]:
-    """The states an ARQ may be in to move to ``target``."""
-    return TRANSITIONS[target]
+    """The states an ARQ may be in to move to ``target`` (none for
+    Initial, which nothing enters)."""
+    return TRANSITIONS.get(target, frozenset())
 
 
 def allowed(source: str, target: str) -> bool:
-    return source in TRANSITIONS.get(target, ())
+    return source in sources(target)
 
 
 def shown(state: str) -> str:
