@@ -324,23 +324,42 @@ def test_a_pci_bind_writes_each_arq_once(host, admin_context, database):
     assert _states(admin_context, arqs) == [states.BOUND] * 2
 
 
+class _HandlesTakenFirst:
+    """A writer that takes every free handle between a claim's SELECT and
+    its UPDATE of the handles it chose (a race SQLite, which has no row
+    locks, can lose), the first ``times`` times: the claim's UPDATE then
+    finds them taken, for real, in the database."""
+
+    def __init__(self, engine, times):
+        self.engine = engine
+        self.times = times
+        self.claims = 0
+
+    def _take(self, conn, cursor, statement, *args):
+        if (statement.startswith('UPDATE attach_handles ')
+                and ' SET in_use' in statement):
+            self.claims += 1
+            if self.claims <= self.times:
+                cursor.execute('UPDATE attach_handles SET in_use = true '
+                               'WHERE in_use = false')
+
+    def __enter__(self):
+        sa.event.listen(self.engine, 'before_cursor_execute', self._take)
+        return self
+
+    def __exit__(self, *exc):
+        sa.event.remove(self.engine, 'before_cursor_execute', self._take)
+
+
 def test_a_lost_claim_race_starts_the_transaction_again(
-        host, admin_context, database, monkeypatch):
-    real = binding._claim_free
-    calls = []
-
-    def lose_first(connection, rp_uuid, hostname, count):
-        calls.append(count)
-        if len(calls) == 1:
-            real(connection, rp_uuid, hostname, count)  # then undone
-            raise db_api.RetryRequest('attach handles claimed concurrently')
-        return real(connection, rp_uuid, hostname, count)
-
-    monkeypatch.setattr(binding, '_claim_free', lose_first)
+        host, admin_context, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    _bind(admin_context, arqs, host)
-    assert calls == [2, 2]
+    with _HandlesTakenFirst(database, 1) as race:
+        _bind(admin_context, arqs, host)
+    assert race.claims == 2
     assert _states(admin_context, arqs) == [states.BOUND] * 2
+    # The first transaction, and what the racing writer did in it, is
+    # undone: only the two handles of the second are in use.
     assert _handles_in_use(database) == 2
     assert len(_events(database)) == 2
 
@@ -361,19 +380,15 @@ def test_handles_only_locked_by_another_bind_start_again(host,
 
 
 def test_a_race_lost_every_time_ends_in_its_conflict(host, admin_context,
-                                                     database, monkeypatch):
+                                                     database):
     """A transaction that keeps losing the claim race ends in the 409 it
     asked for, never in a 500."""
-    def always_lose(connection, rp_uuid, hostname, count):
-        raise db_api.RetryRequest(
-            'attach handles claimed concurrently',
-            exception.NoFreeAttachHandles(rp_uuid=rp_uuid, free=0,
-                                          wanted=count))
-
-    monkeypatch.setattr(binding, '_claim_free', always_lose)
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    with pytest.raises(exception.NoFreeAttachHandles):
-        _bind(admin_context, arqs, host)
+    with _HandlesTakenFirst(database, 100) as race:
+        with pytest.raises(exception.NoFreeAttachHandles) as error:
+            _bind(admin_context, arqs, host)
+    assert race.claims == db_api.MAX_RETRIES + 1
+    assert error.value.code == 409
     _unchanged(admin_context, database, arqs)
 
 
