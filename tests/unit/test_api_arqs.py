@@ -336,23 +336,41 @@ def test_project_isolation(app, conductor, database, seed):
     conductor.arq_unbind.assert_called_once_with(mock.ANY, [theirs])
 
 
-def test_patch_is_scoped_by_the_conductor(app, conductor, database, seed):
-    """Bind and unbind go to the conductor with the caller's context,
-    which limits them to the caller's project (tests/unit/test_binding.py
-    and the functional tests show it); its 404 is the API's."""
-    theirs = _insert(database, seed, 2, project='p2', instance=INSTANCE)
+@pytest.fixture
+def real_app(conf, database):
+    """The API in front of a real conductor manager (no RPC)."""
+    from cyborg.conductor import binding
+    from cyborg.conductor import manager as conductor_manager
+    from tests.unit import test_api_hostile
+
+    binder = binding.Binder('c1', 1, 60, test_api_hostile.NoAgents(),
+                            lambda rows: None)
+    manager = conductor_manager.ConductorManager('c1', binder=binder)
+    conf.set_override('auth_strategy', 'noauth', group='api')
+    with mock.patch('cyborg.conductor.rpcapi.ConductorAPI',
+                    return_value=test_api_hostile.DirectConductor(manager)):
+        yield api_app.setup_app(conf, transport=object())
+    binder.stop()
+
+
+def test_patch_is_scoped_by_the_conductor(real_app, database, seed):
+    """Bind and unbind reach the real conductor with the caller's
+    context, which limits them to the caller's project: another
+    project's ARQ is not found, and stays as it was."""
+    theirs = _insert(database, seed, 2, project='p2')
     one = '%s/%s' % (PATH, theirs)
-    missing = exception.ARQNotFound(uuid=theirs)
-    conductor.arq_bind.side_effect = missing
-    conductor.arq_unbind.side_effect = missing
     for path, body in ((one, _bind_ops()), (PATH, {theirs: UNBIND_OPS})):
-        response = _request(app, 'PATCH', path, body,
+        response = _request(real_app, 'PATCH', path, body,
                             headers={**P1, **SERVICE})
         assert response.status_int == 404
         assert _fault(response) == 'ExtArq not found with uuid=%s' % theirs
-    for method in (conductor.arq_bind, conductor.arq_unbind):
-        context = method.call_args[0][0]
-        assert (context.project_id, context.is_admin) == ('p1', False)
+    stored = _request(real_app, 'GET', one, headers=P2).json
+    assert (stored['state'], stored['hostname'], stored['instance_uuid']) == (
+        states.INITIAL, None, None)
+    # Its own project reaches it.
+    response = _request(real_app, 'PATCH', PATH, {theirs: UNBIND_OPS},
+                        headers={**P2, **SERVICE})
+    assert response.status_int == 202
 
 
 def test_list_filters(app, database, seed):
@@ -454,17 +472,18 @@ def test_create(app, conductor, database, seed):
     assert arq['links'][0]['href'].endswith('%s/%s' % (PATH, _uuid(1)))
 
 
-def test_create_empty_and_missing_profile(app, conductor, database):
-    conductor.arq_create.return_value = []
-    response = _request(app, 'POST', PATH, {'device_profile_name': 'dp'})
+def test_create_and_missing_profile(real_app, database, seed):
+    """The real conductor creates one ARQ per accelerator of the profile,
+    and answers 404 for a profile that does not exist."""
+    response = _request(real_app, 'POST', PATH, {'device_profile_name': 'dp'},
+                        headers=P1)
     assert response.status_int == 201
-    assert response.json == {'arqs': []}
-    conductor.arq_create.side_effect = exception.DeviceProfileNotFound(
-        key='name', value='dp'
-    )
-    response = _request(app, 'POST', PATH, {'device_profile_name': 'dp'})
+    assert [(arq['state'], arq['device_profile_name'])
+            for arq in response.json['arqs']] == [(states.INITIAL, 'dp')]
+    response = _request(real_app, 'POST', PATH,
+                        {'device_profile_name': 'nope'}, headers=P1)
     assert response.status_int == 404
-    assert _fault(response) == 'Device Profile not found with name=dp'
+    assert _fault(response) == 'Device Profile not found with name=nope'
 
 
 def test_create_with_an_empty_profile_name_is_not_found(app, conductor):
