@@ -13,6 +13,7 @@
 """Fakes shared by unit tests."""
 
 import json
+import logging
 
 import requests
 
@@ -58,3 +59,14 @@ class FakeTransport(requests.adapters.BaseAdapter):
 
     def close(self):
         pass
+
+
+class LogRecords(logging.Handler):
+    """Keeps every record logged at INFO or above, for a test to read."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)

@@ -49,6 +49,7 @@ from cyborg.db import api as db_api
 from cyborg.db import hardware
 from cyborg.db import models
 from tests.unit import conftest
+from tests.unit import fakes
 
 
 ARQ = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
@@ -99,17 +100,6 @@ def api(conf, database):
     binder.stop()
 
 
-class _Records(logging.Handler):
-    """Every record logged at INFO or above while a request is served."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 def _request(app, method, path, body=None, query='', headers=None,
              content_type='application/json'):
     request = webob.Request.blank(path, method=method)
@@ -125,7 +115,7 @@ def _request(app, method, path, body=None, query='', headers=None,
 
 def _served(app, request):
     """The response of ``app``, with the log records of serving it."""
-    records = _Records()
+    records = fakes.LogRecords()
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.INFO)

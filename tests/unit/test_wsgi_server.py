@@ -22,6 +22,7 @@ import pytest
 
 from cyborg.api import hooks
 from cyborg.common import wsgi_server
+from tests.unit import fakes
 
 
 def _app(environ, start_response):
@@ -157,18 +158,9 @@ def test_connections_beyond_the_limit_get_503_then_slots_free(server):
     assert _get(server).startswith(b'HTTP/1.0 200')
 
 
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 @pytest.fixture
 def records():
-    handler = _Records()
+    handler = fakes.LogRecords()
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.INFO)
