@@ -50,6 +50,11 @@ LOG = logging.getLogger(__name__)
 # many providers with one POST /reshaper).
 CONDUCTOR_PLACEMENT_ROLES = ('admin', 'service')
 
+# Seconds the all-in-one waits for the agent's first inventory report
+# before it opens the API: a client that starts on the ready line then
+# finds the host's devices already listed.
+FIRST_REPORT_TIMEOUT = 60
+
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser('~'), '.local', 'share',
                                  'cyborg')
 
@@ -135,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for svc in services:
         svc.start()
+    if not services[-1].wait_first_runs(FIRST_REPORT_TIMEOUT):
+        LOG.warning('The first inventory report of %s did not finish '
+                    'within %d seconds; the API starts without it',
+                    CONF.host, FIRST_REPORT_TIMEOUT)
     server = wsgi_server.WSGIServer(
         api_app.setup_app(CONF, transport, authorizer), args.host,
         args.port, CONF.api.client_timeout, CONF.api.max_connections)

@@ -32,7 +32,8 @@ class PeriodicTask:
     The first run happens at once when ``run_immediately`` is true. A
     failing run is logged and does not stop later runs. A run that returns
     a number of seconds is followed by the next one after that delay
-    instead (e.g. to retry sooner).
+    instead (e.g. to retry sooner). ``first_run_done`` is set once the
+    first run has finished, whatever its outcome.
     """
 
     def __init__(self, name: str, fn: Callable[[], None], interval: float,
@@ -42,6 +43,7 @@ class PeriodicTask:
         self._interval = interval
         self._run_immediately = run_immediately
         self._stop = threading.Event()
+        self.first_run_done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name,
                                         daemon=True)
 
@@ -67,6 +69,8 @@ class PeriodicTask:
                 if isinstance(result, (int, float)) and not isinstance(
                         result, bool):
                     delay = result
+            finally:
+                self.first_run_done.set()
             if self._stop.wait(delay):
                 return
 
@@ -97,6 +101,13 @@ class RPCService:
         for task in self._tasks:
             task.start()
         LOG.info('Started %s on host %s', self.topic, self.host)
+
+    def wait_first_runs(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every periodic task's first
+        run to finish; whether they all did."""
+        deadline = _Deadline(timeout)
+        return all(task.first_run_done.wait(deadline.left())
+                   for task in self._tasks)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Take no more requests, finish those in flight and the periodic

@@ -44,6 +44,9 @@ opts = [
     cfg.FloatOpt('prepare_delay', default=0.0, min=0.0, mutable=True,
                  help='Seconds preparing an MDEV handle takes (to simulate '
                       'slow mdev creation).'),
+    cfg.FloatOpt('discover_delay', default=0.0, min=0.0, mutable=True,
+                 help='Seconds each discovery takes (to simulate a slow '
+                      'vendor tool).'),
     cfg.ListOpt('prepare_failures', default=[], mutable=True,
                 help='PCI addresses of devices whose attach handles fail to '
                      'prepare (the driver raises, as when an mdev cannot be '

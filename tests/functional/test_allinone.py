@@ -52,9 +52,37 @@ def _wait(predicate, timeout=30):
 
 
 def test_devices_are_listed(allinone):
-    devices = _wait(lambda: requests.get(
-        allinone.url + '/v2/devices', timeout=10).json()['devices'])
+    # No waiting: the all-in-one says it is running only once the agent's
+    # first report is stored, and a client may start on that line.
+    devices = requests.get(allinone.url + '/v2/devices',
+                           timeout=10).json()['devices']
     assert [d['type'] for d in devices] == ['FPGA']
+
+
+def test_ready_line_comes_after_the_first_inventory_report(work_dir):
+    """A client that starts on the ready line finds the devices: with a
+    discovery that takes 2 s, the line waits for the agent's first
+    report to be stored."""
+    directory = os.path.join(work_dir, 'allinone-slow-discovery')
+    port = servers.free_port()
+    process = servers.CyborgProcess(
+        'cyborg-all-in-one', {
+            'DEFAULT': {'host': 'functional-allinone-slow'},
+            'fake_driver': {'discover_delay': 2},
+        }, directory,
+        args=['--host', servers.LOOPBACK, '--port', str(port),
+              '--placement-port', '0',
+              '--state-dir', os.path.join(directory, 'state')])
+    try:
+        process.start()
+        process.wait_log('Cyborg all-in-one is running.',
+                         conftest.START_TIMEOUT)
+        devices = conftest.api_devices(
+            'http://%s:%d' % (servers.LOOPBACK, port))
+        assert [d['hostname'] for d in devices] == [
+            'functional-allinone-slow'], process.log_text()
+    finally:
+        process.stop()
 
 
 def test_allocation_candidates_find_the_device(allinone):

@@ -180,3 +180,41 @@ def test_periodic_task_retries_sooner_when_asked():
     assert done.wait(5)
     periodic.stop()
     periodic.wait(5)
+
+
+@pytest.mark.parametrize('outcome', ['returns', 'raises'])
+def test_first_run_done_is_set_after_the_first_run_whatever_its_outcome(
+        outcome):
+    import threading
+
+    from cyborg.common import service
+    release = threading.Event()
+
+    def task():
+        release.wait(5)
+        if outcome == 'raises':
+            raise RuntimeError('discovery failed')
+
+    periodic = service.PeriodicTask('t', task, interval=60)
+    periodic.start()
+    try:
+        assert not periodic.first_run_done.wait(0.1)  # still running
+        release.set()
+        assert periodic.first_run_done.wait(5)
+    finally:
+        periodic.stop()
+        periodic.wait(5)
+
+
+def test_service_waits_for_the_first_runs_of_all_its_tasks(monkeypatch):
+    from cyborg.common import rpc
+    from cyborg.common import service
+    monkeypatch.setattr(rpc, 'get_server', lambda *args: None)
+    fast = service.PeriodicTask('fast', lambda: None, interval=60)
+    slow = service.PeriodicTask('slow', lambda: None, interval=60)
+    svc = service.RPCService(None, 'topic', 'host', None,
+                             periodic_tasks=[fast, slow])
+    fast.first_run_done.set()
+    assert not svc.wait_first_runs(0.05)  # slow has not run
+    slow.first_run_done.set()
+    assert svc.wait_first_runs(0.05)

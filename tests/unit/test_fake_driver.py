@@ -77,3 +77,11 @@ def test_prepare_failures_everywhere_spare_unprepared_handles(conf,
     driver.prepare_attach_handle(base.AttachHandle(
         'PCI', base.pci_address_info('0000:10:00.1')), 'h-4')
     assert os.listdir(tmp_path) == []
+
+
+def test_discover_delay_is_slept_before_each_discovery(conf, monkeypatch):
+    slept = []
+    monkeypatch.setattr(fake.time, 'sleep', slept.append)
+    conf.set_override('discover_delay', 1.5, group='fake_driver')
+    assert len(fake.FakeDriver(conf).discover()) == 1
+    assert slept == [1.5]

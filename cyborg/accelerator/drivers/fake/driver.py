@@ -65,6 +65,7 @@ class FakeDriver(base.AcceleratorDriver):
         return [{'address': _address(i)} for i in range(options.num_devices)]
 
     def discover(self) -> list[base.Device]:
+        time.sleep(self._conf.fake_driver.discover_delay)
         return [self._device(spec) for spec in self._specs()]
 
     def _device(self, spec: dict[str, Any]) -> base.Device:
