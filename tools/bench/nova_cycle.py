@@ -34,7 +34,12 @@ and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
         [--db postgresql|mysql|sqlite-all-in-one]
-        [--db postgresql|mysql]
+        [--service cyborg|upstream|both [--rounds 2]]
+
+``--service upstream`` measures upstream OpenStack Cyborg (from
+``.venv-upstream``: ``tools/bench/upstream-venv.sh``) on the same kind of
+deployment, ``both`` measures ours and upstream's on the same servers,
+interleaved, and prints the ratio of their cycles per second.
 """
 
 import argparse
