@@ -16,7 +16,8 @@
 
 :class:`CommandRunner` looks the command up in its ``search_path`` (by
 default ``PATH`` plus the sbin directories), runs it without a shell,
-with a timeout, in the C locale, and returns a :class:`CommandResult`
+with a timeout (after which it and every process it started are
+killed), in the C locale, and returns a :class:`CommandResult`
 (exit status, stdout, stderr). A command that is not installed raises
 :class:`~.errors.ToolNotAvailable`, one that runs too long
 :class:`~.errors.ToolTimeout`; a non-zero exit status is a result, which
@@ -35,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from typing import Protocol
@@ -114,17 +116,31 @@ class CommandRunner:
             raise errors.ToolNotAvailable(list(argv))
         command = [executable, *argv[1:]]
         try:
-            done = subprocess.run(
-                command, capture_output=True, timeout=timeout, check=False,
-                stdin=subprocess.DEVNULL, env=self._environment())
-        except subprocess.TimeoutExpired as exc:
-            raise errors.ToolTimeout(list(argv), timeout,
-                                     _text(exc.stdout), _text(exc.stderr))
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=self._environment(),
+                start_new_session=True)
         except OSError as exc:
             raise errors.ToolNotAvailable(list(argv),
                                           exc.strerror or str(exc))
-        return CommandResult(tuple(command), done.returncode,
-                             _text(done.stdout), _text(done.stderr))
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = _kill(proc)
+            raise errors.ToolTimeout(list(argv), timeout, _text(stdout),
+                                     _text(stderr))
+        return CommandResult(tuple(command), proc.returncode,
+                             _text(stdout), _text(stderr))
+
+
+def _kill(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """Kill the command and whatever it started (its session), so that
+    no child left holding the pipes can block the agent."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return proc.communicate()
 
 
 def _text(data: bytes | str | None) -> str:
