@@ -12,10 +12,15 @@
 # License for the specific language governing permissions and limitations
 
 """cyborg.accelerator.drivers.utils.sriov: PFs, VFs and netdevs on the
-NIC, QAT and vGPU 17+ fixture hosts."""
+NIC, QAT and vGPU 17+ fixture hosts.
+
+A write to ``sriov_numvfs`` does nothing on a plain filesystem: the
+fixture's ``settle()`` then does what the kernel does on that write.
+"""
 
 import pytest
 
+from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
@@ -123,3 +128,86 @@ def test_qat_vfs_unbound_or_on_vfio(tmp_path):
         hosts.QAT_PF, 'qat', 'cfg_services')) == 'sym;asym'
     group = pci.iommu_group(host, vfs[0])
     assert (tmp_path / 'dev' / 'vfio' / str(group)).exists()
+
+
+# Enabling and disabling VFs ----------------------------------------------
+
+def test_disable_then_enable_vfs_like_the_kernel(nic):
+    tree, host = nic
+    sriov.set_num_vfs(host, hosts.E810_PF, 0)
+    tree.settle()
+    assert sriov.num_vfs(host, hosts.E810_PF) == 0
+    assert sriov.vfs(host, hosts.E810_PF) == []
+    assert not pci.exists(host, hosts.E810_VFS[0])
+    assert sriov.netdev_address(host, 'ens801f0v0') is None
+    sriov.set_num_vfs(host, hosts.E810_PF, 10)
+    tree.settle()
+    assert tree.refused == []
+    vfs = sriov.vfs(host, hosts.E810_PF)
+    assert sriov.num_vfs(host, hosts.E810_PF) == 10
+    assert _addrs(vfs[:2]) == hosts.E810_VFS
+    assert str(vfs[9]) == '0000:af:02.1'
+    assert [pci.driver(host, vf) for vf in vfs] == ['iavf'] * 10
+    assert all(sriov.physfn(host, vf) == pci.parse_address(hosts.E810_PF)
+               for vf in vfs)
+
+
+def test_vfs_unbound_without_autoprobe(nic):
+    tree, host = nic
+    sriov.set_num_vfs(host, hosts.X710_PF, 0)
+    tree.settle()
+    sysfs.write_text(host, pci.device_path(hosts.X710_PF,
+                                           'sriov_drivers_autoprobe'), '0')
+    sriov.set_num_vfs(host, hosts.X710_PF, 3)
+    tree.settle()
+    assert [pci.driver(host, vf)
+            for vf in sriov.vfs(host, hosts.X710_PF)] == [None] * 3
+
+
+def test_same_count_is_a_no_op(nic):
+    tree, host = nic
+    before = tree.read(tree.dev(hosts.X710_PF, 'sriov_numvfs'))
+    sriov.set_num_vfs(host, hosts.X710_PF, 2)
+    assert tree.read(tree.dev(hosts.X710_PF, 'sriov_numvfs')) == before
+
+
+@pytest.mark.parametrize('pf,count,reason', [
+    (hosts.X710_PF, 65, 'at most 64'),
+    (hosts.X710_PF, 4, '2 VFs already enabled'),
+    (hosts.E810_UNBOUND_PF, 0, 'no driver bound'),
+    (hosts.X710_VFS[0], 1, 'not an SR-IOV physical function'),
+])
+def test_refused_before_writing(nic, pf, count, reason):
+    tree, host = nic
+    with pytest.raises(errors.SriovError) as caught:
+        sriov.set_num_vfs(host, pf, count)
+    assert reason in str(caught.value)
+    tree.settle()
+    assert tree.refused == []
+    assert len(sriov.vfs(host, hosts.X710_PF)) == 2
+
+
+@pytest.mark.parametrize('count', [-1, True, '2', 1.0])
+def test_invalid_count(nic, count):
+    _tree, host = nic
+    with pytest.raises(ValueError):
+        sriov.set_num_vfs(host, hosts.X710_PF, count)
+
+
+def test_the_fixture_kernel_refuses_like_iov_c(nic):
+    # Raw writes, past the helper's checks: the emulated kernel refuses.
+    tree, host = nic
+    path = pci.device_path(hosts.X710_PF, 'sriov_numvfs')
+    sysfs.write_text(host, path, '5')
+    tree.settle()
+    sysfs.write_text(host, path, '99')
+    tree.settle()
+    sysfs.write_text(host, pci.device_path(hosts.E810_UNBOUND_PF,
+                                           'sriov_numvfs'), '0')
+    tree.settle()
+    assert tree.refused == [
+        'EBUSY: 2 VFs already enabled on %s' % hosts.X710_PF,
+        'ERANGE: 99 VFs on %s' % hosts.X710_PF,
+        'ENOENT: no driver bound to %s' % hosts.E810_UNBOUND_PF]
+    assert sriov.num_vfs(host, hosts.X710_PF) == 2
+    assert sriov.num_vfs(host, hosts.E810_UNBOUND_PF) == 1

@@ -121,6 +121,19 @@ def test_vfs_have_physfn_and_no_sriov_files(tree):
         assert int(tree.read(tree.dev(pf, 'sriov_numvfs'))) == len(virtfns)
 
 
+def test_vf_addresses_follow_offset_and_stride(tree):
+    # The kernel computes VF addresses from sriov_offset/sriov_stride;
+    # the fixtures place them the same way.
+    for name in tree.functions:
+        if not os.path.exists(tree.abs(tree.dev(name, 'sriov_totalvfs'))):
+            continue
+        for entry in os.listdir(tree.abs(tree.dev(name))):
+            if entry.startswith('virtfn'):
+                index = int(entry[len('virtfn'):])
+                target = os.readlink(tree.abs(tree.dev(name, entry)))
+                assert target == '../' + tree.vf_address(name, index)
+
+
 def test_nvme_host_marks_the_boot_disk(tmp_path):
     tree = hosts.nvme_host(str(tmp_path))
     mounts = tree.read('proc/mounts')

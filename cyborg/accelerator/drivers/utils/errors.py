@@ -84,6 +84,15 @@ class DeviceNotFound(HostError):
         super().__init__('%s not found' % what)
 
 
+class SriovError(HostError):
+    """SR-IOV cannot be configured as asked on this PF."""
+
+    def __init__(self, pf: str, reason: str) -> None:
+        self.pf = pf
+        self.reason = reason
+        super().__init__('%s: %s' % (pf, reason))
+
+
 class MdevTypeNotFound(HostError):
     """The parent device offers no such mdev type."""
 

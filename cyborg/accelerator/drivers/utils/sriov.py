@@ -16,12 +16,17 @@ The kernel links a PF to its VFs (``virtfn<N>``, N the VF index) and a VF
 to its PF (``physfn``). VF addresses are read from these links, never
 computed from ``sriov_offset``/``sriov_stride``, and ``virtfn<N>`` links
 are ordered by the integer N (``virtfn10`` comes after ``virtfn2``).
+
+:func:`set_num_vfs` refuses up front what the kernel would refuse
+(``drivers/pci/iov.c``): more than ``sriov_totalvfs``, a PF without a
+driver, and a change between two non-zero counts (write 0 first).
 """
 
 from __future__ import annotations
 
 import re
 
+from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
 
@@ -103,3 +108,35 @@ def netdev_address(host: sysfs.HostRoot,
     if name is None or not pci.is_valid_address(name):
         return None
     return pci.parse_address(name)
+
+
+def set_num_vfs(host: sysfs.HostRoot, pf: pci.PCIAddress | str,
+                count: int) -> None:
+    """Enable ``count`` VFs on ``pf`` (``0`` removes them all).
+
+    Raises ``SriovError`` when the kernel would refuse: not an SR-IOV PF,
+    ``count`` above ``sriov_totalvfs``, no driver bound to the PF, or VFs
+    already enabled (disable with 0 first; there is no partial change).
+    Asking for the current count does nothing. Re-read :func:`num_vfs`
+    afterwards: a driver may enable fewer. The VFs' own drivers and
+    netdevs can appear later still.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError('invalid VF count %r' % (count,))
+    total = total_vfs(host, pf)
+    if total is None:
+        raise errors.SriovError(str(pf), 'not an SR-IOV physical function')
+    if count > total:
+        raise errors.SriovError(str(pf), '%d VFs asked, at most %d'
+                                % (count, total))
+    current = num_vfs(host, pf) or 0
+    if count == current:
+        return
+    if pci.driver(host, pf) is None:
+        raise errors.SriovError(str(pf), 'no driver bound; cannot '
+                                'configure SR-IOV')
+    if count and current:
+        raise errors.SriovError(str(pf), '%d VFs already enabled; disable '
+                                'them (0) before enabling %d'
+                                % (current, count))
+    sysfs.write_text(host, pci.device_path(pf, 'sriov_numvfs'), str(count))
