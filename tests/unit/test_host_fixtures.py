@@ -21,11 +21,14 @@ import re
 
 import pytest
 
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner
+from cyborg.accelerator.drivers.utils import sysfs
 from tests.fixtures.hosts import hosts
 
 BUILDERS = [hosts.nvidia_gpu_host, hosts.nvidia_vgpu17_host,
             hosts.qat_4xxx_host, hosts.sriov_nic_host, hosts.nvme_host,
-            hosts.alveo_host, hosts.ascend_host]
+            hosts.alveo_host, hosts.ascend_host, hosts.intel_fpga_dfl_host]
 HEX_ATTRS = {'vendor': r'0x[0-9a-f]{4}', 'device': r'0x[0-9a-f]{4}',
              'subsystem_vendor': r'0x[0-9a-f]{4}',
              'subsystem_device': r'0x[0-9a-f]{4}',
@@ -153,3 +156,52 @@ def test_alveo_functions_share_bus_and_slot(tmp_path):
     assert (mgmt.device, user.device) == (0x5004, 0x5005)
     assert hosts.ALVEO_MGMT[:-1] == hosts.ALVEO_USER[:-1]
     assert os.path.dirname(mgmt.path) == os.path.dirname(user.path)
+
+
+def test_dfl_fpga_region_leads_to_the_card(tmp_path):
+    tree = hosts.intel_fpga_dfl_host(str(tmp_path))
+    host = sysfs.HostRoot(tree.root)
+    real = host.host_path(host.resolve('/sys/class/fpga_region/region0'))
+    assert hosts.DFL_PF in real.split('/')
+    assert sysfs.list_dir(host, '/sys/class/fpga_region/region0') == [
+        'dfl-fme.0', 'dfl-port.0']
+    afu = sysfs.read_text(host, '/sys/class/fpga_region/region0/'
+                          'dfl-port.0/afu_id')
+    compat = sysfs.read_text(host,
+                             '/sys/class/fpga_region/region1/compat_id')
+    assert re.fullmatch('[0-9a-f]{32}', afu)
+    assert re.fullmatch('[0-9a-f]{32}', compat)
+    assert sysfs.read_int(host, '/sys/class/fpga_region/region0/dfl-fme.0/'
+                          'bitstream_id', 16) == hosts.DFL_BITSTREAM_ID
+    assert sysfs.read_text(host, '/sys/class/fpga_manager/fpga0/'
+                           'state') == 'operating'
+    assert pci.subsystem_device_id(host, hosts.DFL_PF) == 0x1770
+    # fpgainfo prints the PR interface id with dashes, sysfs without.
+    out = runner.CommandRunner(search_path=[tree.tools_dir]).run(
+        ['fpgainfo', 'fme']).check().stdout
+    # "Key<spaces>: value"; keys contain colons ("PCIe s:b:d.f").
+    fields = dict(re.split(r'\s+: ', line, maxsplit=1)
+                  for line in out.splitlines()[1:])
+    assert fields['Pr Interface Id'].replace('-', '') == compat
+    assert pci.normalize_address(fields['PCIe s:b:d.f']) == hosts.DFL_PF
+
+
+@pytest.mark.parametrize('build', [hosts.nvidia_gpu_host, hosts.alveo_host,
+                                   hosts.intel_fpga_dfl_host])
+def test_lspci_agrees_with_sysfs(tmp_path, build):
+    tree = build(str(tmp_path))
+    host = sysfs.HostRoot(tree.root)
+    run = runner.CommandRunner(search_path=[tree.tools_dir])
+    lines = run.run(['lspci', '-nnn', '-D']).check().stdout.splitlines()
+    assert len(lines) == len(pci.list_addresses(host))
+    line_re = re.compile(r'^(\S+) .* \[([0-9a-f]{4})\]: .* '
+                         r'\[([0-9a-f]{4}):([0-9a-f]{4})\]'
+                         r'(?: \(rev ([0-9a-f]{2})\))?$')
+    for line in lines:
+        match = line_re.match(line)
+        assert match, line
+        addr, cls, vendor, device, rev = match.groups()
+        dev = pci.read_device(host, addr)
+        assert (dev.class_code >> 8, dev.vendor_id, dev.device_id) == (
+            int(cls, 16), int(vendor, 16), int(device, 16))
+        assert pci.revision(host, addr) == int(rev or '0', 16)
