@@ -107,6 +107,7 @@ def test_link_loop_raises(tree, host):
 
 def test_host_path_refuses_a_path_outside(host, tmp_path):
     assert host.host_path(host.root) == '/'
+    assert host.host_path(host.root + '/..sys') == '/..sys'
     with pytest.raises(errors.OutsideRootError):
         host.host_path(str(tmp_path))
 
@@ -160,6 +161,8 @@ def test_read_link_and_link_name(tree, host):
                                                  'driver')) == 'i40e'
     assert sysfs.read_link(host, pci.device_path(
         hosts.X710_PF, 'driver')) == tree.abs('sys/bus/pci/drivers/i40e')
+    assert sysfs.link_name(host, pci.device_path(hosts.X710_PF,
+                                                 'driver') + '/') == 'i40e'
     # A file is no link; a missing link is None.
     assert sysfs.read_link(host, pci.device_path(hosts.X710_PF,
                                                  'vendor')) is None

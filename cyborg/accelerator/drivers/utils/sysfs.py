@@ -28,7 +28,8 @@ for a missing file; other read errors raise
 from __future__ import annotations
 
 import os
-from typing import Any
+
+from oslo_config import cfg
 
 from cyborg.accelerator.drivers.utils import errors
 
@@ -47,7 +48,7 @@ class HostRoot:
         self.root = os.path.realpath(root)
 
     @classmethod
-    def from_conf(cls, conf: Any) -> HostRoot:
+    def from_conf(cls, conf: cfg.ConfigOpts) -> HostRoot:
         """The root ``[agent] host_root`` of ``conf`` names."""
         return cls(conf.agent.host_root)
 
@@ -95,7 +96,7 @@ class HostRoot:
         rel = os.path.relpath(real, self.root)
         if rel == '.':
             return '/'
-        if rel.startswith('..'):
+        if rel == '..' or rel.startswith('../'):
             raise errors.OutsideRootError(real, self.root)
         return '/' + rel
 
@@ -162,9 +163,8 @@ def read_link(host: HostRoot, host_path: str) -> str | None:
     The target is resolved inside the root; a link out of it raises
     :class:`~.errors.OutsideRootError`.
     """
-    parent = host.resolve(os.path.dirname(host_path.rstrip('/')))
-    if not os.path.islink(os.path.join(parent,
-                                       os.path.basename(host_path))):
+    head, name = os.path.split(host_path.rstrip('/'))
+    if not os.path.islink(os.path.join(host.resolve(head), name)):
         return None
     return host.resolve(host_path)
 
