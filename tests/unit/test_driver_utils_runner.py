@@ -133,8 +133,8 @@ def test_timeout_kills_and_raises(tmp_path):
         ('info',): tools.Reply('partial\n', sleep=30)})
     run = runner.CommandRunner(search_path=[str(tmp_path)])
     with pytest.raises(errors.ToolTimeout) as caught:
-        run.run(['npu-smi', 'info'], timeout=0.5)
-    assert caught.value.timeout == 0.5
+        run.run(['npu-smi', 'info'], timeout=3)
+    assert caught.value.timeout == 3
     assert caught.value.stdout == 'partial\n'
 
 
@@ -147,8 +147,8 @@ def test_timeout_kills_the_children_too(tmp_path):
                                             '/usr/bin'])
     started = time.monotonic()
     with pytest.raises(errors.ToolTimeout) as caught:
-        run.run(['fpgainfo', 'fme'], timeout=0.5)
-    assert time.monotonic() - started < 10
+        run.run(['fpgainfo', 'fme'], timeout=2)
+    assert time.monotonic() - started < 15
     assert caught.value.stdout == 'started\n'
 
 
