@@ -206,3 +206,16 @@ def test_list_skips_entries_that_are_no_address(gpu_host):
 
 def test_list_devices_on_an_empty_root(tmp_path):
     assert pci.list_devices(sysfs.HostRoot(str(tmp_path))) == []
+
+
+def test_list_devices_skips_a_device_gone_since_listed(gpu_host):
+    tree, host = gpu_host
+    # What a reader sees when a function is removed while it lists: the
+    # bus link is still there, the device directory is not.
+    tree.raw_link('sys/bus/pci/devices/0000:3b:00.1',
+                  '../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1')
+    assert pci.parse_address('0000:3b:00.1') in pci.list_addresses(host)
+    with pytest.raises(errors.DeviceNotFound):
+        pci.read_device(host, '0000:3b:00.1')
+    assert [str(d.address) for d in pci.list_devices(host)] == [
+        '0000:3a:00.0', hosts.PGPU, '0000:d7:00.0', hosts.VGPU_PARENT]

@@ -263,7 +263,10 @@ def list_devices(host: sysfs.HostRoot, vendor: int | None = None,
             continue
         if not _class_matches(class_code(host, addr), wanted):
             continue
-        found.append(read_device(host, addr))
+        try:
+            found.append(read_device(host, addr))
+        except errors.DeviceNotFound:
+            continue  # removed since it was listed (hot unplug, VFs off)
     return found
 
 
