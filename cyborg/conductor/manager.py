@@ -18,11 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
-import sqlalchemy.exc as sa_exc
 
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
@@ -32,6 +30,7 @@ from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import errors as db_errors
 from cyborg.db import hardware
 
 LOG = logging.getLogger(__name__)
@@ -40,51 +39,20 @@ LOG = logging.getLogger(__name__)
 # to the caller without oslo.messaging logging a traceback.
 _expected_answers = messaging.expected_exceptions(exception.CyborgException)
 
-# What the caller is told when the database failed (after the write was
-# retried; see cyborg.db.api): the write did not happen.
-DB_UNAVAILABLE = 'the database is unavailable, retry later'
-DB_CONFLICT = ('the request conflicts with a concurrent change of the same '
-               'rows (%s); nothing was changed, retry')
-
-
-def database_error_answer(error: BaseException
-                          ) -> exception.CyborgException | None:
-    """The CyborgException a database error crosses RPC as (None if
-    ``error`` is no database error).
-
-    A duplicate or a foreign key that vanished meanwhile is a 409 (a
-    concurrent request won the race); everything else, a deadlock or
-    lock wait timeout left after the retries, a lost or refused
-    connection, is a 503.
-    """
-    if isinstance(error, db_exc.DBDuplicateEntry):
-        columns = ', '.join(error.columns or []) or 'a unique key'
-        return exception.Conflict(reason=DB_CONFLICT % (
-            'duplicate ' + columns))
-    if isinstance(error, db_exc.DBReferenceError):
-        return exception.Conflict(reason=DB_CONFLICT % (
-            'a referenced row was removed'))
-    if isinstance(error, (db_exc.DBError, sa_exc.SQLAlchemyError)):
-        return exception.ServiceUnavailable(reason=DB_UNAVAILABLE)
-    return None
-
-
 def _expected(fn):
     """An RPC endpoint method whose CyborgExceptions are answers, and
     whose database errors become CyborgExceptions (409 or 503, see
-    :func:`database_error_answer`), so that they cross RPC as answers
+    :func:`cyborg.db.errors.answer`), so that they cross RPC as answers
     the API can give instead of a RemoteError (500)."""
     @functools.wraps(fn)
     def wrapper(self, context, *args, **kwargs):
         try:
             return fn(self, context, *args, **kwargs)
-        except (db_exc.DBError, sa_exc.SQLAlchemyError) as e:
-            answer = database_error_answer(e)
-            if isinstance(e, (db_exc.DBDuplicateEntry,
-                              db_exc.DBReferenceError)):
+        except db_errors.DATABASE_ERRORS as e:
+            answer = db_errors.answer(e)
+            if db_errors.is_conflict(e):
                 LOG.warning('%s: %s', fn.__name__, e)
-            elif isinstance(e, (db_exc.DBDeadlock, db_exc.DBConnectionError)
-                            ) or db_api.is_transient(e):
+            elif db_errors.is_unavailable(e):
                 LOG.error('%s failed, the database is unavailable: %s',
                           fn.__name__, e)
             else:

@@ -40,6 +40,7 @@ from cyborg.conductor import rpcapi
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import errors as db_errors
 from cyborg.db import models
 
 SERVICES = models.Service.__table__
@@ -384,7 +385,7 @@ def test_api_read_database_error_is_503(conf, database, db_error):
      'The conductor could not be reached (MessageDeliveryFailure); nothing '
      'was changed, retry later.'),
     (exception.ServiceUnavailable(
-        reason=conductor_manager.DB_UNAVAILABLE),
+        reason=db_errors.DB_UNAVAILABLE),
      'Service is unavailable: the database is unavailable, retry later'),
     (messaging.RemoteError('DBDeadlock', 'deadlock', 'Traceback...'),
      errors.DB_UNAVAILABLE),
