@@ -36,7 +36,7 @@ class AgentHandles:
     def __init__(self, transport, timeout: float):
         self._agent_api = agent_rpcapi.AgentAPI(transport, timeout)
 
-    def prepare(self, context, claim: binding.Claim) -> None:
+    def prepare(self, context, claim: arq_db.Claim) -> None:
         if driver_base.needs_preparation(claim.attach_type):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
@@ -62,7 +62,7 @@ def create(conf: cfg.ConfigOpts, transport,
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
     if notifier is not None:
-        deliver, lease = notifier.deliver, binding.Lease(
+        deliver, lease = notifier.deliver, arq_db.Lease(
             host, conf.nova.claim_timeout)
     else:
         deliver, lease = (lambda rows: None), None

@@ -32,7 +32,6 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.common import exception
-from cyborg.conductor import binding
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
@@ -266,7 +265,7 @@ def test_concurrent_arq_cycles_never_raise_database_errors(hardware):
             try:
                 arqs = arq_db.arq_create(context, 'one', None)
                 uuids = [arq['uuid'] for arq in arqs]
-                binding.bind(context, {
+                arq_db.bind(context, {
                     u: {'hostname': 'h', 'device_rp_uuid': rp,
                         'instance_uuid': instance} for u in uuids},
                     None, 'c%d' % number)

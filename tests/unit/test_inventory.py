@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
@@ -98,7 +97,7 @@ def test_removed_device_is_deleted_unless_in_use(
     db_api.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     arq = arq_db.arq_create(admin_context, 'one', 'p1')[0]
-    binding.bind(admin_context, {arq['uuid']: {
+    arq_db.bind(admin_context, {arq['uuid']: {
         'hostname': 'host1', 'instance_uuid': INSTANCE,
         'device_rp_uuid': inventory.provider_uuid(
             'host1', wire[0]['address'], wire[0]['deployables'][0]['name'])}},

@@ -23,7 +23,6 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import arq_states as states
-from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import api as db_api
@@ -74,7 +73,7 @@ def _rp(address):
 def _bind_one(context, address):
     """An ARQ Bound to a handle of the device at ``address``; its uuid."""
     arq = arq_db.arq_create(context, 'one', 'p1')[0]
-    binding.bind(context, {arq['uuid']: {
+    arq_db.bind(context, {arq['uuid']: {
         'hostname': 'host1', 'device_rp_uuid': _rp(address),
         'instance_uuid': INSTANCE}}, None, 'c1')
     assert arq_db.arq_get(context, arq['uuid'], None)['state'] == (
