@@ -32,6 +32,7 @@ from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import errors as db_errors
 from cyborg.db import hardware
+from cyborg.db import services as services_db
 
 LOG = logging.getLogger(__name__)
 
@@ -121,7 +122,8 @@ class ConductorManager:
 
     @_expected
     def service_heartbeat(self, context, host: str, binary: str) -> None:
-        db_api.service_heartbeat(context, host, binary, timeutils.utcnow())
+        services_db.service_heartbeat(context, host, binary,
+                                      timeutils.utcnow())
 
     @_expected
     def report_inventory(self, context, host: str, rp_name: str,
@@ -131,20 +133,11 @@ class ConductorManager:
 
         An unchanged report that left nothing pending costs one read.
         """
-        state = inventory.report_state(context, host)
-        changed = False
-        if state is None or state[0] != digest:
-            summary = inventory.apply_report(context, host, rp_name, devices,
-                                             digest, failed_drivers)
-            changed = summary is not None
-            if summary is not None and summary.changed:
-                LOG.info('Inventory of %s: %d added, %d updated, %d removed, '
-                         '%d kept while in use', host, summary.added,
-                         summary.updated, summary.removed,
-                         summary.kept_missing)
-            state = inventory.report_state(context, host)
-        synced = not state[1] or self.sync_host(context, host)
-        return {'changed': changed, 'synced': synced}
+        outcome = inventory.apply(context, host, rp_name, devices, digest,
+                                  failed_drivers)
+        synced = (not outcome.sync_pending
+                  or self.sync_host(context, host))
+        return {'changed': outcome.changed, 'synced': synced}
 
     def sync_host(self, context, host: str) -> bool:
         """Sync one host's providers; False if anything is left to do."""
@@ -160,7 +153,7 @@ class ConductorManager:
 
     def sync_pending_hosts(self, context) -> None:
         """Retry every host whose providers are not yet in Placement."""
-        for host in placement_sync.hosts_pending_sync(context):
+        for host in services_db.hosts_pending_sync(context):
             self.sync_host(context, host)
 
     def _get_placement_sync(self) -> placement_sync.PlacementSync | None:
@@ -213,7 +206,7 @@ class ConductorManager:
         if before['status'] != status:
             LOG.info('Device %s on %s is now %s', uuid, before['hostname'],
                      status)
-            placement_sync.request_sync(context, before['hostname'])
+            services_db.request_sync(context, before['hostname'])
             self.sync_host(context, before['hostname'])
 
     @_expected
@@ -233,7 +226,7 @@ class ConductorManager:
             return
         host = hardware.deployable_host(context, attribute['deployable_id'])
         if host is not None:
-            placement_sync.request_sync(context, host)
+            services_db.request_sync(context, host)
             self.sync_host(context, host)
 
 

@@ -25,8 +25,8 @@ from cyborg.common import service
 from cyborg.conductor import binding
 from cyborg.conductor import manager
 from cyborg import context as cyborg_context
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import services as services_db
 
 
 class AgentHandles:
@@ -78,8 +78,9 @@ def create(conf: cfg.ConfigOpts, transport,
         return cyborg_context.get_admin_context()
 
     def heartbeat():
-        db_api.service_heartbeat(admin(), host, constants.BINARY_CONDUCTOR,
-                                 timeutils.utcnow())
+        services_db.service_heartbeat(admin(), host,
+                                      constants.BINARY_CONDUCTOR,
+                                      timeutils.utcnow())
 
     def on_start():
         if notifier is not None:

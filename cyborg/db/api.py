@@ -394,33 +394,3 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
         ids.append(row.id)
     if ids:
         session.execute(sa.delete(_DP).where(_DP.c.id.in_(ids)))
-
-
-# Services
-
-_SERVICES = models.Service.__table__
-
-
-@writer
-def service_heartbeat(context, host: str, binary: str, now) -> None:
-    """Record that ``binary`` on ``host`` is alive at ``now``."""
-    session = context.session
-    updated = session.execute(
-        sa.update(_SERVICES)
-        .where(_SERVICES.c.host == host, _SERVICES.c.binary == binary)
-        .values(last_seen_up=now, updated_at=now)).rowcount
-    if updated:
-        return
-    try:
-        with session.begin_nested():
-            session.execute(sa.insert(_SERVICES).values(
-                host=host, binary=binary, last_seen_up=now, created_at=now))
-    except db_exc.DBDuplicateEntry:
-        # Another process registered the same service meanwhile.
-        pass
-
-
-@main_context_manager.reader
-def service_list(context) -> list[dict[str, Any]]:
-    query = sa.select(_SERVICES).order_by(_SERVICES.c.id)
-    return [dict(row._mapping) for row in context.session.execute(query)]

@@ -36,12 +36,12 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import embedded_placement
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.conf import fake_driver as fake_driver_conf
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.functional import conftest
 from tests.functional import nova_flow

@@ -24,10 +24,10 @@ from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import arq_states as states
 from cyborg.common import exception
 from cyborg.conductor import binding
-from cyborg.conductor import inventory
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import hardware
+from cyborg.db import inventory
 from cyborg.db import models
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import models
+from cyborg.db import services as services_db
 
 GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_A': 'required'}]
 
@@ -102,10 +103,10 @@ def test_delete_refuses_profile_in_use(database, admin_context):
 def test_service_heartbeat_upserts(database, admin_context):
     first = datetime.datetime(2026, 1, 1)
     later = datetime.datetime(2026, 1, 2)
-    db_api.service_heartbeat(admin_context, 'h1', 'cyborg-agent', first)
-    db_api.service_heartbeat(admin_context, 'h1', 'cyborg-agent', later)
-    db_api.service_heartbeat(admin_context, 'h2', 'cyborg-agent', first)
-    services = db_api.service_list(admin_context)
+    services_db.service_heartbeat(admin_context, 'h1', 'cyborg-agent', first)
+    services_db.service_heartbeat(admin_context, 'h1', 'cyborg-agent', later)
+    services_db.service_heartbeat(admin_context, 'h2', 'cyborg-agent', first)
+    services = services_db.service_list(admin_context)
     assert [(s['host'], s['last_seen_up']) for s in services] == [
         ('h1', later),
         ('h2', first),

@@ -23,11 +23,11 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
 from cyborg.cmd import manage
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.db import api as db_api
 from cyborg.db import arqs
 from cyborg.db import hosts
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.unit.test_placement_sync import FakePlacement
 

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.conductor import inventory
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import inventory
 from cyborg.db import models
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'

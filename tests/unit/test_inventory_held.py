@@ -23,10 +23,10 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import arq_states as states
-from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.unit.test_placement_sync import FakePlacement
 
