@@ -28,8 +28,8 @@ from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import errors as db_errors
 from cyborg.db import hardware
 from cyborg.db import services as services_db
@@ -107,14 +107,14 @@ class ConductorManager:
     @_expected
     def device_profile_create(self, context, values: dict[str, Any]
                               ) -> dict[str, Any]:
-        profile = db_api.device_profile_create(context, values)
+        profile = profiles_db.device_profile_create(context, values)
         LOG.info('Created device profile %(name)s (%(uuid)s)', profile)
         return _jsonable(profile)
 
     @_expected
     def device_profile_delete(self, context, idents: list[list[str]]
                               ) -> None:
-        db_api.device_profile_delete(context, [tuple(i) for i in idents])
+        profiles_db.device_profile_delete(context, [tuple(i) for i in idents])
         LOG.info('Deleted device profiles %s',
                  ', '.join(value for _key, value in idents))
 

@@ -25,12 +25,9 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
-from cyborg.db import models
-
-DEVICES = models.Device.__table__
-DEPLOYABLES = models.Deployable.__table__
-ATTRIBUTES = models.Attribute.__table__
-HANDLES = models.AttachHandle.__table__
+from cyborg.db.models import ATTRIBUTES
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
 
 
 def _page(query, table, sort_key: str | None, sort_dir: str | None,

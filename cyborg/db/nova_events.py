@@ -51,11 +51,10 @@ from oslo_log import log as logging
 import sqlalchemy as sa
 
 from cyborg.db import api as db_api
-from cyborg.db import models
+from cyborg.db.models import EVENTS
 
 LOG = logging.getLogger(__name__)
 
-EVENTS = models.NovaEvent.__table__
 STATUSES = ('completed', 'failed')
 REJECTED_PREFIX = 'rejected: '
 

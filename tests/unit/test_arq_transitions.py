@@ -26,8 +26,8 @@ import sqlalchemy as sa
 
 from cyborg.common import arq_states as states
 from cyborg.common import exception
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from tests.unit import test_binding
 
@@ -83,7 +83,7 @@ def test_nothing_enters_initial():
 def hosts(database, admin_context, conf):
     """host1: one device of 4 PCI handles; host2: one of 4 MDEV handles
     (bound by a job). Their rp uuids."""
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     pci = test_binding._report(admin_context, conf, 'host1', 'PCI')
     mdev = test_binding._report(admin_context, conf, 'host2', 'MDEV')

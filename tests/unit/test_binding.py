@@ -26,6 +26,7 @@ from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hardware
 from cyborg.db import inventory
 from cyborg.db import models
@@ -46,10 +47,10 @@ def _report(context, conf, host, handle_type):
 
 @pytest.fixture
 def profiles(database, admin_context):
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'two', 'groups': [{'resources:FPGA': '1'},
                                   {'resources:FPGA': '1'}]})
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'five', 'groups': [{'resources:FPGA': '5'}]})
 
 

@@ -295,9 +295,9 @@ def test_arq_create_deadlock_every_time_is_503(manager, database, profile):
 @pytest.mark.parametrize('method, args, target', [
     ('arq_create', ('dp',), 'cyborg.db.arqs.arq_create'),
     ('device_profile_create', ({'name': 'x', 'groups': []},),
-     'cyborg.db.api.device_profile_create'),
+     'cyborg.db.device_profiles.device_profile_create'),
     ('device_profile_delete', ([['name', 'x']],),
-     'cyborg.db.api.device_profile_delete'),
+     'cyborg.db.device_profiles.device_profile_delete'),
     ('device_set_status', ('u', 'disabled'),
      'cyborg.db.hardware.device_set_status'),
     ('attribute_create', ({},), 'cyborg.db.hardware.attribute_create'),
@@ -328,7 +328,7 @@ def test_binder_database_errors_are_answers(method, args):
 
 
 def test_duplicate_message_names_the_columns(manager):
-    with mock.patch('cyborg.db.api.device_profile_create',
+    with mock.patch('cyborg.db.device_profiles.device_profile_create',
                     side_effect=db_exc.DBDuplicateEntry(['name'])):
         error = _expected_exception(lambda: manager.device_profile_create(
             cyborg_context.get_admin_context(), {}))

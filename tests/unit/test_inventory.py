@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.db import models
 
@@ -94,7 +94,7 @@ def test_removed_device_is_deleted_unless_in_use(
     wire, digest = _report(fake_conf)
     _apply(admin_context, wire, digest)
     # An ARQ holds a handle of the first device.
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     arq = arq_db.arq_create(admin_context, 'one', 'p1')[0]
     arq_db.bind(admin_context, {arq['uuid']: {

@@ -24,8 +24,8 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import arq_states as states
 from cyborg.conductor import manager as conductor_manager
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.db import models
 from tests.unit.test_placement_sync import FakePlacement
@@ -53,7 +53,7 @@ def placement():
 
 @pytest.fixture
 def conductor(database, placement, admin_context):
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     return conductor_manager.ConductorManager(
         'c1', placement_factory=lambda: placement)
