@@ -159,19 +159,17 @@ def _retried(fn, duplicates: bool = False, max_retries: int | None = None,
     return wrapper
 
 
-def writer(fn):
-    """``main_context_manager.writer`` (``context.session``), serialised
-    on SQLite, run again on a transient error (deadlock, lock wait
-    timeout, serialization failure)."""
-    return _retried(_serialised_on_sqlite(main_context_manager.writer(fn),
-                                          fn))
-
-
 def connection_writer(fn):
     """``main_context_manager.writer.connection`` (``context.connection``:
     SQLAlchemy Core, without the ORM session's cost), serialised on
-    SQLite, run again on a transient error. For the hot paths that need
-    no ORM."""
+    SQLite, run again on a transient error (deadlock, lock wait timeout,
+    serialization failure).
+
+    Every write transaction of cyborg uses it (or :func:`retrying_writer`,
+    the same with another retry policy): statements are Core statements
+    on the transaction's connection, and functions that take a
+    ``connection`` run inside the caller's transaction.
+    """
     return _retried(_serialised_on_sqlite(
         main_context_manager.writer.connection(fn), fn))
 

@@ -28,17 +28,8 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
-from cyborg.db import models
 from cyborg.db.models import ARQS
 from cyborg.db.models import PROFILES
-
-
-def _connection(context):
-    """The connection of the current transaction, session or not."""
-    session = getattr(context, 'session', None)
-    if session is not None:
-        return session.connection()
-    return context.connection
 
 
 def _dp_row_to_dict(row) -> dict[str, Any]:
@@ -69,30 +60,28 @@ def device_profile_get(context, *, uuid: str | None = None,
     else:
         query = sa.select(PROFILES).where(PROFILES.c.name == name)
         key, value = 'name', name
-    row = _connection(context).execute(query).first()
+    row = context.connection.execute(query).first()
     if row is None:
         raise exception.DeviceProfileNotFound(key=key, value=value)
     return _dp_row_to_dict(row)
 
 
-@db_api.writer
+@db_api.connection_writer
 def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
     """Insert one device profile; name and uuid must be unused."""
     uuid = values.get('uuid') or uuidutils.generate_uuid()
-    profile = models.DeviceProfile(
-        uuid=uuid, name=values['name'],
-        description=values.get('description'),
-        profile_json=json.dumps({'groups': values['groups']}))
-    session = context.session
+    profile = dict(uuid=uuid, name=values['name'],
+                   description=values.get('description'),
+                   profile_json=json.dumps({'groups': values['groups']}))
+    connection = context.connection
     for column, error in (('name', exception.DuplicateDeviceProfileName),
                           ('uuid', exception.DuplicateDeviceProfileUUID)):
-        value = getattr(profile, column)
-        if session.execute(sa.select(PROFILES.c.id).where(
+        value = profile[column]
+        if connection.execute(sa.select(PROFILES.c.id).where(
                 PROFILES.c[column] == value)).first() is not None:
             raise error(**{column: value})
-    session.add(profile)
     try:
-        session.flush()
+        connection.execute(sa.insert(PROFILES).values(**profile))
     except db_exc.DBDuplicateEntry as e:
         if 'uuid' in (e.columns or []):
             raise exception.DuplicateDeviceProfileUUID(uuid=uuid)
@@ -100,26 +89,26 @@ def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
     return device_profile_get(context, uuid=uuid)
 
 
-@db_api.writer
+@db_api.connection_writer
 def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
     """Delete several profiles atomically.
 
     ``idents`` are ("uuid" | "name", value) pairs. Nothing is deleted
     unless every profile exists and no accelerator request uses it.
     """
-    session = context.session
+    connection = context.connection
     ids = []
     for key, value in idents:
-        row = session.execute(
+        row = connection.execute(
             sa.select(PROFILES.c.id, PROFILES.c.name)
             .where(PROFILES.c[key] == value).with_for_update()).first()
         if row is None:
             raise exception.DeviceProfileNotFound(key=key, value=value)
-        in_use = session.execute(
+        in_use = connection.execute(
             sa.select(sa.func.count()).select_from(ARQS).where(
                 ARQS.c.device_profile_id == row.id)).scalar()
         if in_use:
             raise exception.DeviceProfileInUse(name=row.name, count=in_use)
         ids.append(row.id)
     if ids:
-        session.execute(sa.delete(PROFILES).where(PROFILES.c.id.in_(ids)))
+        connection.execute(sa.delete(PROFILES).where(PROFILES.c.id.in_(ids)))

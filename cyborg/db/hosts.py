@@ -182,12 +182,12 @@ def host_record(context, host: str) -> HostRecord:
                                      ids['attach_handles']))
 
 
-@db_api.writer
+@db_api.connection_writer
 def delete_host(context, host: str) -> dict[str, int]:
     """Delete every row of ``host`` in one transaction; rows deleted per
     table. Raises :class:`HostInUse` (deleting nothing) if a request
     holds or binds one of its devices."""
-    connection = context.session.connection()
+    connection = context.connection
     # The agent's service row first: the lock inventory reports of the
     # host take, so none is applied while the host is deleted.
     connection.execute(sa.select(SERVICES.c.id).where(

@@ -105,13 +105,13 @@ def report_state(context, host: str) -> tuple[str | None, bool] | None:
             row.sync_requested > row.sync_done)
 
 
-@db_api.writer
+@db_api.connection_writer
 def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,
                  failed_drivers: list[str]) -> DiffSummary | None:
     """Apply a report; None if it was already applied (same digest) and
     no released missing device waits for removal."""
-    connection = context.session.connection()
+    connection = context.connection
     service = services.lock_agent(connection, host)
     if service.report_hash == digest and not connection.execute(
             sa.select(_removal_pending(host))).scalar():

@@ -98,7 +98,7 @@ class SyncRecord:
     seen: int | None = None
 
 
-@db_api.writer
+@db_api.connection_writer
 def save_sync(context, service_id: int, record: SyncRecord) -> None:
     """Record a sync's progress in one transaction.
 
@@ -106,34 +106,35 @@ def save_sync(context, service_id: int, record: SyncRecord) -> None:
     several conductors record one after the other: a row another sync
     inserted meanwhile is updated, not inserted twice.
     """
-    session = context.session
-    services.lock(session, service_id)
+    connection = context.connection
+    services.lock(connection, service_id)
     if record.compute_rp_uuid is not None:
-        services.set_compute_rp(session, service_id, record.compute_rp_uuid)
-    _save_providers(session, record.providers, record.recorded)
+        services.set_compute_rp(connection, service_id,
+                                record.compute_rp_uuid)
+    _save_providers(connection, record.providers, record.recorded)
     if record.forgotten:
-        session.execute(sa.delete(PROVIDERS).where(
+        connection.execute(sa.delete(PROVIDERS).where(
             PROVIDERS.c.uuid.in_(record.forgotten)))
     if record.seen is not None:
-        services.mark_synced(session, service_id, record.seen)
+        services.mark_synced(connection, service_id, record.seen)
 
 
-def _save_providers(session, rows: list[dict[str, Any]],
+def _save_providers(connection, rows: list[dict[str, Any]],
                     recorded: set[str]) -> None:
     """Update ``rows``, inserting the missing ones with one statement."""
     now = timeutils.utcnow()
     unrecorded = [row['uuid'] for row in rows if row['uuid'] not in recorded]
-    found = set(session.execute(sa.select(PROVIDERS.c.uuid).where(
+    found = set(connection.execute(sa.select(PROVIDERS.c.uuid).where(
         PROVIDERS.c.uuid.in_(unrecorded))).scalars()) if unrecorded else set()
     new = []
     for row in rows:
         values = dict(row)
         uuid = values.pop('uuid')
         if uuid in recorded or uuid in found:
-            updated = session.execute(sa.update(PROVIDERS).where(
+            updated = connection.execute(sa.update(PROVIDERS).where(
                 PROVIDERS.c.uuid == uuid).values(updated_at=now, **values))
             if updated.rowcount:
                 continue
         new.append(dict(values, uuid=uuid, created_at=now, updated_at=now))
     if new:
-        session.execute(sa.insert(PROVIDERS), new)
+        connection.execute(sa.insert(PROVIDERS), new)

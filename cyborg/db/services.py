@@ -39,29 +39,29 @@ from cyborg.db import api as db_api
 from cyborg.db.models import SERVICES
 
 
-@db_api.writer
+@db_api.connection_writer
 def service_heartbeat(context, host: str, binary: str, now) -> None:
     """Record that ``binary`` on ``host`` is alive at ``now``."""
-    session = context.session
-    updated = session.execute(
+    connection = context.connection
+    updated = connection.execute(
         sa.update(SERVICES)
         .where(SERVICES.c.host == host, SERVICES.c.binary == binary)
         .values(last_seen_up=now, updated_at=now)).rowcount
     if updated:
         return
     try:
-        with session.begin_nested():
-            session.execute(sa.insert(SERVICES).values(
+        with connection.begin_nested():
+            connection.execute(sa.insert(SERVICES).values(
                 host=host, binary=binary, last_seen_up=now, created_at=now))
     except db_exc.DBDuplicateEntry:
         # Another process registered the same service meanwhile.
         pass
 
 
-@db_api.main_context_manager.reader
+@db_api.main_context_manager.reader.connection
 def service_list(context) -> list[dict[str, Any]]:
     query = sa.select(SERVICES).order_by(SERVICES.c.id)
-    return [dict(row._mapping) for row in context.session.execute(query)]
+    return [dict(row._mapping) for row in context.connection.execute(query)]
 
 
 def _agent_of(host: str):
@@ -123,10 +123,10 @@ def mark_synced(connection, service_id: int, seen: int) -> None:
         SERVICES.c.sync_done < seen).values(sync_done=seen))
 
 
-@db_api.writer
+@db_api.connection_writer
 def request_sync(context, host: str) -> None:
     """Record that the host's providers must be written again."""
-    context.session.execute(sa.update(SERVICES).where(
+    context.connection.execute(sa.update(SERVICES).where(
         SERVICES.c.host == host,
         SERVICES.c.binary == constants.BINARY_AGENT).values(
             sync_requested=SERVICES.c.sync_requested + 1))

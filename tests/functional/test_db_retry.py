@@ -120,10 +120,10 @@ def test_lock_wait_timeout_is_retried(database):
             locked.set()
             release.wait(30)
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         tries.append(1)
-        connection = context.session.connection()
+        connection = context.connection
         connection.execute(sa.text(_lock_timeout_statement(connection)))
         if len(tries) == 2:
             release.set()
@@ -153,10 +153,10 @@ def test_lock_wait_timeout_every_time_raises(database):
             locked.set()
             release.wait(60)
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         tries.append(1)
-        connection = context.session.connection()
+        connection = context.connection
         connection.execute(sa.text(_lock_timeout_statement(connection)))
         _bump(connection, 'b')
 
@@ -185,10 +185,10 @@ def test_serialization_failure_is_retried(database):
     snapshot_taken = threading.Event()
     other_committed = threading.Event()
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         tries.append(1)
-        connection = context.session.connection()
+        connection = context.connection
         connection.execute(sa.text(
             'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ'))
         connection.execute(sa.select(SERVICES.c.id)).all()

@@ -129,8 +129,7 @@ def test_deadlock_is_retried_then_succeeds(database):
         assert list(hosts) == ['h2']
 
 
-@pytest.mark.parametrize('decorator', [db_api.writer,
-                                       db_api.connection_writer,
+@pytest.mark.parametrize('decorator', [db_api.connection_writer,
                                        db_api.retrying_writer])
 def test_deadlock_every_time_raises_after_the_retries(database, decorator,
                                                      pauses):
@@ -154,7 +153,7 @@ def test_serialization_failure_and_lock_wait_are_retried(database):
                                      pgcode='40001')),
                db_exc.DBError(_Inner(1205, 'Lock wait timeout exceeded'))]
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         if errors_:
             raise errors_.pop(0)
