@@ -10,11 +10,16 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Accelerator requests in the database.
+"""Accelerator requests and the attach handles they claim, in the
+database.
 
 Reads serve the API (one query per list, joined with the device profile
 and attach handle). Writes belong to the conductor; every state change is
-a compare-and-swap against :mod:`cyborg.common.arq_states`.
+a compare-and-swap against :mod:`cyborg.common.arq_states`. Binding
+(:func:`bind`, :func:`finish` and the handle claim they make) is one
+transaction per call, which also queues the Nova events of the outcome
+(:mod:`cyborg.db.nova_events`); :mod:`cyborg.conductor.binding` runs the
+jobs and sends the events around them.
 
 The statements of the Nova flow are built once per shape
 (``functools.cache``) and take their values as bind parameters: building
@@ -461,8 +466,11 @@ _DELETE = sa.delete(ARQS).where(
 # (see :func:`finish`); the conductor's Binder runs the flow around them
 # (see :mod:`cyborg.conductor.binding`).
 
+
 @dataclasses.dataclass
 class Claim:
+    """The attach handle a BindStarted ARQ's job has its agent prepare."""
+
     arq_uuid: str
     handle_uuid: str
     attach_type: str
