@@ -36,7 +36,7 @@ database can decide; any failure raises a 4xx and changes nothing:
    transaction: Bound and a ``completed`` event, or BindFailing, which
    Nova does not count as resolved, and a ``failed`` event that the
    notifier repeats until Nova unbinds or deletes the ARQ or the bind
-   timeout passes (see :mod:`cyborg.common.arq_states`).
+   timeout passes (see :mod:`cyborg.domain.arq_states`).
 
 An ARQ unbound or deleted meanwhile stops the job: those paths release
 the handle under the ARQ's row lock, so nothing leaks. A conductor that
@@ -60,8 +60,6 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
-from cyborg.common import arq_states as states
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg import context as cyborg_context
@@ -69,6 +67,8 @@ from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import models
 from cyborg.db import nova_events
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
-        if driver_base.needs_preparation(handle.attach_type):
+        if device_tree.needs_preparation(handle.attach_type):
             arq_db.swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:

@@ -53,13 +53,13 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
-from cyborg.common import resource_names
 from cyborg.conductor import inventory as inventory_diff
 from cyborg.db import api as db_api
 from cyborg.db import models
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class ProviderSpec:
 
 def _digest(value) -> str:
     return hashlib.sha256(
-        driver_base.canonical_json(value).encode()).hexdigest()
+        device_tree.canonical_json(value).encode()).hexdigest()
 
 
 def inventory(resource_class: str, total: int,

@@ -14,7 +14,7 @@
 
 Reads serve the API (one query per list, joined with the device profile
 and attach handle). Writes belong to the conductor; every state change is
-a compare-and-swap against :mod:`cyborg.common.arq_states`.
+a compare-and-swap against :mod:`cyborg.domain.arq_states`.
 
 The statements of the Nova flow are built once per shape
 (``functools.cache``) and take their values as bind parameters: building
@@ -32,13 +32,13 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
-from cyborg.common import arq_states as states
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import models
 from cyborg.db import nova_events
-from cyborg.objects import device_profile as dp_rules
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import device_tree
 
 ARQS = models.ExtendedAcceleratorRequest.__table__
 PROFILES = models.DeviceProfile.__table__
@@ -289,14 +289,14 @@ class PreparedHandle:
 _FREE_UNPREPARED = (
     sa.update(HANDLES)
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
-           HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
+           HANDLES.c.attach_type.not_in(device_tree.PREPARED_TYPES))
     .values(in_use=False, updated_at=sa.bindparam('now')))
 
 
 def release_handles(connection, rows) -> list[PreparedHandle]:
     """Free the attach handles ``rows`` hold; the prepared ones.
 
-    Prepared handles (see :func:`driver_base.needs_preparation`) stay in
+    Prepared handles (see :func:`device_tree.needs_preparation`) stay in
     use, held by no ARQ, until :func:`free_prepared` once the agent has
     released them, so nobody claims a handle whose old preparation is
     still being undone. One UPDATE when none was prepared.
@@ -312,7 +312,7 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
         return []
     connection.execute(sa.update(HANDLES).where(
         HANDLES.c.id.in_(ids),
-        HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+        HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
         .values(updated_at=now))
     return _prepared_handles(connection, HANDLES.c.id.in_(ids))
 
@@ -324,7 +324,7 @@ def _prepared_handles(connection, condition) -> list[PreparedHandle]:
              .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
              .where(condition, HANDLES.c.attach_type.in_(
-                 driver_base.PREPARED_TYPES))
+                 device_tree.PREPARED_TYPES))
              .order_by(HANDLES.c.id))
     return [PreparedHandle(row.id, row.uuid, row.attach_type,
                            json.loads(row.attach_info), row.hostname,
@@ -360,7 +360,7 @@ def claim_unreleased(context, older_than: datetime.datetime,
     connection = context.connection
     stale = sa.and_(HANDLES.c.in_use == sa.true(), _unheld(),
                     HANDLES.c.updated_at < older_than,
-                    HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+                    HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
     ids = [row.id for row in connection.execute(
         sa.select(HANDLES.c.id).where(stale))]
     if not ids:

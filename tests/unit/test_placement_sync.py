@@ -15,7 +15,6 @@
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
 from cyborg.conductor import inventory
@@ -23,6 +22,7 @@ from cyborg.conductor import placement_sync
 from cyborg.db import api as db_api
 from cyborg.db import hardware
 from cyborg.db import models
+from cyborg.domain import device_tree
 
 COMPUTE_RP = 'c0ffee00-0000-4000-8000-000000000001'
 STANDARD = {'FPGA', 'PGPU', 'OWNER_CYBORG'}
@@ -164,9 +164,9 @@ def put_sync(placement):
 
 
 def _report(context, conf):
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1.example', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
 
 
 def test_first_sync_creates_everything_once(database, admin_context,
