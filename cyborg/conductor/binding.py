@@ -36,7 +36,7 @@ database can decide; any failure raises a 4xx and changes nothing:
    ends it in one transaction: Bound and a ``completed`` event, or
    BindFailing, which Nova does not count as resolved, and a ``failed``
    event that the notifier repeats until Nova unbinds or deletes the ARQ
-   or the bind timeout passes (see :mod:`cyborg.common.arq_states`).
+   or the bind timeout passes (see :mod:`cyborg.domain.arq_states`).
 
 An ARQ unbound or deleted meanwhile stops the job: those paths release
 the handle under the ARQ's row lock, so nothing leaks. A conductor that

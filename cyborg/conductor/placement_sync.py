@@ -51,11 +51,11 @@ from typing import Any
 
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base as driver_base
 from cyborg.clients import placement as placement_client
-from cyborg.common import resource_names
 from cyborg.db import inventory as inventory_db
 from cyborg.db import providers as providers_db
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class ProviderSpec:
 
 def _digest(value) -> str:
     return hashlib.sha256(
-        driver_base.canonical_json(value).encode()).hexdigest()
+        device_tree.canonical_json(value).encode()).hexdigest()
 
 
 def inventory(resource_class: str, total: int,

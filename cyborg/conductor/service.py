@@ -17,7 +17,6 @@ from collections.abc import Callable
 from oslo_config import cfg
 from oslo_utils import timeutils
 
-from cyborg.accelerator.drivers import base as driver_base
 from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
@@ -27,6 +26,7 @@ from cyborg.conductor import manager
 from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
 from cyborg.db import services as services_db
+from cyborg.domain import device_tree
 
 
 class AgentHandles:
@@ -37,7 +37,7 @@ class AgentHandles:
         self._agent_api = agent_rpcapi.AgentAPI(transport, timeout)
 
     def prepare(self, context, claim: arq_db.Claim) -> None:
-        if driver_base.needs_preparation(claim.attach_type):
+        if device_tree.needs_preparation(claim.attach_type):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)

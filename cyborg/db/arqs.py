@@ -15,7 +15,7 @@ database.
 
 Reads serve the API (one query per list, joined with the device profile
 and attach handle). Writes belong to the conductor; every state change is
-a compare-and-swap against :mod:`cyborg.common.arq_states`. Binding
+a compare-and-swap against :mod:`cyborg.domain.arq_states`. Binding
 (:func:`bind`, :func:`finish` and the handle claim they make) is one
 transaction per call, which also queues the Nova events of the outcome
 (:mod:`cyborg.db.nova_events`); :mod:`cyborg.conductor.binding` runs the
@@ -39,8 +39,6 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
-from cyborg.common import arq_states as states
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
@@ -51,7 +49,9 @@ from cyborg.db.models import HANDLES
 from cyborg.db.models import PROFILES
 from cyborg.db.models import SERVICES
 from cyborg.db import nova_events
-from cyborg.objects import device_profile as dp_rules
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -299,14 +299,14 @@ class PreparedHandle:
 _FREE_UNPREPARED = (
     sa.update(HANDLES)
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
-           HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
+           HANDLES.c.attach_type.not_in(device_tree.PREPARED_TYPES))
     .values(in_use=False, updated_at=sa.bindparam('now')))
 
 
 def release_handles(connection, rows) -> list[PreparedHandle]:
     """Free the attach handles ``rows`` hold; the prepared ones.
 
-    Prepared handles (see :func:`driver_base.needs_preparation`) stay in
+    Prepared handles (see :func:`device_tree.needs_preparation`) stay in
     use, held by no ARQ, until :func:`free_prepared` once the agent has
     released them, so nobody claims a handle whose old preparation is
     still being undone. One UPDATE when none was prepared.
@@ -322,7 +322,7 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
         return []
     connection.execute(sa.update(HANDLES).where(
         HANDLES.c.id.in_(ids),
-        HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+        HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
         .values(updated_at=now))
     return _prepared_handles(connection, HANDLES.c.id.in_(ids))
 
@@ -334,7 +334,7 @@ def _prepared_handles(connection, condition) -> list[PreparedHandle]:
              .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
              .where(condition, HANDLES.c.attach_type.in_(
-                 driver_base.PREPARED_TYPES))
+                 device_tree.PREPARED_TYPES))
              .order_by(HANDLES.c.id))
     return [PreparedHandle(row.id, row.uuid, row.attach_type,
                            json.loads(row.attach_info), row.hostname,
@@ -370,7 +370,7 @@ def claim_unreleased(context, older_than: datetime.datetime,
     connection = context.connection
     stale = sa.and_(HANDLES.c.in_use == sa.true(), _unheld(),
                     HANDLES.c.updated_at < older_than,
-                    HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+                    HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
     ids = [row.id for row in connection.execute(
         sa.select(HANDLES.c.id).where(stale))]
     if not ids:
@@ -652,7 +652,7 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
-        if driver_base.needs_preparation(handle.attach_type):
+        if device_tree.needs_preparation(handle.attach_type):
             swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:

@@ -31,7 +31,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cyborg.common import arq_states as states
+from cyborg.domain import arq_states as states
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES

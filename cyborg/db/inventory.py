@@ -36,7 +36,6 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
 from cyborg.common import constants
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
@@ -47,6 +46,7 @@ from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import SERVICES
 from cyborg.db import services
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def _is_managed_attribute(key: str) -> bool:
 def _board_info(value) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return driver_base.canonical_json(value)
+    return device_tree.canonical_json(value)
 
 
 class _HostDiff:
@@ -288,7 +288,7 @@ class _HostDiff:
                      cpid: dict[str, Any]) -> dict[str, Any]:
         return dict(uuid=uuidutils.generate_uuid(), device_id=device_id,
                     cpid_type=cpid['cpid_type'],
-                    cpid_info=driver_base.canonical_json(cpid['cpid_info']),
+                    cpid_info=device_tree.canonical_json(cpid['cpid_info']),
                     created_at=self.now)
 
     def _add_cpid(self, device_id: int, cpid: dict[str, Any]) -> int:
@@ -301,7 +301,7 @@ class _HostDiff:
             self.cpids, 'device_id', device_id)}
         ids = []
         for cpid in wanted:
-            key = driver_base.canonical_json(cpid['cpid_info'])
+            key = device_tree.canonical_json(cpid['cpid_info'])
             ids.append(existing.get(key) or self._add_cpid(device_id, cpid))
         return ids
 
@@ -375,7 +375,7 @@ class _HostDiff:
             {'uuid': uuidutils.generate_uuid(),
              'deployable_id': deployable_id, 'cpid_id': cpid_id,
              'in_use': False, 'attach_type': handle['attach_type'],
-             'attach_info': driver_base.canonical_json(handle['attach_info']),
+             'attach_info': device_tree.canonical_json(handle['attach_info']),
              'created_at': self.now} for handle in handles]
 
     def _add_handles(self, deployable_id: int, cpid_id: int,
@@ -389,7 +389,7 @@ class _HostDiff:
                       wanted: list[dict[str, Any]]) -> bool:
         existing = {row.attach_info: row for row in self._children(
             self.handles, 'deployable_id', deployable_id)}
-        wanted_by_key = {driver_base.canonical_json(h['attach_info']): h
+        wanted_by_key = {device_tree.canonical_json(h['attach_info']): h
                          for h in wanted}
         new = [handle for key, handle in wanted_by_key.items()
                if key not in existing]

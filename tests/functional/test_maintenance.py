@@ -33,7 +33,6 @@ from oslo_config import cfg
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import embedded_placement
 from cyborg.conductor import placement_sync
@@ -44,6 +43,7 @@ from cyborg.db import arqs
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import device_tree
 from tests.functional import conftest
 from tests.functional import nova_flow
 from tests.functional import servers
@@ -196,10 +196,10 @@ def synced_host(database, placement):
     db_api.configure(_DatabaseConf(database.url))
     client = placement.client()
     compute = embedded_placement.ensure_compute_node(client, host + '.node')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     context = cyborg_context.get_admin_context()
     inventory.apply_report(context, host, host + '.node', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     assert placement_sync.PlacementSync(client).sync_host(context, host)
     providers = sorted(p['uuid'] for p in client.provider_tree(compute)
                        if p['uuid'] != compute)

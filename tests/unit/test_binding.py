@@ -19,9 +19,7 @@ import pytest
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.common import arq_states as states
 from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.db import api as db_api
@@ -30,6 +28,8 @@ from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hardware
 from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_tree
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 OTHER_INSTANCE = '11111111-2222-4333-8444-555555555555'
@@ -38,9 +38,9 @@ LEASE = arq_db.Lease('cond1', 30)
 
 def _report(context, conf, host, handle_type):
     conf.set_override('handle_type', handle_type, group='fake_driver')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, host, host, wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     return next(d['rp_uuid'] for d in hardware.deployable_list(context)
                 if hardware.deployable_host(context, d['id']) == host)
 
@@ -261,9 +261,9 @@ def test_the_compute_node_name_is_the_host_too(profiles, admin_context,
     """Nova binds to its node name, which may differ from the agent's
     host: the compute node provider the agent reports under."""
     conf.set_override('handle_type', 'PCI', group='fake_driver')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(admin_context, 'host3', 'node3.example', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     rp = hardware.deployable_list(admin_context)[0]['rp_uuid']
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     _bind(admin_context, arqs, rp, host='node3.example')

@@ -15,7 +15,6 @@
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
 from cyborg.conductor import placement_sync
@@ -25,6 +24,7 @@ from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.db import providers as providers_db
 from cyborg.db import services as services_db
+from cyborg.domain import device_tree
 
 COMPUTE_RP = 'c0ffee00-0000-4000-8000-000000000001'
 STANDARD = {'FPGA', 'PGPU', 'OWNER_CYBORG'}
@@ -166,9 +166,9 @@ def put_sync(placement):
 
 
 def _report(context, conf):
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1.example', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
 
 
 def test_first_sync_creates_everything_once(database, admin_context,

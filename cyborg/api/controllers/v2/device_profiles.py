@@ -23,7 +23,7 @@ from cyborg.api.schemas import device_profile as schema
 from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import device_profiles as profiles_db
-from cyborg.objects import device_profile as dp_rules
+from cyborg.domain import device_profile as dp_rules
 
 COLLECTION = 'device_profiles'
 NAME_LOOKUP_VERSION = (2, 2)
