@@ -105,8 +105,9 @@ def _uuid_list(value: str) -> list[str]:
     return list(dict.fromkeys(uuids))
 
 
-def _patch_schema(*args: str) -> dict:
-    return schema.PATCH_MEMBER if args else schema.PATCH
+def _patch_schema(*path: str) -> dict:
+    """A member's PATCH also takes the bare op list."""
+    return schema.PATCH_MEMBER if path else schema.PATCH
 
 
 class ARQsController(routing.Resource):

@@ -47,7 +47,8 @@ def view(device: dict) -> dict:
     return result
 
 
-def _list_query() -> dict:
+def _list_query(*_path: str) -> dict:
+    """The list's query schema for the request's version."""
     if base.version_at_least(STATUS_VERSION):
         return schema.LIST_QUERY_2_3
     return schema.LIST_QUERY
