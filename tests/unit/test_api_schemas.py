@@ -18,6 +18,7 @@ import inspect
 import jsonschema
 import pytest
 
+from cyborg.api.controllers import base
 from cyborg.api.controllers import root
 from cyborg.api.schemas import arq
 from cyborg.api.schemas import attribute
@@ -200,3 +201,8 @@ def test_every_handler_declares_its_rules_and_schemas(handler):
 ])
 def test_schemas_are_valid_json_schema(schema):
     jsonschema.Draft7Validator.check_schema(schema)
+
+
+def test_an_endpoint_names_a_policy_rule():
+    with pytest.raises(TypeError):
+        base.endpoint(query=common.NO_QUERY)

@@ -25,6 +25,7 @@ from cyborg.api import request_body
 from cyborg.api.schemas import common
 from cyborg.api import validation
 from cyborg.common import exception
+from cyborg import context as context_lib
 
 JSON = 'application/json'
 
@@ -37,7 +38,8 @@ Schema = dict | Callable[..., dict]
 
 
 def authorize(rule: str,
-              error: type[exception.CyborgException] | None = None):
+              error: type[exception.CyborgException] | None = None
+              ) -> context_lib.RequestContext:
     """Check ``rule`` for the caller and return the request context;
     ``error`` (without arguments) instead of PolicyNotAuthorized."""
     context = pecan.request.context
@@ -67,10 +69,11 @@ def _query(schema: dict) -> dict[str, Any]:
 
 def endpoint(*rules: Rule, query: Schema = common.NO_QUERY,
              body: Schema | None = None,
-             normalize: Callable[[Any], Any] | None = None):
+             normalize: Callable[[Any], Any] | None = None
+             ) -> Callable[[Callable], Callable]:
     """Declare what a handler needs before it runs, checked in order:
 
-    1. the policy ``rules``;
+    1. the policy ``rules`` (at least one);
     2. the query string, valid for the ``query`` schema
        (:func:`cyborg.api.validation.validate_query`);
     3. when ``body`` is given, the JSON body, passed through ``normalize``
@@ -82,6 +85,9 @@ def endpoint(*rules: Rule, query: Schema = common.NO_QUERY,
     with a ``body`` schema, ``body``; the keyword arguments pecan derives
     from the query string and the body are dropped.
     """
+    if not rules:
+        raise TypeError('an endpoint needs a policy rule')
+
     def decorate(handler: Callable) -> Callable:
         @functools.wraps(handler)
         def checked(self, *args, **_pecan_kwargs):
