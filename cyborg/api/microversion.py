@@ -25,6 +25,8 @@ Versions and what each adds:
 import functools
 import re
 
+import microversion_parse
+
 SERVICE_TYPE = 'accelerator'
 HEADER = 'OpenStack-API-Version'
 ENVIRON_KEY = 'cyborg.api_version'
@@ -53,33 +55,46 @@ def parse_header(value: str | None) -> tuple[int, int]:
     """The version a request asks for.
 
     Accepts ``accelerator 2.N``, ``accelerator latest``, a comma-separated
-    list naming several services, and (deprecated) a bare ``2.N`` or
+    list naming several services, read by ``microversion_parse`` (the last
+    ``accelerator`` entry counts), and (deprecated) a bare ``2.N`` or
     ``latest``. A header that names only other services, or none at all,
-    selects the minimum version.
+    selects the minimum version; one without an ``accelerator`` entry
+    that is not a list of services and versions is invalid.
     """
     if value is None or not value.strip():
         return MIN_VERSION
-    requested = None
-    for item in value.split(','):
-        words = item.split()
-        if len(words) == 2 and words[0].lower() == SERVICE_TYPE:
-            requested = words[1]
-            break
-        if len(words) == 1 and len(value.split(',')) == 1:
-            requested = words[0]
-            break
-        if len(words) != 2:
-            raise InvalidHeader(value)
+    requested = _legacy_version(value)
     if requested is None:
+        requested = microversion_parse.get_version(
+            {microversion_parse.STANDARD_HEADER: value},
+            service_type=SERVICE_TYPE)
+    if requested is None:
+        if any(len(item.split()) != 2 for item in value.split(',')):
+            raise InvalidHeader(value)
         return MIN_VERSION
     if requested.lower() == 'latest':
         return MAX_VERSION
-    match = _VERSION_RE.match(requested)
-    if not match:
-        raise InvalidHeader(value)
-    version = (int(match.group(1)), int(match.group(2)))
+    version = _version(requested, value)
     check_supported(version)
     return version
+
+
+def _legacy_version(value: str) -> str | None:
+    """The version of a header that is one bare word (``2.N``), which
+    ``microversion_parse`` does not read; None for any other header."""
+    words = value.split()
+    if len(words) == 1 and ',' not in value:
+        return words[0]
+    return None
+
+
+def _version(requested: str, value: str) -> tuple[int, int]:
+    """``requested`` (``X.Y``, ASCII digits) as a version; InvalidHeader
+    (naming the whole header ``value``) if it is none."""
+    if not _VERSION_RE.match(requested):
+        raise InvalidHeader(value)
+    parsed = microversion_parse.parse_version_string(requested)
+    return (parsed.major, parsed.minor)
 
 
 def check_supported(version: tuple[int, int]) -> None:

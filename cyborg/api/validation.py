@@ -10,11 +10,18 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Request body parsing and JSON Schema validation."""
+"""Request body parsing and JSON Schema validation.
+
+Controllers name the schemas of their query string and body in
+:func:`cyborg.api.controllers.base.endpoint`, which calls
+:func:`validate_query` and :func:`extract_json` (placement's
+``util.validate_query_params`` and ``util.extract_json``). The schemas
+live in :mod:`cyborg.api.schemas`, one module per resource.
+"""
 
 import re
 import uuid as uuid_lib
-from typing import Any
+from typing import Any, Callable
 
 import jsonschema
 from oslo_utils import uuidutils
@@ -98,6 +105,27 @@ def check_query(params: dict[str, str],
         if key not in allowed:
             raise exception.Invalid(reason='Unknown argument: "%s"' % key)
     return params
+
+
+def validate_query(params: dict[str, Any], schema: dict) -> dict[str, Any]:
+    """``params`` (a query string's, see :func:`query_params`) checked
+    against ``schema``, an object schema: a parameter it does not list in
+    ``properties`` is an unknown argument (400), then each value must
+    match its schema (400 naming the parameter)."""
+    check_query(params, frozenset(schema.get('properties', ())))
+    validate(schema, params)
+    return params
+
+
+def extract_json(request, schema: dict,
+                 normalize: Callable[[Any], Any] | None = None) -> Any:
+    """The request's JSON body (:func:`parse_json_body`), passed through
+    ``normalize`` if given, valid for ``schema`` (:func:`validate`)."""
+    document = parse_json_body(request)
+    if normalize is not None:
+        document = normalize(document)
+    validate(schema, document)
+    return document
 
 
 def parse_integer(value: str, name: str, minimum: int = 0,

@@ -26,6 +26,7 @@ from cyborg.common import exception
 from cyborg.policies import arq
 from cyborg.policies import attribute
 from cyborg.policies import base
+from cyborg.policies import checks
 from cyborg.policies import deployable
 from cyborg.policies import device
 from cyborg.policies import device_profile
@@ -93,12 +94,19 @@ class Authorizer:
 
         The default target is the caller's own project, as upstream.
         """
+        if not self.allowed(rule, context, target):
+            raise exception.PolicyNotAuthorized(action=rule)
+
+    def allowed(self, rule: str, context, target: dict | None = None) -> bool:
+        """Whether ``context`` may do ``rule`` (see :meth:`authorize`)."""
         if target is None:
             target = {'project_id': context.project_id,
                       'user_id': context.user_id}
         self._refresh()
         key = (rule, _credentials_key(context),
-               tuple(sorted(target.items())))
+               tuple(sorted(target.items())),
+               # What service_token_role:configured compares with.
+               tuple(checks.service_token_roles(self.enforcer.conf)))
         allowed = self._decisions.get(key)
         if allowed is None:
             try:
@@ -108,8 +116,7 @@ class Authorizer:
             if len(self._decisions) >= self._max_entries:
                 self._decisions = {}
             self._decisions[key] = allowed
-        if not allowed:
-            raise exception.PolicyNotAuthorized(action=rule)
+        return allowed
 
 
 def _credentials_key(context) -> tuple:

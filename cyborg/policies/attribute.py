@@ -14,13 +14,18 @@ from cyborg.policies import base
 
 PATH = '/v2/attributes'
 
+GET_ALL = 'cyborg:attribute:get_all'
+GET_ONE = 'cyborg:attribute:get_one'
+CREATE = 'cyborg:attribute:create'
+DELETE = 'cyborg:attribute:delete'
+
 rules = [
-    base.rule('cyborg:attribute:get_all', base.PROJECT_MANAGER_OR_ADMIN,
+    base.rule(GET_ALL, base.PROJECT_MANAGER_OR_ADMIN,
               'List attributes.', [('GET', PATH)]),
-    base.rule('cyborg:attribute:get_one', base.PROJECT_MANAGER_OR_ADMIN,
+    base.rule(GET_ONE, base.PROJECT_MANAGER_OR_ADMIN,
               'Show an attribute.', [('GET', PATH + '/{uuid}')]),
-    base.rule('cyborg:attribute:create', base.ADMIN,
+    base.rule(CREATE, base.ADMIN,
               'Create an attribute.', [('POST', PATH)]),
-    base.rule('cyborg:attribute:delete', base.ADMIN,
+    base.rule(DELETE, base.ADMIN,
               'Delete an attribute.', [('DELETE', PATH + '/{uuid}')]),
 ]

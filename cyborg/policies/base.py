@@ -14,6 +14,9 @@
 
 from oslo_policy import policy
 
+# Registers the checks before any rule below is parsed.
+from cyborg.policies import checks
+
 PROJECT_SCOPE = ['project']
 
 ADMIN = 'rule:admin_api'
@@ -21,6 +24,7 @@ PROJECT_READER_OR_ADMIN = 'rule:project_reader_or_admin'
 PROJECT_MEMBER_OR_ADMIN = 'rule:project_member_or_admin'
 PROJECT_MANAGER_OR_ADMIN = 'rule:project_manager_or_admin'
 PROJECT_MEMBER_OR_SERVICE = 'rule:project_member_or_service'
+SERVICE_TOKEN = 'rule:service_token_api'
 
 rules = [
     policy.RuleDefault('admin_api', 'role:admin',
@@ -39,6 +43,16 @@ rules = [
                        description='A manager of the project.'),
     policy.RuleDefault('service_api', 'role:service',
                        description='Another OpenStack service (Nova).'),
+    policy.RuleDefault('service_token_api',
+                       '%s:%s' % (checks.SERVICE_TOKEN_ROLE,
+                                  checks.CONFIGURED),
+                       description='A request that carries a service token '
+                                   '(X-Service-Token) with one of the roles '
+                                   'of [keystone_authtoken] '
+                                   'service_token_roles: another OpenStack '
+                                   'service (Nova) acting on behalf of a '
+                                   'user. service_token_role:<role> names '
+                                   'one role instead.'),
     policy.RuleDefault('project_member_or_admin',
                        'rule:project_member_api or rule:admin_api',
                        description='A project member or an administrator.'),

@@ -14,9 +14,12 @@ from cyborg.policies import base
 
 PATH = '/v2/deployables'
 
+GET_ALL = 'cyborg:deployable:get_all'
+GET_ONE = 'cyborg:deployable:get_one'
+
 rules = [
-    base.rule('cyborg:deployable:get_all', base.PROJECT_MANAGER_OR_ADMIN,
+    base.rule(GET_ALL, base.PROJECT_MANAGER_OR_ADMIN,
               'List deployables.', [('GET', PATH)]),
-    base.rule('cyborg:deployable:get_one', base.PROJECT_MANAGER_OR_ADMIN,
+    base.rule(GET_ONE, base.PROJECT_MANAGER_OR_ADMIN,
               'Show a deployable.', [('GET', PATH + '/{uuid}')]),
 ]

@@ -14,13 +14,18 @@ from cyborg.policies import base
 
 PATH = '/v2/devices'
 
+GET_ALL = 'cyborg:device:get_all'
+GET_ONE = 'cyborg:device:get_one'
+DISABLE = 'cyborg:device:disable'
+ENABLE = 'cyborg:device:enable'
+
 rules = [
-    base.rule('cyborg:device:get_all', base.PROJECT_MANAGER_OR_ADMIN,
+    base.rule(GET_ALL, base.PROJECT_MANAGER_OR_ADMIN,
               'List devices.', [('GET', PATH)]),
-    base.rule('cyborg:device:get_one', base.PROJECT_MANAGER_OR_ADMIN,
+    base.rule(GET_ONE, base.PROJECT_MANAGER_OR_ADMIN,
               'Show a device.', [('GET', PATH + '/{uuid}')]),
-    base.rule('cyborg:device:disable', base.ADMIN,
+    base.rule(DISABLE, base.ADMIN,
               'Disable a device.', [('POST', PATH + '/{uuid}/disable')]),
-    base.rule('cyborg:device:enable', base.ADMIN,
+    base.rule(ENABLE, base.ADMIN,
               'Enable a device.', [('POST', PATH + '/{uuid}/enable')]),
 ]

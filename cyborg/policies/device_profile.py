@@ -14,15 +14,20 @@ from cyborg.policies import base
 
 PATH = '/v2/device_profiles'
 
+GET_ALL = 'cyborg:device_profile:get_all'
+GET_ONE = 'cyborg:device_profile:get_one'
+CREATE = 'cyborg:device_profile:create'
+DELETE = 'cyborg:device_profile:delete'
+
 rules = [
-    base.rule('cyborg:device_profile:get_all', base.PROJECT_READER_OR_ADMIN,
+    base.rule(GET_ALL, base.PROJECT_READER_OR_ADMIN,
               'List device profiles.', [('GET', PATH)]),
-    base.rule('cyborg:device_profile:get_one', base.PROJECT_READER_OR_ADMIN,
+    base.rule(GET_ONE, base.PROJECT_READER_OR_ADMIN,
               'Show a device profile.',
               [('GET', PATH + '/{device_profile_name_or_uuid}')]),
-    base.rule('cyborg:device_profile:create', base.ADMIN,
+    base.rule(CREATE, base.ADMIN,
               'Create a device profile.', [('POST', PATH)]),
-    base.rule('cyborg:device_profile:delete', base.ADMIN,
+    base.rule(DELETE, base.ADMIN,
               'Delete device profiles.',
               [('DELETE', PATH), ('DELETE', PATH + '/{name_or_uuid}')]),
 ]

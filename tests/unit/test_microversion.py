@@ -81,3 +81,31 @@ def test_response_headers():
         'OpenStack-API-Maximum-Version': '2.5',
         'Vary': 'OpenStack-API-Version',
     }
+
+
+@pytest.mark.parametrize(
+    'header, expected',
+    [
+        # microversion_parse reads a list: its last accelerator entry.
+        ('accelerator 2.1, accelerator 2.2', (2, 2)),
+        ('compute, accelerator 2.2', (2, 2)),
+        ('accelerator  latest , compute 2.1', (2, 5)),
+    ],
+)
+def test_lists_are_read_by_microversion_parse(header, expected):
+    assert mv.parse_header(header) == expected
+
+
+@pytest.mark.parametrize(
+    'header',
+    [
+        'accelerator \uff12.\uff12',  # digits, but not ASCII ones
+        'accelerator 1234567890.1',
+        'accelerator 2.2 2',
+        'compute 2.1, foo',
+        '2.2, latest',
+    ],
+)
+def test_versions_are_ascii_numbers_of_a_service(header):
+    with pytest.raises(mv.InvalidHeader):
+        mv.parse_header(header)

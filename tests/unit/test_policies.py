@@ -135,3 +135,20 @@ def test_policy_file_change_drops_cached_decisions(conf, tmp_path):
     os.utime(policy_file, (future, future))
     with pytest.raises(exception.PolicyNotAuthorized):
         authorizer.authorize(READ_DP, _context(['reader']))
+
+
+def test_rule_names_are_only_written_in_the_policy_modules():
+    """Controllers name rules through the constants of cyborg.policies."""
+    import ast
+    import pathlib
+
+    package = pathlib.Path(policies.__file__).parent.parent
+    names = {rule.name for rule in policies.list_rules()}
+    found = []
+    for path in package.rglob('*.py'):
+        if path.parent.name == 'policies':
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append('%s: %s' % (path, node.value))
+    assert found == []

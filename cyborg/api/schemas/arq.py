@@ -12,10 +12,18 @@
 
 """JSON Schema of accelerator request (ARQ) requests.
 
-These check only the shape of a body; what the values mean (op kinds,
-paths, the fields a bind needs) is checked by the controller, which
-words its errors the way clients expect.
+The body schemas check only the shape of a body; what the values of a
+bind PATCH mean (op kinds, paths, the fields a bind needs) is checked by
+:func:`cyborg.api.arq_patch.bindings`, which words its errors the way
+clients expect.
 """
+
+from cyborg.api.schemas import common
+
+LIST_QUERY = common.query(instance=common.STRING,
+                          bind_state=common.STRING)
+#: ``?arqs=<uuid>[,<uuid>...]`` or ``?instance=<uuid>``.
+DELETE_QUERY = common.query(arqs=common.STRING, instance=common.STRING)
 
 CREATE = {
     'type': 'object',
@@ -53,4 +61,12 @@ PATCH = {
     'type': 'object',
     'minProperties': 1,
     'additionalProperties': OPS,
+}
+
+# PATCH on a member, /{uuid}: the bare op list, or the collection's
+# object (what openstacksdk sends).
+PATCH_MEMBER = {
+    'if': {'not': {'type': 'object'}},
+    'then': OPS,
+    'else': PATCH,
 }

@@ -12,7 +12,10 @@
 
 """JSON Schema of attribute requests."""
 
+from cyborg.api.schemas import common
 from cyborg.api import validation
+
+LIST_QUERY = common.query(deployable_id=common.STRING, key=common.STRING)
 
 _ATTRIBUTE = {
     'type': 'object',

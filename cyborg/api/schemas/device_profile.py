@@ -12,6 +12,15 @@
 
 """JSON Schema of device profile requests."""
 
+from typing import Any
+
+from cyborg.api.schemas import common
+from cyborg.common import exception
+
+#: ``?name=<name>[,<name>...]``.
+LIST_QUERY = common.query(name=common.STRING)
+#: ``?value=<uuid>`` or ``?value=<name>[,<name>...]``.
+DELETE_QUERY = common.query(value=common.STRING)
 NAME_PATTERN = '^[a-zA-Z0-9-_]+$'
 
 _GROUP = {
@@ -40,3 +49,15 @@ CREATE = {
     'minItems': 1,
     'maxItems': 1,
 }
+
+
+def as_list(body: Any) -> Any:
+    """A creation body as the list :data:`CREATE` describes: one profile
+    object is taken as a list of it; a list of several is refused (400)
+    before anything else is checked."""
+    if isinstance(body, dict):
+        body = [body]
+    if isinstance(body, list) and len(body) != 1:
+        raise exception.Invalid(reason='Only one device profile allowed per '
+                                       'POST request for now.')
+    return body

@@ -21,6 +21,7 @@ from cyborg.api.schemas import attribute as schema
 from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import hardware
+from cyborg.policies import attribute as policy
 
 COLLECTION = 'attributes'
 
@@ -37,7 +38,6 @@ def view(attribute: dict) -> dict:
 
 
 def _creation_values(body) -> dict:
-    validation.validate(schema.CREATE, body)
     values = dict(body.get('attribute', body))
     values['deployable_id'] = int(values['deployable_id'])
     values['value'] = validation.check_text_size(str(values['value']),
@@ -51,12 +51,9 @@ def _creation_values(body) -> dict:
 
 class AttributesController(routing.Resource):
 
-    _LIST_QUERY = frozenset(['deployable_id', 'key'])
-
     @pecan.expose(content_type=base.JSON)
-    def get_all(self, **kwargs):
-        context = base.authorize('cyborg:attribute:get_all')
-        query = validation.check_query(base.query(), self._LIST_QUERY)
+    @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
+    def get_all(self, *, context, query):
         deployable_id = query.get('deployable_id')
         if deployable_id is not None:
             deployable_id = validation.parse_integer(
@@ -66,25 +63,22 @@ class AttributesController(routing.Resource):
         return base.render({COLLECTION: [view(a) for a in attributes]})
 
     @pecan.expose(content_type=base.JSON)
-    def get_one(self, uuid, **kwargs):
-        context = base.authorize('cyborg:attribute:get_one')
-        validation.check_query(base.query(), frozenset())
+    @base.endpoint(policy.GET_ONE)
+    def get_one(self, uuid, *, context, query):
         validation.check_uuid(uuid)
         return base.render(view(hardware.attribute_get(context, uuid)))
 
     @pecan.expose(content_type=base.JSON)
-    def post(self, **kwargs):
-        context = base.authorize('cyborg:attribute:create')
-        validation.check_query(base.query(), frozenset())
-        values = _creation_values(validation.parse_json_body(pecan.request))
+    @base.endpoint(policy.CREATE, body=schema.CREATE)
+    def post(self, *, context, query, body):
+        values = _creation_values(body)
         attribute = pecan.request.conductor_api.attribute_create(context,
                                                                  values)
         return base.render(view(attribute), status=201)
 
     @pecan.expose(content_type=base.JSON)
-    def delete(self, uuid=None, **kwargs):
-        context = base.authorize('cyborg:attribute:delete')
-        validation.check_query(base.query(), frozenset())
+    @base.endpoint(policy.DELETE)
+    def delete(self, uuid=None, *, context, query):
         if uuid is None:
             raise exception.Invalid(reason='DELETE needs an attribute uuid '
                                            'in the path')

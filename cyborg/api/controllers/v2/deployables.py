@@ -19,9 +19,11 @@ import pecan
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api import filters as filters_lib
+from cyborg.api.schemas import deployable as schema
 from cyborg.api import validation
 from cyborg.db import hardware
 from cyborg.db import models
+from cyborg.policies import deployable as policy
 
 COLLECTION = 'deployables'
 _COLUMNS = frozenset(c.name for c in models.Deployable.__table__.columns)
@@ -49,18 +51,16 @@ def view(deployable: dict) -> dict:
 class DeployablesController(routing.Resource):
 
     @pecan.expose(content_type=base.JSON)
-    def get_all(self, **kwargs):
-        context = base.authorize('cyborg:deployable:get_all')
-        plain, filters = filters_lib.split(base.query())
-        validation.check_query(plain, frozenset())
+    @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
+    def get_all(self, *, context, query):
+        filters = query['filters']
         deployables = hardware.deployable_list(
             context, name=filters.get('name'),
             **filters_lib.paging(filters, _COLUMNS))
         return base.render({COLLECTION: [view(d) for d in deployables]})
 
     @pecan.expose(content_type=base.JSON)
-    def get_one(self, uuid, **kwargs):
-        context = base.authorize('cyborg:deployable:get_one')
-        validation.check_query(base.query(), frozenset())
+    @base.endpoint(policy.GET_ONE)
+    def get_one(self, uuid, *, context, query):
         validation.check_uuid(uuid)
         return base.render(view(hardware.deployable_get(context, uuid)))

@@ -18,12 +18,14 @@ from oslo_utils import uuidutils
 import pecan
 
 from cyborg.api.controllers import base
+from cyborg.api import microversion
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import device_profile as schema
 from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import device_profiles as profiles_db
 from cyborg.domain import device_profile as dp_rules
+from cyborg.policies import device_profile as policy
 
 COLLECTION = 'device_profiles'
 NAME_LOOKUP_VERSION = (2, 2)
@@ -52,13 +54,7 @@ def _identities(value: str) -> list[tuple[str, str]]:
     return [('name', name) for name in dict.fromkeys(names)]
 
 
-def _creation_values(body) -> dict:
-    if isinstance(body, dict):
-        body = [body]
-    if isinstance(body, list) and len(body) != 1:
-        raise exception.Invalid(reason='Only one device profile allowed per '
-                                       'POST request for now.')
-    validation.validate(schema.CREATE, body)
+def _creation_values(body: list[dict]) -> dict:
     values = dict(body[0])
     if uuidutils.is_uuid_like(values['name']):
         raise exception.Invalid(reason='Device profile name %s must not be '
@@ -90,13 +86,9 @@ def _list_one_name(context, name: str) -> list[dict]:
 
 class DeviceProfilesController(routing.Resource):
 
-    _ALLOWED_LIST_QUERY = frozenset(['name'])
-    _ALLOWED_DELETE_QUERY = frozenset(['value'])
-
     @pecan.expose(content_type=base.JSON)
-    def get_all(self, **kwargs):
-        context = base.authorize('cyborg:device_profile:get_all')
-        query = validation.check_query(base.query(), self._ALLOWED_LIST_QUERY)
+    @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
+    def get_all(self, *, context, query):
         names = query['name'].split(',') if 'name' in query else None
         if names == ['']:
             names = []
@@ -107,23 +99,22 @@ class DeviceProfilesController(routing.Resource):
         return base.render({COLLECTION: [view(p) for p in profiles]})
 
     @pecan.expose(content_type=base.JSON)
-    def get_one(self, ident, **kwargs):
-        context = base.authorize('cyborg:device_profile:get_one')
-        validation.check_query(base.query(), frozenset())
+    @base.endpoint(policy.GET_ONE)
+    def get_one(self, ident, *, context, query):
         if uuidutils.is_uuid_like(ident):
             profile = profiles_db.device_profile_get(
                 context, uuid=validation.canonical_uuid(ident))
         elif base.version_at_least(NAME_LOOKUP_VERSION):
             profile = profiles_db.device_profile_get(context, name=ident)
         else:
-            raise exception.MicroversionTooLow(version='2.2')
+            raise exception.MicroversionTooLow(
+                version=microversion.as_string(NAME_LOOKUP_VERSION))
         return base.render({'device_profile': view(profile)})
 
     @pecan.expose(content_type=base.JSON)
-    def post(self, **kwargs):
-        context = base.authorize('cyborg:device_profile:create')
-        validation.check_query(base.query(), frozenset())
-        body = validation.parse_json_body(pecan.request)
+    @base.endpoint(policy.CREATE, body=schema.CREATE,
+                   normalize=schema.as_list)
+    def post(self, *, context, query, body):
         values = _creation_values(body)
         profile = pecan.request.conductor_api.device_profile_create(
             context, values)
@@ -131,10 +122,8 @@ class DeviceProfilesController(routing.Resource):
         return base.render(view(profile), status=201)
 
     @pecan.expose(content_type=base.JSON)
-    def delete(self, ident=None, **kwargs):
-        context = base.authorize('cyborg:device_profile:delete')
-        query = validation.check_query(base.query(),
-                                       self._ALLOWED_DELETE_QUERY)
+    @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
+    def delete(self, ident=None, *, context, query):
         value = ident if ident is not None else query.get('value')
         if not value:
             raise exception.Invalid(reason='Missing argument: "value"')

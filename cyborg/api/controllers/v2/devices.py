@@ -17,9 +17,10 @@ import pecan
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api import filters as filters_lib
-from cyborg.api import validation
+from cyborg.api.schemas import device as schema
 from cyborg.db import hardware
 from cyborg.db import models
+from cyborg.policies import device as policy
 
 COLLECTION = 'devices'
 STATUS_VERSION = (2, 3)
@@ -46,42 +47,41 @@ def view(device: dict) -> dict:
     return result
 
 
+def _list_query(*_path: str) -> dict:
+    """The list's query schema for the request's version."""
+    if base.version_at_least(STATUS_VERSION):
+        return schema.LIST_QUERY_2_3
+    return schema.LIST_QUERY
+
+
 class DevicesController(routing.Resource):
 
     actions = {'disable': ('POST', 'disable'), 'enable': ('POST', 'enable')}
 
-    def _allowed_filters(self) -> frozenset[str]:
-        allowed = {'type', 'vendor', 'hostname'}
-        if base.version_at_least(STATUS_VERSION):
-            allowed.add('status')
-        return frozenset(allowed)
-
     @pecan.expose(content_type=base.JSON)
-    def get_all(self, **kwargs):
-        context = base.authorize('cyborg:device:get_all')
-        plain, filters = filters_lib.split(base.query())
-        query = validation.check_query(plain, self._allowed_filters())
+    @base.endpoint(policy.GET_ALL, query=_list_query)
+    def get_all(self, *, context, query):
+        filters = query.pop('filters')
         devices = hardware.device_list(
             context, query, **filters_lib.paging(filters, _COLUMNS))
         return base.render({COLLECTION: [view(d) for d in devices]})
 
     @pecan.expose(content_type=base.JSON)
-    def get_one(self, uuid, **kwargs):
-        context = base.authorize('cyborg:device:get_one')
-        validation.check_query(base.query(), frozenset())
+    @base.endpoint(policy.GET_ONE)
+    def get_one(self, uuid, *, context, query):
         return base.render(view(hardware.device_get(context, uuid)))
 
-    def _set_status(self, rule: str, uuid: str, status: str):
-        context = base.authorize(rule)
-        validation.check_query(base.query(), frozenset())
-        pecan.request.conductor_api.device_set_status(context, uuid, status)
-        return base.no_content()
+    @pecan.expose(content_type=base.JSON)
+    @base.endpoint(policy.DISABLE)
+    def disable(self, uuid, *, context, query):
+        return _set_status(context, uuid, 'maintaining')
 
     @pecan.expose(content_type=base.JSON)
-    def disable(self, uuid, **kwargs):
-        return self._set_status('cyborg:device:disable', uuid,
-                                'maintaining')
+    @base.endpoint(policy.ENABLE)
+    def enable(self, uuid, *, context, query):
+        return _set_status(context, uuid, 'enabled')
 
-    @pecan.expose(content_type=base.JSON)
-    def enable(self, uuid, **kwargs):
-        return self._set_status('cyborg:device:enable', uuid, 'enabled')
+
+def _set_status(context, uuid: str, status: str) -> str:
+    pecan.request.conductor_api.device_set_status(context, uuid, status)
+    return base.no_content()
