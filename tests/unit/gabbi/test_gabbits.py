@@ -66,6 +66,6 @@ def gabbi_file(request, placement):
 
 
 @pytest.mark.parametrize('gabbi_file, test_name', _params(),
-                         indirect=['gabbi_file'])
+                         indirect=['gabbi_file'], scope='module')
 def test_gabbi(gabbi_file, test_name):
     gabbi_cases.run_case(gabbi_file[test_name])
