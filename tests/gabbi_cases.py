@@ -54,11 +54,15 @@ def yaml_test_names(directory: str, filename: str) -> list[str]:
 
 
 def build_suite(directory: str, filename: str, host: str, port,
-                prefix: str = '', fixture_module=None, intercept=None):
+                prefix: str = '', fixture_module=None, intercept=None,
+                default_fixtures: list[str] | None = None):
     """gabbi's suite of one YAML file, aimed at ``host``:``port`` or at
-    the WSGI application ``intercept()`` returns."""
+    the WSGI application ``intercept()`` returns; a file that names no
+    ``fixtures`` runs with ``default_fixtures``."""
     suite_dict = gabbi_utils.load_yaml(
         yaml_file=os.path.join(directory, filename))
+    if default_fixtures and 'fixtures' not in suite_dict:
+        suite_dict['fixtures'] = list(default_fixtures)
     return suitemaker.test_suite_from_dict(
         unittest.TestLoader(), filename[:-5], suite_dict, directory, host,
         port, fixture_module, intercept, prefix=prefix,

@@ -76,6 +76,7 @@ from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import models
 from cyborg import policies
+from tests.functional import conftest as functional_conftest
 from tests.functional import fake_nova
 from tests import factories
 
@@ -244,6 +245,14 @@ class HostWithDevicesFixture(APIFixture):
                  .where(models.Device.address == address))
         with db_api.get_engine().connect() as connection:
             return connection.execute(query).scalar_one()
+
+
+class DeploymentFixture(APIFixture):
+    """The agent has reported the device of the functional tests'
+    deployments (one FPGA, four TEST_PCI handles, trait
+    ``CUSTOM_FAKE_DEVICE``): their YAML files run in process with it."""
+
+    devices = functional_conftest.DEFAULT_FAKE_DEVICES
 
 
 class DeviceProfileFixture(HostWithDevicesFixture):
