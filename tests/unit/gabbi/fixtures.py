@@ -12,9 +12,11 @@
 
 """Named scenario fixtures of the in-process gabbi tests.
 
-A YAML file names the fixtures it needs in its ``fixtures:`` list; each
-builds on the one before it, and the values a test needs reach the YAML
-through environment variables (``$ENVIRON['NAME']``):
+A YAML file names its scenario in its ``fixtures:`` list (one is
+enough: each scenario below extends ``APIFixture``, and
+``DeviceProfileFixture`` and ``BoundARQFixture`` the one before them);
+the values a test needs reach the YAML through environment variables
+(``$ENVIRON['NAME']``):
 
 ``APIFixture``
     A whole, empty service for this file alone: a fresh SQLite database,
@@ -33,6 +35,9 @@ through environment variables (``$ENVIRON['NAME']``):
     two MDEV handles the agent prepares: binding finishes after the
     ``PATCH``). Sets ``PCI_RP_UUID`` and ``MDEV_RP_UUID``, their
     providers.
+``DeploymentFixture``
+    The agent has reported the device of the functional tests'
+    deployments: their YAML files, which name no fixture, run with it.
 ``DeviceProfileFixture``
     Adds device profiles ``pci-two`` (one group of two PCI accelerators)
     and ``mdev-one`` (one group of one MDEV accelerator).
@@ -158,17 +163,35 @@ def _parse_conf(config_file: str | None) -> None:
 
 
 class APIFixture(fixture.GabbiFixture):
-    """An empty service of its own for one YAML file (see the module)."""
+    """An empty service of its own for one YAML file (see the module).
+
+    A scenario subclasses it: ``devices`` for what the agent reports,
+    :meth:`populate` for rows and requests made before the first test,
+    :meth:`export` for the values the YAML reads.
+    """
 
     devices: list[dict] = []
 
     def start_fixture(self):
-        global _app
+        """Start everything; what started is stopped again if a step
+        fails (gabbi stops only fixtures that started)."""
         if _placement is None:
             raise RuntimeError('set_placement() was not called')
         self.directory = tempfile.mkdtemp(prefix='cyborg-gabbi-')
         self.services = []
         self.transport = None
+        self.nova = None
+        self._database = False
+        self._exported: list[str] = []
+        try:
+            self._start()
+            self.populate()
+        except BaseException:
+            self.stop_fixture()
+            raise
+
+    def _start(self) -> None:
+        global _app
         self.nova = fake_nova.FakeNova().start()
         self.host = 'gabbi-%s' % uuid.uuid4().hex[:12]
         devices_file = os.path.join(self.directory, 'devices.json')
@@ -177,6 +200,7 @@ class APIFixture(fixture.GabbiFixture):
         _parse_conf(_write_config(self.directory, self.host, self.nova.url,
                                   devices_file))
         db_api.configure(CONF)
+        self._database = True
         migration.upgrade()
         embedded_placement.ensure_compute_node(_placement.client(),
                                                self.host)
@@ -184,10 +208,18 @@ class APIFixture(fixture.GabbiFixture):
         _app = api_app.setup_app(CONF, self.transport, policies.Authorizer(
             policies.get_enforcer(CONF)))
         self.context = cyborg_context.get_admin_context()
-        os.environ.update(
-            HOSTNAME=self.host, INSTANCE_UUID=str(uuid.uuid4()),
-            ALT_INSTANCE_UUID=str(uuid.uuid4()),
-            UNKNOWN_UUID=str(uuid.uuid4()))
+        self.export(HOSTNAME=self.host, INSTANCE_UUID=str(uuid.uuid4()),
+                    ALT_INSTANCE_UUID=str(uuid.uuid4()),
+                    UNKNOWN_UUID=str(uuid.uuid4()))
+
+    def populate(self) -> None:
+        """What a scenario adds before the first test."""
+
+    def export(self, **values: str) -> None:
+        """Environment variables for the YAML (``$ENVIRON['NAME']``),
+        removed when the fixture stops."""
+        os.environ.update(values)
+        self._exported.extend(values)
 
     def _start_services(self) -> None:
         """The conductor and the agent, as the all-in-one starts them;
@@ -196,7 +228,7 @@ class APIFixture(fixture.GabbiFixture):
         notifier = nova_notifier.Notifier(
             CONF.host, CONF, lambda: nova_client.client_from_conf(CONF))
         placement_url = _placement.url
-        self.services = [
+        services = [
             conductor_service.create(
                 CONF, self.transport,
                 lambda: placement_client.PlacementClient.for_endpoint(
@@ -205,8 +237,9 @@ class APIFixture(fixture.GabbiFixture):
                 notifier=notifier),
             agent_service.create(CONF, self.transport),
         ]
-        for svc in self.services:
+        for svc in services:
             svc.start()
+            self.services.append(svc)
         if not self.services[-1].wait_first_runs(TIMEOUT):
             raise RuntimeError('the agent did not report within %d s'
                                % TIMEOUT)
@@ -219,9 +252,13 @@ class APIFixture(fixture.GabbiFixture):
                 svc.stop(TIMEOUT)
             if self.transport is not None:
                 rpc.cleanup(self.transport)
-            db_api.get_engine().dispose()
+            if self._database:
+                db_api.get_engine().dispose()
         finally:
-            self.nova.stop()
+            if self.nova is not None:
+                self.nova.stop()
+            for name in self._exported:
+                os.environ.pop(name, None)
             _parse_conf(None)
             CONF.reset()
             shutil.rmtree(self.directory, ignore_errors=True)
@@ -232,10 +269,10 @@ class HostWithDevicesFixture(APIFixture):
 
     devices = DEVICES
 
-    def start_fixture(self):
-        super().start_fixture()
-        os.environ['PCI_RP_UUID'] = self._rp_uuid(PCI_ADDRESS)
-        os.environ['MDEV_RP_UUID'] = self._rp_uuid(MDEV_ADDRESS)
+    def populate(self) -> None:
+        super().populate()
+        self.export(PCI_RP_UUID=self._rp_uuid(PCI_ADDRESS),
+                    MDEV_RP_UUID=self._rp_uuid(MDEV_ADDRESS))
 
     @staticmethod
     def _rp_uuid(address: str) -> str:
@@ -250,7 +287,7 @@ class HostWithDevicesFixture(APIFixture):
 class DeploymentFixture(APIFixture):
     """The agent has reported the device of the functional tests'
     deployments (one FPGA, four TEST_PCI handles, trait
-    ``CUSTOM_FAKE_DEVICE``): their YAML files run in process with it."""
+    ``CUSTOM_FAKE_DEVICE``)."""
 
     devices = functional_conftest.DEFAULT_FAKE_DEVICES
 
@@ -258,8 +295,8 @@ class DeploymentFixture(APIFixture):
 class DeviceProfileFixture(HostWithDevicesFixture):
     """Adds the device profiles of :data:`PROFILES`."""
 
-    def start_fixture(self):
-        super().start_fixture()
+    def populate(self) -> None:
+        super().populate()
         for name, groups in PROFILES.items():
             factories.create_test_device_profile(self.context, name=name,
                                                  groups=groups)
@@ -269,8 +306,8 @@ class BoundARQFixture(DeviceProfileFixture):
     """Adds an ARQ of ``mdev-one`` bound as Nova binds it (``BOUND_ARQ``,
     for ``BOUND_INSTANCE_UUID`` on ``MDEV_RP_UUID``)."""
 
-    def start_fixture(self):
-        super().start_fixture()
+    def populate(self) -> None:
+        super().populate()
         conductor = conductor_rpcapi.ConductorAPI(self.transport)
         service = cyborg_context.RequestContext(
             is_admin=True, roles=['admin'], service_roles=['service'],
@@ -281,10 +318,10 @@ class BoundARQFixture(DeviceProfileFixture):
             'hostname': self.host, 'instance_uuid': instance,
             'device_rp_uuid': os.environ['MDEV_RP_UUID']}})
         self._wait_bound(arq['uuid'])
-        os.environ.update(BOUND_ARQ=arq['uuid'],
-                          BOUND_INSTANCE_UUID=instance)
+        self.export(BOUND_ARQ=arq['uuid'], BOUND_INSTANCE_UUID=instance)
 
-    def _wait_bound(self, arq_uuid: str) -> None:
+    @staticmethod
+    def _wait_bound(arq_uuid: str) -> None:
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             with db_api.get_engine().connect() as connection:
