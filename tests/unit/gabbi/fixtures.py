@@ -45,6 +45,10 @@ the values a test needs reach the YAML through environment variables
     Adds the ARQ of ``mdev-one``, bound for ``BOUND_INSTANCE_UUID`` on
     ``MDEV_RP_UUID`` through the conductor, as Nova would: ``BOUND_ARQ``.
 
+``GET /fake-nova/events`` answers, instead of the API, the external
+events the fake Nova accepted, oldest first: ``{"events": [{"name",
+"server_uuid", "tag", "status"}, ...]}``.
+
 The API runs with ``auth_strategy = noauth``: a request without headers
 is an admin's, ``X-Project-Id``/``X-Roles`` name another caller, and
 ``X-Service-Roles: service`` adds Nova's service token.
@@ -90,8 +94,11 @@ from tests import factories
 TIMEOUT = 30
 # The embedded Placement of the session (:func:`set_placement`).
 _placement: embedded_placement.EmbeddedPlacement | None = None
-# The API application of the running APIFixture.
+# The API application and the fake Nova of the running APIFixture.
 _app = None
+_nova: fake_nova.FakeNova | None = None
+# Not the API's: what the fake Nova was sent, for the YAML to check.
+NOVA_EVENTS_PATH = '/fake-nova/events'
 
 PCI_ADDRESS = '0000:0a:00.0'
 MDEV_ADDRESS = '0000:0b:00.0'
@@ -118,10 +125,25 @@ def set_placement(placement) -> None:
 
 def setup_app(environ, start_response):
     """The WSGI application gabbi sends every request to: the running
-    APIFixture's (gabbi builds its transports before fixtures start)."""
+    APIFixture's (gabbi builds its transports before fixtures start),
+    but for :data:`NOVA_EVENTS_PATH`."""
     if _app is None:
         raise RuntimeError('no APIFixture is running')
+    if environ.get('PATH_INFO') == NOVA_EVENTS_PATH:
+        return _nova_events(environ, start_response)
     return _app(environ, start_response)
+
+
+def _nova_events(environ, start_response):
+    """``GET /fake-nova/events``: the external events the fake Nova
+    accepted, oldest first (name, server_uuid, tag, status)."""
+    events = [{key: event[key] for key in ('name', 'server_uuid', 'tag',
+                                            'status')}
+              for event in _nova.accepted()] if _nova else []
+    body = json.dumps({'events': events}).encode()
+    start_response('200 OK', [('Content-Type', 'application/json'),
+                              ('Content-Length', str(len(body)))])
+    return [body]
 
 
 def intercept():
@@ -143,7 +165,10 @@ def _write_config(directory: str, host: str, nova_url: str,
                   'enabled_drivers': 'fake_driver'},
         'fake_driver': {'devices_file': devices_file,
                         'prepare_delay': 1.0},
+        # service_type: CONF.reset() (after a unit test) drops the
+        # default cyborg.conf.nova sets once.
         'nova': {'auth_type': 'admin_token', 'endpoint': nova_url,
+                 'service_type': 'compute',
                  'token': 'admin', 'endpoint_override': nova_url,
                  'timeout': 5, 'retry_interval': 0.1},
     }
@@ -191,8 +216,8 @@ class APIFixture(fixture.GabbiFixture):
             raise
 
     def _start(self) -> None:
-        global _app
-        self.nova = fake_nova.FakeNova().start()
+        global _app, _nova
+        self.nova = _nova = fake_nova.FakeNova().start()
         self.host = 'gabbi-%s' % uuid.uuid4().hex[:12]
         devices_file = os.path.join(self.directory, 'devices.json')
         with open(devices_file, 'w') as f:
@@ -245,8 +270,8 @@ class APIFixture(fixture.GabbiFixture):
                                % TIMEOUT)
 
     def stop_fixture(self):
-        global _app
-        _app = None
+        global _app, _nova
+        _app = _nova = None
         try:
             for svc in reversed(self.services):
                 svc.stop(TIMEOUT)
@@ -260,7 +285,6 @@ class APIFixture(fixture.GabbiFixture):
             for name in self._exported:
                 os.environ.pop(name, None)
             _parse_conf(None)
-            CONF.reset()
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
