@@ -37,6 +37,7 @@ import itertools
 import json
 from typing import Any
 
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
@@ -145,3 +146,19 @@ def create_test_arq(engine=None, **kw) -> dict[str, Any]:
     if 'device_profile_id' not in values:
         values['device_profile_id'] = create_test_device_profile()['id']
     return _insert(engine, models.ExtendedAcceleratorRequest, values)
+
+
+def create_test_service(engine=None, **kw) -> dict[str, Any]:
+    """A service row (an agent on host ``h1``, never seen up)."""
+    values = {'host': 'h1', 'binary': 'cyborg-agent'}
+    values.update(kw)
+    return _insert(engine, models.Service, values)
+
+
+def create_test_nova_event(engine=None, **kw) -> dict[str, Any]:
+    """A ``completed`` event in the outbox, due now and never sent."""
+    values = {'arq_uuid': uuidutils.generate_uuid(),
+              'instance_uuid': uuidutils.generate_uuid(),
+              'status': 'completed', 'next_attempt_at': timeutils.utcnow()}
+    values.update(kw)
+    return _insert(engine, models.NovaEvent, values)
