@@ -33,14 +33,17 @@ the values a test needs reach the YAML through environment variables
     ``CUSTOM_FAKE_PCI``, two PCI attach handles: binding needs no work
     on the host) and ``0000:0b:00.0`` (FPGA, trait ``CUSTOM_FAKE_MDEV``,
     two MDEV handles the agent prepares: binding finishes after the
-    ``PATCH``). Sets ``PCI_RP_UUID`` and ``MDEV_RP_UUID``, their
-    providers.
+    ``PATCH``), and ``0000:0c:00.0`` (FPGA, trait ``CUSTOM_FAKE_FAILING``,
+    one MDEV handle that fails to prepare: the bind fails after the
+    ``PATCH``). Sets ``PCI_RP_UUID``, ``MDEV_RP_UUID`` and
+    ``FAILING_RP_UUID``, their providers.
 ``DeploymentFixture``
     The agent has reported the device of the functional tests'
     deployments: their YAML files, which name no fixture, run with it.
 ``DeviceProfileFixture``
-    Adds device profiles ``pci-two`` (one group of two PCI accelerators)
-    and ``mdev-one`` (one group of one MDEV accelerator).
+    Adds device profiles ``pci-two`` (one group of two PCI accelerators),
+    ``mdev-one`` and ``failing-one`` (one group of one accelerator of the
+    MDEV and of the failing device).
 ``BoundARQFixture``
     Adds the ARQ of ``mdev-one``, bound for ``BOUND_INSTANCE_UUID`` on
     ``MDEV_RP_UUID`` through the conductor, as Nova would: ``BOUND_ARQ``.
@@ -102,6 +105,8 @@ NOVA_EVENTS_PATH = '/fake-nova/events'
 
 PCI_ADDRESS = '0000:0a:00.0'
 MDEV_ADDRESS = '0000:0b:00.0'
+# Its MDEV handle fails to prepare ([fake_driver] prepare_failures).
+FAILING_ADDRESS = '0000:0c:00.0'
 DEVICES = [
     {'address': PCI_ADDRESS, 'type': 'FPGA', 'resource_class': 'FPGA',
      'traits': ['CUSTOM_FAKE_PCI'], 'accelerators': 2,
@@ -109,11 +114,16 @@ DEVICES = [
     {'address': MDEV_ADDRESS, 'type': 'FPGA', 'resource_class': 'FPGA',
      'traits': ['CUSTOM_FAKE_MDEV'], 'accelerators': 2,
      'handle_type': 'MDEV', 'health': 'healthy'},
+    {'address': FAILING_ADDRESS, 'type': 'FPGA', 'resource_class': 'FPGA',
+     'traits': ['CUSTOM_FAKE_FAILING'], 'accelerators': 1,
+     'handle_type': 'MDEV', 'health': 'healthy'},
 ]
 PROFILES = {
     'pci-two': [{'resources:FPGA': '2', 'trait:CUSTOM_FAKE_PCI': 'required'}],
     'mdev-one': [{'resources:FPGA': '1',
                   'trait:CUSTOM_FAKE_MDEV': 'required'}],
+    'failing-one': [{'resources:FPGA': '1',
+                     'trait:CUSTOM_FAKE_FAILING': 'required'}],
 }
 
 
@@ -164,7 +174,8 @@ def _write_config(directory: str, host: str, nova_url: str,
                   'discovery_interval': 3600,
                   'enabled_drivers': 'fake_driver'},
         'fake_driver': {'devices_file': devices_file,
-                        'prepare_delay': 1.0},
+                        'prepare_delay': 1.0,
+                        'prepare_failures': FAILING_ADDRESS},
         # service_type: CONF.reset() (after a unit test) drops the
         # default cyborg.conf.nova sets once.
         'nova': {'auth_type': 'admin_token', 'endpoint': nova_url,
@@ -296,7 +307,8 @@ class HostWithDevicesFixture(APIFixture):
     def populate(self) -> None:
         super().populate()
         self.export(PCI_RP_UUID=self._rp_uuid(PCI_ADDRESS),
-                    MDEV_RP_UUID=self._rp_uuid(MDEV_ADDRESS))
+                    MDEV_RP_UUID=self._rp_uuid(MDEV_ADDRESS),
+                    FAILING_RP_UUID=self._rp_uuid(FAILING_ADDRESS))
 
     @staticmethod
     def _rp_uuid(address: str) -> str:
