@@ -14,7 +14,7 @@
 
 Gabbi's plugin wants the target host at collection time; the API test
 runners (``tests/functional/test_api_gabbits.py`` against deployments,
-``tests/unit/gabbi`` in process) collect the YAML tests themselves: one
+``tests/api`` in process) collect the YAML tests themselves: one
 pytest item per YAML test, named by file and test, and the file's gabbi
 test cases are built only when its first item runs.
 

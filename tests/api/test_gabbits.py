@@ -15,7 +15,7 @@
 Each YAML test is a pytest item (:mod:`tests.gabbi_cases`), sent to the
 API application in this process through gabbi's ``intercept`` (an httpx
 WSGI transport: no socket). The named fixtures of a file's ``fixtures:``
-list (:mod:`tests.unit.gabbi.fixtures`) start before its first test and
+list (:mod:`tests.api.fixtures`) start before its first test and
 stop before the next file's, so each file has a service of its own; the
 functional tests' YAML files, which name none, run with
 ``DeploymentFixture``. Placement
@@ -32,13 +32,12 @@ import pytest
 
 from cyborg.common import embedded_placement
 from tests import gabbi_cases
-from tests.unit.gabbi import fixtures
+from tests.api import fixtures
 
 GABBITS = os.path.join(os.path.dirname(__file__), 'gabbits')
 # The functional tests' YAML files, run here too with DeploymentFixture.
 FUNCTIONAL_GABBITS = os.path.join(
-    os.path.dirname(__file__), os.pardir, os.pardir, 'functional',
-    'gabbits')
+    os.path.dirname(__file__), os.pardir, 'functional', 'gabbits')
 DIRECTORIES = {'': GABBITS, 'functional/': FUNCTIONAL_GABBITS}
 # The address gabbi puts in its URLs; the intercept answers them, so
 # nothing is sent to it (and it is the loopback if anything ever were).
