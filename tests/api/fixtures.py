@@ -36,7 +36,9 @@ the values a test needs reach the YAML through environment variables
     ``PATCH``), and ``0000:0c:00.0`` (FPGA, trait ``CUSTOM_FAKE_FAILING``,
     one MDEV handle that fails to prepare: the bind fails after the
     ``PATCH``). Sets ``PCI_RP_UUID``, ``MDEV_RP_UUID`` and
-    ``FAILING_RP_UUID``, their providers.
+    ``FAILING_RP_UUID``, their providers, as Nova's scheduler finds them:
+    in Placement's allocation candidates once the conductor has synced
+    the host (and checked to be the devices' deployables).
 ``DeploymentFixture``
     The agent has reported the device of the functional tests'
     deployments: their YAML files, which name no fixture, run with it.
@@ -238,8 +240,8 @@ class APIFixture(fixture.GabbiFixture):
         db_api.configure(CONF)
         self._database = True
         migration.upgrade()
-        embedded_placement.ensure_compute_node(_placement.client(),
-                                               self.host)
+        self.compute_rp_uuid = embedded_placement.ensure_compute_node(
+            _placement.client(), self.host)
         self._start_services()
         _app = api_app.setup_app(CONF, self.transport, policies.Authorizer(
             policies.get_enforcer(CONF)))
@@ -306,9 +308,34 @@ class HostWithDevicesFixture(APIFixture):
 
     def populate(self) -> None:
         super().populate()
-        self.export(PCI_RP_UUID=self._rp_uuid(PCI_ADDRESS),
-                    MDEV_RP_UUID=self._rp_uuid(MDEV_ADDRESS),
-                    FAILING_RP_UUID=self._rp_uuid(FAILING_ADDRESS))
+        self.export(
+            PCI_RP_UUID=self._candidate(PCI_ADDRESS, 'CUSTOM_FAKE_PCI'),
+            MDEV_RP_UUID=self._candidate(MDEV_ADDRESS, 'CUSTOM_FAKE_MDEV'),
+            FAILING_RP_UUID=self._candidate(FAILING_ADDRESS,
+                                            'CUSTOM_FAKE_FAILING'))
+
+    def _candidate(self, address: str, trait: str) -> str:
+        """The provider Placement offers for one FPGA with ``trait`` on
+        this host, as Nova's scheduler gets it, once the conductor has
+        synced the host; it must be the deployable of ``address``."""
+        client = _placement.client()
+        path = ('/allocation_candidates?resources=FPGA:1&required=%s'
+                '&in_tree=%s' % (trait, self.compute_rp_uuid))
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            candidates = client.request('GET', path, microversion='1.31'
+                                      ).json()['allocation_requests']
+            if candidates:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError('Placement offers no %s on %s within '
+                                   '%d s' % (trait, self.host, TIMEOUT))
+            time.sleep(0.1)
+        [[rp_uuid]] = [list(c['allocations']) for c in candidates]
+        if rp_uuid != self._rp_uuid(address):
+            raise RuntimeError('Placement offers %s for %s, not its '
+                               'deployable' % (rp_uuid, address))
+        return rp_uuid
 
     @staticmethod
     def _rp_uuid(address: str) -> str:
