@@ -23,11 +23,11 @@ keyword, and returns the row's values with its ``id``::
 
 ``engine`` is an SQLAlchemy engine or connection (None: the DB API's
 engine, :func:`cyborg.db.api.get_engine`). Rows the agent's reports
-create (devices, deployables, control path ids, attach handles) are
-inserted with the product's models, as the conductor's inventory code
-does; device profiles go through the DB API
-(:func:`cyborg.db.api.device_profile_create`). Parents a row needs and
-is not given are created with their own defaults.
+create (devices, deployables, control path ids, attach handles) and the
+others are inserted with the product's models, as cyborg/db/ does;
+device profiles go through the DB API
+(:func:`cyborg.db.device_profiles.device_profile_create`). Parents a
+row needs and is not given are created with their own defaults.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import sqlalchemy as sa
 from cyborg.common import arq_states
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 
 _numbers = itertools.count(1)
@@ -132,7 +133,7 @@ def create_test_device_profile(context=None, **kw) -> dict[str, Any]:
     values = {'name': 'dp-%d' % next(_numbers),
               'groups': [{'resources:FPGA': '1'}]}
     values.update(kw)
-    return db_api.device_profile_create(
+    return profiles_db.device_profile_create(
         context or cyborg_context.get_admin_context(), values)
 
 

@@ -31,6 +31,14 @@ opts = [
     cfg.IntOpt('discovery_interval',
                default=60, min=1,
                help='Seconds between two device discoveries of the agent.'),
+    cfg.StrOpt('host_root',
+               default='/',
+               help='The root under which drivers read the host\'s '
+                    '"sys", "dev" and "proc" trees, e.g. "/host" when the '
+                    'agent runs in a container with the host\'s /sys, '
+                    '/dev and /proc mounted under /host, or a fixture '
+                    'tree in tests. Symbolic links are never followed '
+                    'out of it.'),
 ]
 
 

@@ -36,12 +36,13 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import embedded_placement
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.conf import fake_driver as fake_driver_conf
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.functional import conftest
 from tests.functional import nova_flow
@@ -228,7 +229,7 @@ def _host_rows(engine, host) -> dict[str, int]:
 def _bound_arq(engine, host) -> str:
     context = cyborg_context.get_admin_context()
     profile = 'maint-%s' % uuid.uuid4().hex[:8]
-    db_api.device_profile_create(context, {
+    profiles_db.device_profile_create(context, {
         'name': profile, 'groups': [{'resources:FPGA': '1'}]})
     arq = arqs.arq_create(context, profile, 'project')[0]
     with engine.begin() as connection:

@@ -43,10 +43,10 @@ from cyborg.api import validation
 from cyborg.accelerator.drivers import base as driver_base
 from cyborg.accelerator.drivers.fake import driver as fake_driver
 from cyborg.conductor import binding
-from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import api as db_api
 from cyborg.db import hardware
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.unit import conftest
 from tests.unit import fakes

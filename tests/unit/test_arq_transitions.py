@@ -26,9 +26,8 @@ import sqlalchemy as sa
 
 from cyborg.common import arq_states as states
 from cyborg.common import exception
-from cyborg.conductor import binding
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from tests.unit import test_binding
 
@@ -84,7 +83,7 @@ def test_nothing_enters_initial():
 def hosts(database, admin_context, conf):
     """host1: one device of 4 PCI handles; host2: one of 4 MDEV handles
     (bound by a job). Their rp uuids."""
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     pci = test_binding._report(admin_context, conf, 'host1', 'PCI')
     mdev = test_binding._report(admin_context, conf, 'host2', 'MDEV')
@@ -92,7 +91,7 @@ def hosts(database, admin_context, conf):
 
 
 def _bind(context, uuid, rp, host, instance=INSTANCE):
-    return binding.bind(context, {uuid: {
+    return arq_db.bind(context, {uuid: {
         'hostname': host, 'device_rp_uuid': rp, 'instance_uuid': instance}},
         None, 'cond1')
 
@@ -114,9 +113,9 @@ def _arq_in(state, context, engine, hosts):
     if state in (BIND_STARTED, BIND_FAILING, BIND_FAILED):
         assert _bind(context, uuid, mdev, 'host2').jobs == [uuid]
         if state == BIND_FAILING:
-            binding.finish(context, uuid, 'no mdev', bind_timeout=600)
+            arq_db.finish(context, uuid, 'no mdev', bind_timeout=600)
         elif state == BIND_FAILED:
-            binding.finish(context, uuid, 'no mdev')
+            arq_db.finish(context, uuid, 'no mdev')
     elif state in (BOUND, UNBOUND, UNBIND_FAILED):
         _bind(context, uuid, pci, 'host1')
         if state == UNBOUND:
@@ -159,12 +158,12 @@ OPERATIONS = {
         context, [uuid], None),
     'delete': lambda context, uuid, hosts: arq_db.arq_delete(
         context, [uuid], None, None),
-    'job done': lambda context, uuid, hosts: binding.finish(context, uuid),
-    'job failed': lambda context, uuid, hosts: binding.finish(
+    'job done': lambda context, uuid, hosts: arq_db.finish(context, uuid),
+    'job failed': lambda context, uuid, hosts: arq_db.finish(
         context, uuid, 'no mdev', bind_timeout=600),
-    'job timed out': lambda context, uuid, hosts: binding.finish(
+    'job timed out': lambda context, uuid, hosts: arq_db.finish(
         context, uuid, 'timed out'),
-    'failure ends': lambda context, uuid, hosts: binding.end_failures(
+    'failure ends': lambda context, uuid, hosts: arq_db.end_failures(
         context, FAR),
 }
 

@@ -23,11 +23,11 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
 from cyborg.cmd import manage
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
-from cyborg.db import api as db_api
 from cyborg.db import arqs
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hosts
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.unit.test_placement_sync import FakePlacement
 
@@ -102,7 +102,7 @@ def _arq_on(engine, admin_context, state, with_handle=True, host=HOST):
     """An ARQ in ``state`` on ``host`` (holding one of its handles if
     ``with_handle``); its uuid."""
     profile = 'dp-%s-%s' % (state, with_handle)
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': profile, 'groups': [{'resources:FPGA': '1'}]})
     arq = arqs.arq_create(admin_context, profile, 'p1')[0]
     t = models

@@ -17,10 +17,9 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.conductor import binding
-from cyborg.conductor import inventory
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import inventory
 from cyborg.db import models
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
@@ -95,10 +94,10 @@ def test_removed_device_is_deleted_unless_in_use(
     wire, digest = _report(fake_conf)
     _apply(admin_context, wire, digest)
     # An ARQ holds a handle of the first device.
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     arq = arq_db.arq_create(admin_context, 'one', 'p1')[0]
-    binding.bind(admin_context, {arq['uuid']: {
+    arq_db.bind(admin_context, {arq['uuid']: {
         'hostname': 'host1', 'instance_uuid': INSTANCE,
         'device_rp_uuid': inventory.provider_uuid(
             'host1', wire[0]['address'], wire[0]['deployables'][0]['name'])}},

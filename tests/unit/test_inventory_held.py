@@ -23,11 +23,10 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import arq_states as states
-from cyborg.conductor import binding
-from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import inventory
 from cyborg.db import models
 from tests.unit.test_placement_sync import FakePlacement
 
@@ -54,7 +53,7 @@ def placement():
 
 @pytest.fixture
 def conductor(database, placement, admin_context):
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     return conductor_manager.ConductorManager(
         'c1', placement_factory=lambda: placement)
@@ -74,7 +73,7 @@ def _rp(address):
 def _bind_one(context, address):
     """An ARQ Bound to a handle of the device at ``address``; its uuid."""
     arq = arq_db.arq_create(context, 'one', 'p1')[0]
-    binding.bind(context, {arq['uuid']: {
+    arq_db.bind(context, {arq['uuid']: {
         'hostname': 'host1', 'device_rp_uuid': _rp(address),
         'instance_uuid': INSTANCE}}, None, 'c1')
     assert arq_db.arq_get(context, arq['uuid'], None)['state'] == (

@@ -34,7 +34,12 @@ and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
         [--db postgresql|mysql|sqlite-all-in-one]
-        [--db postgresql|mysql]
+        [--service cyborg|upstream|both [--rounds 2]]
+
+``--service upstream`` measures upstream OpenStack Cyborg (from
+``.venv-upstream``: ``tools/bench/upstream-venv.sh``) on the same kind of
+deployment, ``both`` measures ours and upstream's on the same servers,
+interleaved, and prints the ratio of their cycles per second.
 """
 
 import argparse
@@ -63,9 +68,11 @@ from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
+from tools.bench import upstream as upstream_lib  # noqa: E402
 
 PROFILE = 'bench-fpga'
 SERVICE = {'X-Service-Roles': 'service'}
+SERVICES = ('cyborg', 'upstream', 'both')
 CALLS = ('get_profile', 'create', 'bind', 'get_resolved', 'delete')
 # --db: the database server, and its name in the output.
 ALL_IN_ONE = 'sqlite-all-in-one'
@@ -83,10 +90,15 @@ def percentile(values, fraction) -> float:
 class Deployment:
     """Every process of the benchmark, started and stopped together."""
 
+    name = 'cyborg'
+    # Sent with every request (noauth: none needed).
+    headers: dict[str, str] = {}
+
     def __init__(self, workdir: str, agents: int, api_workers: int,
                  api_threads: int, api_server: str):
         self.workdir = workdir
         self.agents = agents
+        self.deployables = agents * 4
         self.api_workers = api_workers
         self.api_threads = api_threads
         self.api_server = api_server
@@ -161,9 +173,13 @@ class AllInOne:
     process, embedded Placement) sending its events to the fake Nova:
     the same fake devices as :class:`Deployment`'s ``agents`` agents."""
 
+    name = 'cyborg'
+    headers: dict[str, str] = {}
+
     def __init__(self, workdir: str, agents: int):
         self.workdir = workdir
         self.agents = agents
+        self.deployables = agents * 4
         self.process: servers.CyborgProcess | None = None
 
     def start(self, nova) -> None:
@@ -199,8 +215,10 @@ class Client(threading.Thread):
     possible), on one connection while the server keeps it open (gunicorn's
     sync workers close every connection; gthread workers keep it)."""
 
-    def __init__(self, url, nova, rps, deadline, results, errors):
+    def __init__(self, url, nova, rps, deadline, results, errors,
+                 headers=None):
         super().__init__(daemon=True)
+        self.headers = headers or {}
         parsed = urllib.parse.urlsplit(url)
         self.host, self.port, self.prefix = (parsed.hostname, parsed.port,
                                              parsed.path)
@@ -212,7 +230,8 @@ class Client(threading.Thread):
              headers=None):
         """The decoded JSON answer (None if empty)."""
         payload = None if json_body is None else json.dumps(json_body)
-        sent = dict(headers or {}, Accept='application/json')
+        sent = dict(self.headers, **(headers or {}))
+        sent['Accept'] = 'application/json'
         if payload is not None:
             sent['Content-Type'] = 'application/json'
         started = time.monotonic()
@@ -274,7 +293,10 @@ class Client(threading.Thread):
 
 
 def measure(deployment, nova, rps, clients, duration, pg_pids,
-            placement_pids, rabbit_pids, db_label='PostgreSQL'):
+            placement_pids, rabbit_pids, db_label='PostgreSQL',
+            label=None) -> dict[str, float]:
+    """Run ``clients`` clients for ``duration`` seconds and print the
+    results; returns cycles/s, errors and bind-to-event p50/p99 (ms)."""
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
     errors: list[str] = []
     used = cpu.process_cpu
@@ -286,7 +308,8 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
              for role, pids in deployment.pids_by_role().items()}
     started = time.monotonic()
     threads = [Client(deployment.url, nova, rps[i::clients] or rps,
-                      started + duration, results, errors)
+                      started + duration, results, errors,
+                      deployment.headers)
                for i in range(clients)]
     for thread in threads:
         thread.start()
@@ -294,9 +317,10 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
         thread.join()
     elapsed = time.monotonic() - started
     cycles = max(len(results['cycles']), 1)
-    print('\nconcurrency %d: %d cycles in %.1fs = %.1f cycles/s, %d errors'
-          % (clients, len(results['cycles']), elapsed,
-             len(results['cycles']) / elapsed, len(errors)))
+    print('\n%sconcurrency %d: %d cycles in %.1fs = %.1f cycles/s, '
+          '%d errors' % ('%s, ' % label if label else '', clients,
+                         len(results['cycles']), elapsed,
+                         len(results['cycles']) / elapsed, len(errors)))
     for error in errors[:3]:
         print('  error:', error)
     print('  %-14s %8s %8s %8s' % ('ms', 'p50', 'p95', 'p99'))
@@ -319,6 +343,10 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
               (cpu.own_cpu() - own) * 1000 / cycles))
     print('  Nova event requests per cycle: %.2f'
           % ((len(nova.requests) - nova_posts) / cycles), flush=True)
+    events = [v * 1000 for v in results['bind_to_event']]
+    return {'cycles_per_s': len(results['cycles']) / elapsed,
+            'errors': len(errors), 'event_p50': percentile(events, .5),
+            'event_p99': percentile(events, .99)}
 
 
 def main() -> int:
@@ -343,20 +371,43 @@ def main() -> int:
                         '(default) or MariaDB server; sqlite-all-in-one: '
                         'cyborg-all-in-one on SQLite instead of the '
                         'multi-process deployment')
+    parser.add_argument('--service', choices=SERVICES, default='cyborg',
+                        help='what to measure: cyborg (ours, default), '
+                        'upstream (openstack-cyborg from .venv-upstream: '
+                        'tools/bench/upstream-venv.sh), or both on the same '
+                        'servers, interleaved (ours, upstream, ours, ...), '
+                        'with a summary and the ratio')
+    parser.add_argument('--rounds', type=int, default=1,
+                        help='with --service both: measurements of each '
+                        'service per concurrency, interleaved (1)')
     args = parser.parse_args()
     if args.db == ALL_IN_ONE:
+        if args.service != 'cyborg':
+            parser.error('--db %s measures ours only' % ALL_IN_ONE)
         return _main_all_in_one(args)
     db_server, db_label = DATABASES[args.db]
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
-    deployment = Deployment(workdir, args.agents, args.api_workers,
-                            args.api_threads, args.api_server)
+    deployments = []
+    if args.service in ('cyborg', 'both'):
+        deployments.append(Deployment(workdir, args.agents, args.api_workers,
+                                      args.api_threads, args.api_server))
+    if args.service in ('upstream', 'both'):
+        deployments.append(upstream_lib.UpstreamDeployment(
+            workdir, args.agents, args.api_workers, args.api_threads,
+            args.api_server))
+    rounds = args.rounds if args.service == 'both' else 1
+    print('load average before: %s' % _load())
     with db_server() as pg, \
             servers.RabbitMQServer() as rabbit, \
             placement_server.PlacementServer() as placement, \
-            fake_nova_lib.FakeNova() as nova:
+            (upstream_lib.FakeNova() if args.service != 'cyborg'
+             else fake_nova_lib.FakeNova()) as nova:
         try:
-            deployment.start(pg, rabbit, placement, nova)
-            rps = _setup(deployment, args.agents * 4)
+            rps = {}
+            for deployment in deployments:
+                deployment.start(pg, rabbit, placement, nova)
+                rps[deployment.name] = _setup(deployment,
+                                              deployment.deployables)
             pg_pids = cpu.pids_with(pg.data_dir)
             print('Nova cycle: %s API (%d %s workers), 1 conductor, '
                   '%d agents, RabbitMQ, %s, Placement, fake Nova; '
@@ -364,15 +415,78 @@ def main() -> int:
                       args.api_server, args.api_workers,
                       '%d-thread' % args.api_threads if args.api_threads
                       else 'sync', args.agents, db_label, args.duration))
+            if args.service != 'cyborg':
+                print('upstream: openstack-cyborg %s (%s), %d fake '
+                      'deployables of %d accelerators; ours: %d fake '
+                      'deployables' % (
+                          upstream_lib.version(), upstream_lib.VENV,
+                          args.agents * upstream_lib.DEPLOYABLES_PER_AGENT,
+                          16, args.agents * 4))
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+            summary = []
             for clients in (int(c) for c in args.clients.split(',')):
-                measure(deployment, nova, rps, clients, args.duration,
-                        pg_pids, [placement.process.pid],
-                        [rabbit.process.pid], db_label)
+                for round_ in range(rounds):
+                    for deployment in deployments:
+                        result = measure(
+                            deployment, nova, rps[deployment.name], clients,
+                            args.duration, pg_pids, [placement.process.pid],
+                            [rabbit.process.pid], db_label,
+                            label=deployment.name)
+                        summary.append((clients, round_ + 1,
+                                        deployment.name, result))
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+            _print_summary(summary)
+            for deployment in deployments:
+                _report_log_errors(deployment)
         finally:
-            deployment.stop()
+            for deployment in deployments:
+                deployment.stop()
+    print('load average after: %s' % _load())
     return 0
+
+
+def _load() -> str:
+    return ' '.join('%.2f' % value for value in os.getloadavg())
+
+
+def _print_summary(summary) -> None:
+    """Every run's numbers, and per concurrency the ratio of the mean
+    cycles/s of ours to upstream's."""
+    print('\n%-11s %5s %-9s %9s %7s %10s %10s' % (
+        'concurrency', 'round', 'service', 'cycles/s', 'errors',
+        'event p50', 'event p99'))
+    for clients, round_, name, result in summary:
+        print('%-11d %5d %-9s %9.1f %7d %10.1f %10.1f' % (
+            clients, round_, name, result['cycles_per_s'], result['errors'],
+            result['event_p50'], result['event_p99']))
+    for clients in dict.fromkeys(c for c, _, _, _ in summary):
+        means = {}
+        for name in ('cyborg', 'upstream'):
+            rates = [r['cycles_per_s'] for c, _, n, r in summary
+                     if c == clients and n == name]
+            if rates:
+                means[name] = sum(rates) / len(rates)
+        if len(means) == 2:
+            print('concurrency %d: cyborg %.1f, upstream %.1f cycles/s '
+                  '(means): ratio %s' % (
+                      clients, means['cyborg'], means['upstream'],
+                      '%.1fx' % (means['cyborg'] / means['upstream'])
+                      if means['upstream'] else 'inf (upstream 0)'))
+
+
+def _report_log_errors(deployment, limit: int = 5) -> None:
+    """The ERROR/Traceback lines of upstream's logs (kept in place)."""
+    logs = getattr(deployment, 'logs', None)
+    if logs is None:
+        return
+    print('\n%s logs: %s' % (deployment.name, deployment.workdir))
+    for path in logs():
+        with open(path, errors='replace') as f:
+            lines = [line.rstrip() for line in f
+                     if ' ERROR ' in line or line.startswith('Traceback')]
+        if lines:
+            print('  %s: %d error lines, first: %s' % (
+                os.path.basename(path), len(lines), lines[0][:300]))
 
 
 def _main_all_in_one(args) -> int:
@@ -398,14 +512,19 @@ def _main_all_in_one(args) -> int:
 def _setup(deployment, deployables: int) -> list[tuple[str, str]]:
     """The profile, and the deployables' providers with their hosts (a
     bind names both) once all reported."""
-    requests.post(deployment.url + '/device_profiles', json=[{
+    created = requests.post(deployment.url + '/device_profiles', json=[{
         'name': PROFILE, 'groups': [{'resources:FPGA': '1',
                                      'trait:CUSTOM_FAKE_DEVICE':
-                                         'required'}]}], timeout=30)
-    deadline = time.monotonic() + 60
+                                         'required'}]}],
+        headers=deployment.headers, timeout=30)
+    if created.status_code not in (200, 201):
+        raise RuntimeError('%s: device profile not created: %s %s' % (
+            deployment.name, created.status_code, created.text[:200]))
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         found = requests.get(deployment.url + '/deployables',
-                             headers={'X-Roles': 'admin'},
+                             headers=dict(deployment.headers,
+                                          **{'X-Roles': 'admin'}),
                              timeout=30).json()['deployables']
         if len(found) >= deployables:
             return _provider_hosts(deployment.db_url)
