@@ -29,6 +29,7 @@ from cyborg.api import app as api_app
 from cyborg.domain import arq_states as states
 from cyborg.common import exception
 from cyborg.db import models
+from tests import factories
 
 PATH = '/v2/accelerator_requests'
 ADMIN: dict[str, str] = {}  # noauth default: admin of the default project
@@ -63,62 +64,26 @@ def app(conf, conductor, database):
 @pytest.fixture
 def seed(database):
     """A device profile and two PCI attach handles; returns their ids."""
-    with database.begin() as connection:
-        profile_id = connection.execute(
-            sa.insert(models.DeviceProfile).values(
-                uuid='66666666-6666-4666-8666-666666666666',
-                name='dp',
-                profile_json=json.dumps({'groups': [{'resources:FPGA': '1'}]}),
-            )
-        ).inserted_primary_key[0]
-        device_id = connection.execute(
-            sa.insert(models.Device).values(
-                uuid='77777777-7777-4777-8777-777777777777',
-                type='FPGA',
-                vendor='0x8086',
-                model='m',
-                hostname='h1',
-                address='0000:0c:00.0',
-            )
-        ).inserted_primary_key[0]
-        deployable_id = connection.execute(
-            sa.insert(models.Deployable).values(
-                uuid='88888888-8888-4888-8888-888888888888',
-                name='d',
-                num_accelerators=1,
-                device_id=device_id,
-                rp_uuid=RP,
-            )
-        ).inserted_primary_key[0]
-        cpid_id = connection.execute(
-            sa.insert(models.ControlpathID).values(
-                uuid='99999999-9999-4999-8999-999999999999',
-                device_id=device_id,
-                cpid_type='PCI',
-                cpid_info='{}',
-            )
-        ).inserted_primary_key[0]
-        handle_ids = [
-            connection.execute(
-                sa.insert(models.AttachHandle).values(
-                    uuid=uuid,
-                    deployable_id=deployable_id,
-                    cpid_id=cpid_id,
-                    in_use=True,
-                    attach_type='PCI',
-                    attach_info=json.dumps(
-                        {
-                            'domain': '0000',
-                            'bus': '0c',
-                            'device': 0,
-                            'function': index,
-                        }
-                    ),
-                )
-            ).inserted_primary_key[0]
-            for index, uuid in enumerate((HANDLE, OTHER_HANDLE))
-        ]
-    return {'profile_id': profile_id, 'handle_ids': handle_ids}
+    profile = factories.create_test_device_profile(
+        uuid='66666666-6666-4666-8666-666666666666', name='dp',
+        groups=[{'resources:FPGA': '1'}])
+    device = factories.create_test_device(
+        database, uuid='77777777-7777-4777-8777-777777777777',
+        hostname='h1', address='0000:0c:00.0')
+    deployable = factories.create_test_deployable(
+        database, uuid='88888888-8888-4888-8888-888888888888', name='d',
+        device_id=device['id'], rp_uuid=RP)
+    cpid = factories.create_test_controlpath_id(
+        database, uuid='99999999-9999-4999-8999-999999999999',
+        device_id=device['id'])
+    handle_ids = [
+        factories.create_test_attach_handle(
+            database, uuid=uuid, deployable_id=deployable['id'],
+            cpid_id=cpid['id'], in_use=True,
+            attach_info=factories.pci_info(index))['id']
+        for index, uuid in enumerate((HANDLE, OTHER_HANDLE))
+    ]
+    return {'profile_id': profile['id'], 'handle_ids': handle_ids}
 
 
 def _uuid(number: int) -> str:
@@ -149,11 +114,7 @@ def _insert(
         values.update(hostname='h1', device_rp_uuid=RP, instance_uuid=instance)
     if handle is not None:
         values['attach_handle_id'] = seed['handle_ids'][handle]
-    with database.begin() as connection:
-        connection.execute(
-            sa.insert(models.ExtendedAcceleratorRequest).values(**values)
-        )
-    return values['uuid']
+    return factories.create_test_arq(database, **values)['uuid']
 
 
 def _request(app, method, path, body=None, headers=None):

@@ -20,6 +20,7 @@ from cyborg.db import api as db_api
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from cyborg.db import services as services_db
+from tests import factories
 
 GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_A': 'required'}]
 
@@ -91,11 +92,9 @@ def test_delete_refuses_profile_in_use(database, admin_context):
         profile_id = connection.execute(
             sa.select(models.DeviceProfile.id)
         ).scalar()
-        connection.execute(
-            sa.insert(models.ExtendedAcceleratorRequest).values(
-                uuid='a' * 36, state='Initial', device_profile_id=profile_id
-            )
-        )
+        factories.create_test_arq(connection, uuid='a' * 36,
+                                  state='Initial', project_id=None,
+                                  device_profile_id=profile_id)
     with pytest.raises(exception.DeviceProfileInUse) as error:
         profiles_db.device_profile_delete(
             admin_context, [('uuid', profile['uuid'])]

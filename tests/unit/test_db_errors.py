@@ -42,6 +42,7 @@ from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import errors as db_errors
 from cyborg.db import models
+from tests import factories
 
 SERVICES = models.Service.__table__
 PROFILE_BODY = [{'name': 'a', 'groups': [{'resources:FPGA': 1}]}]
@@ -232,10 +233,9 @@ def manager():
 
 @pytest.fixture
 def profile(database):
-    with database.begin() as connection:
-        connection.execute(sa.insert(models.DeviceProfile).values(
-            uuid='66666666-6666-4666-8666-666666666666', name='dp',
-            profile_json=json.dumps({'groups': [{'resources:FPGA': '2'}]})))
+    factories.create_test_device_profile(
+        uuid='66666666-6666-4666-8666-666666666666', name='dp',
+        groups=[{'resources:FPGA': '2'}])
 
 
 def _arq_count(engine) -> int:

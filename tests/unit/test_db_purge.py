@@ -22,6 +22,7 @@ from cyborg.cmd import dbsync
 from cyborg.db import models
 from cyborg.db import nova_events
 from cyborg.db import purge
+from tests import factories
 
 EVENTS = models.NovaEvent.__table__
 SERVICES = models.Service.__table__
@@ -36,15 +37,13 @@ def _cutoff(before, down_since=NOW - datetime.timedelta(minutes=1)):
 
 def _event(engine, number: int, sent_at=None, repeat_until=None,
            claimed_until=None, last_error=None) -> int:
-    with engine.begin() as connection:
-        return connection.execute(sa.insert(EVENTS).values(
-            arq_uuid='00000000-0000-4000-8000-%012d' % number,
-            instance_uuid='10000000-0000-4000-8000-%012d' % number,
-            status='completed', attempts=1, next_attempt_at=OLD,
-            created_at=OLD, sent_at=sent_at, repeat_until=repeat_until,
-            claimed_by='c1' if claimed_until else None,
-            claimed_until=claimed_until, last_error=last_error
-        )).inserted_primary_key[0]
+    return factories.create_test_nova_event(
+        engine, arq_uuid='00000000-0000-4000-8000-%012d' % number,
+        instance_uuid='10000000-0000-4000-8000-%012d' % number,
+        status='completed', attempts=1, next_attempt_at=OLD,
+        created_at=OLD, sent_at=sent_at, repeat_until=repeat_until,
+        claimed_by='c1' if claimed_until else None,
+        claimed_until=claimed_until, last_error=last_error)['id']
 
 
 @pytest.fixture
@@ -134,10 +133,9 @@ def test_purge_prints_what_it_deleted(database, admin_context, events,
 
 
 def _service(engine, host, binary, last_seen_up):
-    with engine.begin() as connection:
-        connection.execute(sa.insert(SERVICES).values(
-            host=host, binary=binary, last_seen_up=last_seen_up,
-            sync_requested=0, sync_done=0))
+    factories.create_test_service(engine, host=host, binary=binary,
+                                  last_seen_up=last_seen_up,
+                                  sync_requested=0, sync_done=0)
 
 
 def _hosts(engine) -> set[str]:
