@@ -14,10 +14,12 @@
 matches (see :mod:`.device_spec`), each one device with one deployable
 of one unit and one ``PCI`` attach handle.
 
-Bridges are never matched. A function matched by several specs takes the
-first. As in Nova, specs that match a physical function and one of its
-virtual functions are refused (at start, and at each discovery), and a
-virtual function whose physical function has no driver is left out.
+Bridges are never matched, nor is an NVMe controller whose disks the host
+uses (the boot disk; see :mod:`..ssd.usage`). A function matched by
+several specs takes the first. As in Nova, specs that match a physical
+function and one of its virtual functions are refused (at start, and at
+each discovery), and a virtual function whose physical function has no
+driver is left out.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from oslo_log import log as logging
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.pci import device_spec
+from cyborg.accelerator.drivers.ssd import usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
@@ -65,9 +68,10 @@ class PCIDriver(base.AcceleratorDriver):
 
     def discover(self) -> list[base.Device]:
         self._once.next_round()
+        in_use = usage.block_devices_in_use(self._host)
         return [self._device(device, spec)
                 for device, spec in self._matches()
-                if self._usable(device)]
+                if self._usable(device) and self._free(device, in_use)]
 
     def _matches(self) -> list[tuple[pci.PCIDevice,
                                      device_spec.DeviceSpec]]:
@@ -116,6 +120,17 @@ class PCIDriver(base.AcceleratorDriver):
                         'has no driver; it is not reported', device.address,
                         device.physfn)
         return False
+
+    def _free(self, device: pci.PCIDevice, in_use: set[str] | None) -> bool:
+        if device.class_code != usage.CLASS_NVME:
+            return True
+        used = (['?'] if in_use is None else
+                usage.used_block_devices(self._host, device.address, in_use))
+        if used and self._once.first(('in-use', device.address)):
+            LOG.warning('PCI device %s holds disks the host uses (%s); it '
+                        'is not reported', device.address,
+                        ', '.join(used))
+        return not used
 
     def _device(self, device: pci.PCIDevice,
                 spec: device_spec.DeviceSpec) -> base.Device:

@@ -30,15 +30,12 @@ the controller's ``state`` is ``live`` (when the ``nvme`` driver holds it).
 
 from __future__ import annotations
 
-import os
-import re
-
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
-from cyborg.accelerator.drivers.utils import errors
+from cyborg.accelerator.drivers.ssd import usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
@@ -47,11 +44,7 @@ from cyborg.conf import inspur_nvme_ssd_driver as ssd_conf
 LOG = logging.getLogger(__name__)
 
 GROUP = 'inspur_nvme_ssd_driver'
-CLASS_NVME = 0x010802
-_NAMESPACE = re.compile(r'^nvme(\d+)n(\d+)$')
-# With native multipath a controller lists nvme<subsys>c<ctrl>n<ns>,
-# a path of the block device nvme<subsys>n<ns>.
-_NAMESPACE_PATH = re.compile(r'^nvme(\d+)c\d+n(\d+)$')
+CLASS_NVME = usage.CLASS_NVME
 
 
 class InspurNVMeSSDDriver(base.AcceleratorDriver):
@@ -75,7 +68,7 @@ class InspurNVMeSSDDriver(base.AcceleratorDriver):
 
     def discover(self) -> list[base.Device]:
         self._once.next_round()
-        in_use = self._block_devices_in_use()
+        in_use = usage.block_devices_in_use(self._host)
         if in_use is None:
             if self._once.first('no-mounts'):
                 LOG.warning('/proc/mounts cannot be read under the host '
@@ -93,60 +86,10 @@ class InspurNVMeSSDDriver(base.AcceleratorDriver):
                     not self._addresses or d.address in self._addresses)]
         return sorted(found, key=lambda d: d.address)
 
-    def _block_devices_in_use(self) -> set[str] | None:
-        """Names (``nvme0n1p2``) of the block devices mounted or used as
-        swap; ``None`` when the mount table cannot be read."""
-        mounts = sysfs.read_lines(self._host, '/proc/mounts')
-        if mounts is None:
-            return None
-        swaps = (sysfs.read_lines(self._host, '/proc/swaps') or [])[1:]
-        return {self._device_name(line.split()[0])
-                for line in mounts + swaps if line.split()}
-
-    def _device_name(self, source: str) -> str:
-        """``/dev/disk/by-uuid/...`` or ``/dev/nvme0n1p2`` -> ``nvme0n1p2``."""
-        if not source.startswith('/dev/'):
-            return source
-        try:
-            return os.path.basename(self._host.resolve(source))
-        except errors.HostError:
-            return os.path.basename(source)
-
-    def _namespaces(self, address: pci.PCIAddress) -> list[str]:
-        names = set()
-        for ctrl in sysfs.list_dir(self._host,
-                                   pci.device_path(address, 'nvme')):
-            for entry in sysfs.list_dir(self._host, pci.device_path(
-                    address, 'nvme', ctrl)):
-                match = (_NAMESPACE.match(entry)
-                         or _NAMESPACE_PATH.match(entry))
-                if match is not None:
-                    names.add('nvme%sn%s' % match.groups())
-        return sorted(names)
-
-    def _block_devices(self, namespace: str) -> list[str]:
-        """The namespace and its partitions."""
-        block = sysfs.path('/sys/block', namespace)
-        return [namespace] + [
-            entry for entry in sysfs.list_dir(self._host, block)
-            if sysfs.exists(self._host, sysfs.path(block, entry,
-                                                   'partition'))]
-
-    def _holders(self, namespace: str, name: str) -> list[str]:
-        parts = ['/sys/block', namespace] + (
-            [] if name == namespace else [name])
-        return [h for h in sysfs.list_dir(
-            self._host, sysfs.path(*parts, 'holders'))
-            if not h.startswith('.')]
-
     def _free(self, ctrl: pci.PCIDevice, in_use: set[str]) -> bool:
         if sriov.num_vfs(self._host, ctrl.address):
             return False  # its virtual functions are reported instead
-        used = []
-        for namespace in self._namespaces(ctrl.address):
-            for name in self._block_devices(namespace):
-                if name in in_use or self._holders(namespace, name):
-                    used.append(name)
+        used = usage.used_block_devices(self._host, ctrl.address, in_use)
         if used and self._once.first(('in-use', ctrl.address)):
             LOG.info('NVMe controller %s is in use on the host (%s); it is '
                      'not reported', ctrl.address, ', '.join(used))
