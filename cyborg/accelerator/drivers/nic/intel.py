@@ -192,7 +192,7 @@ class IntelNICDriver(base.AcceleratorDriver):
                 found[ifname] = self._mappings.by_ifname[ifname]
         if len(set(found.values())) > 1:
             if self._once.first(('conflict', pf.address)):
-                LOG.warning('physical_device_mappings puts NIC %s in '
+                LOG.warning('physical_device_mappings puts network card %s in '
                             'several physical networks (%s); it is reported '
                             'without one', pf.address,
                             ', '.join('%s:%s' % (v, k)
@@ -206,19 +206,20 @@ class IntelNICDriver(base.AcceleratorDriver):
         for target in sorted(targets):
             if self._once.first(('unused', target)):
                 LOG.warning('physical_device_mappings names %s, which is '
-                            'no SR-IOV NIC of this host', target)
+                            'no network card of this host with virtual '
+                            'functions', target)
 
     def _device(self, pf: pci.PCIDevice, ifnames: list[str],
                 physnet: str | None) -> base.Device | None:
         vfs = sriov.vfs(self._host, pf.address)
         if pf.driver is None:
             if self._once.first(('no-driver', pf.address)):
-                LOG.warning('NIC %s has no driver; its %d virtual functions '
-                            'are not reported', pf.address, len(vfs))
+                LOG.warning('Network card %s has no driver; its %d virtual '
+                            'functions are not reported', pf.address, len(vfs))
             return None
         if not vfs:
             if self._once.first(('no-vfs', pf.address)):
-                LOG.info('NIC %s has no virtual functions; it is not '
+                LOG.info('Network card %s has no virtual functions; it is not '
                          'reported', pf.address)
             return None
         model = MODELS[(pf.vendor_id, pf.device_id)]
@@ -256,5 +257,6 @@ class IntelNICDriver(base.AcceleratorDriver):
         else:
             return True
         if self._once.first(('unhealthy', pf.address)):
-            LOG.warning('NIC %s is unhealthy: %s', pf.address, problem)
+            LOG.warning('Network card %s is unhealthy: %s', pf.address,
+                        problem)
         return False

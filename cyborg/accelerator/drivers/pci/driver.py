@@ -116,9 +116,9 @@ class PCIDriver(base.AcceleratorDriver):
                                                device.physfn) is not None:
             return True
         if self._once.first(('orphan', device.address)):
-            LOG.warning('PCI device %s is a virtual function of %s, which '
-                        'has no driver; it is not reported', device.address,
-                        device.physfn)
+            LOG.warning('Passthrough device %s is a virtual function of %s, '
+                        'which has no driver; it is not reported',
+                        device.address, device.physfn)
         return False
 
     def _free(self, device: pci.PCIDevice, in_use: set[str] | None) -> bool:
@@ -127,7 +127,8 @@ class PCIDriver(base.AcceleratorDriver):
         used = (['?'] if in_use is None else
                 usage.used_block_devices(self._host, device.address, in_use))
         if used and self._once.first(('in-use', device.address)):
-            LOG.warning('PCI device %s holds disks the host uses (%s); it '
+            LOG.warning('Passthrough device %s holds disks the host uses '
+                        '(%s); it '
                         'is not reported', device.address,
                         ', '.join(used))
         return not used

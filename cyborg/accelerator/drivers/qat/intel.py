@@ -157,8 +157,8 @@ class IntelQATDriver(base.AcceleratorDriver):
             return {}
         except errors.ToolError as exc:
             if self._once.first('adf_ctl'):
-                LOG.warning('adf_ctl status failed, QAT health comes from '
-                            'sysfs only: %s', exc)
+                LOG.warning('adf_ctl status failed; QuickAssist health comes '
+                            'from sysfs only: %s', exc)
             return {}
         return parse_adf_ctl_status(result.stdout)
 
@@ -169,7 +169,7 @@ class IntelQATDriver(base.AcceleratorDriver):
         usable = [vf for vf in vfs if self._attachable(vf)]
         if not usable:
             if self._once.first(('no-vfs', pf.address)):
-                LOG.info('QAT device %s has no virtual function an '
+                LOG.info('QuickAssist device %s has no virtual function an '
                          'instance can use (%d VFs); it is not reported',
                          pf.address, len(vfs))
             return None
@@ -192,8 +192,8 @@ class IntelQATDriver(base.AcceleratorDriver):
         if vf.driver is None or vf.driver in self._vf_drivers:
             return True
         if self._once.first(('host-vf', vf.address)):
-            LOG.info('QAT virtual function %s is bound to the host driver '
-                     '%s; it is not offered to instances', vf.address,
+            LOG.info('QuickAssist virtual function %s is bound to the host '
+                     'driver %s; it is not offered to instances', vf.address,
                      vf.driver)
         return False
 
@@ -207,6 +207,6 @@ class IntelQATDriver(base.AcceleratorDriver):
         if adf_state is not None and adf_state != 'up':
             problems.append('adf_ctl reports %s' % adf_state)
         if problems and self._once.first(('unhealthy', pf.address)):
-            LOG.warning('QAT device %s is unhealthy: %s', pf.address,
+            LOG.warning('QuickAssist device %s is unhealthy: %s', pf.address,
                         '; '.join(problems))
         return not problems
