@@ -14,8 +14,11 @@
 points, their option groups, a bad option stopping the start), what
 they share, and their fixture hosts."""
 
+import os
+
 import pytest
 
+from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.nic import intel as nic
 from cyborg.accelerator.drivers.pci import driver as pci_driver
@@ -24,6 +27,7 @@ from cyborg.accelerator.drivers.ssd import inspur
 from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import opts
+from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 from tests.unit import test_host_fixtures as fixture_checks
 
@@ -44,6 +48,8 @@ def host(conf, tmp_path):
 
 def test_entry_points_load_with_the_agent(conf, host):
     conf.set_override('enabled_drivers', list(DRIVERS), group='agent')
+    # No real adf_ctl may run.
+    conf.set_override('use_adf_ctl', False, group='intel_qat_driver')
     drivers = discovery.load_drivers(conf)
     assert [d.name for d in drivers] == list(DRIVERS)
     for driver, cls in zip(drivers, DRIVERS.values(), strict=True):
@@ -113,3 +119,55 @@ CHECKS = [
 @pytest.mark.parametrize('check', CHECKS, ids=lambda f: f.__name__[5:])
 def test_fixture_hosts_look_real(tmp_path, build, check):
     check(build(str(tmp_path / 'host')))
+
+
+def _files(root):
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if name == '.calls':
+                continue
+            if os.path.islink(path):
+                found[path] = os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, 'rb') as f:
+                    found[path] = f.read()
+            else:
+                found[path] = None
+    return found
+
+
+@pytest.mark.parametrize('name, build, options', [
+    # Loaded by the agent, the driver would run the host's adf_ctl.
+    ('intel_qat_driver', hosts.qat_4xxx_host, {'use_adf_ctl': False}),
+    ('intel_qat_driver', more.qat_c6xx_host, {'use_adf_ctl': False}),
+    ('intel_nic_driver', hosts.sriov_nic_host,
+     {'physical_device_mappings': ['physnet1:ens785f0']}),
+    ('intel_nic_driver', more.connectx_host, {}),
+    ('inspur_nvme_ssd_driver', more.inspur_nvme_host, {}),
+    ('inspur_nvme_ssd_driver', hosts.nvme_host, {'vendor_ids': ['19e5']}),
+    ('pci_driver', hosts.nvidia_gpu_host,
+     {'device_spec': ['{"vendor_id": "10de"}']}),
+    ('pci_driver', hosts.sriov_nic_host,
+     {'device_spec': ['{"address": "*:af:01.*"}']}),
+], ids=lambda v: getattr(v, '__name__', None))
+def test_discovery_is_stable_and_writes_nothing(conf, tmp_path, name, build,
+                                                options):
+    tree = build(str(tmp_path / 'host'))
+    conf.set_override('host_root', tree.root, group='agent')
+    for option, value in options.items():
+        conf.set_override(option, value, group=name)
+    conf.set_override('enabled_drivers', [name], group='agent')
+    [driver] = discovery.load_drivers(conf)
+    before = _files(tree.root)
+    wire = base.tree_to_wire(driver.discover())
+    assert wire, 'the host has devices for %s' % name
+    assert base.tree_to_wire(driver.discover()) == wire
+    assert _files(tree.root) == before
+    for device in wire:
+        for deployable in device['deployables']:
+            assert (deployable['num_accelerators']
+                    == len(deployable['attach_handles']))
+            assert all(h['attach_type'] == 'PCI'
+                       for h in deployable['attach_handles'])
