@@ -101,7 +101,7 @@ def test_connectx_vfs_and_link_down(conf, tmp_path, caplog):
     up, down = devices[more.CX6_PF0], devices[more.CX6_PF1]
     assert _handle_addresses(up) == more.CX6_PF0_VFS
     assert _handle_addresses(down) == more.CX6_PF1_VFS
-    assert up.model == 'CONNECTX 6 DX' and up.vendor == '0x15b3'
+    assert up.model == 'ConnectX-6 Dx' and up.vendor == '0x15b3'
     assert set(up.deployables[0].traits) == {
         'HW_NIC_SRIOV', 'CUSTOM_NIC_MELLANOX',
         'CUSTOM_NIC_MELLANOX_CONNECTX_6_DX', 'CUSTOM_NIC_PRODUCT_ID_101D',

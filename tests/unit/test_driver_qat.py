@@ -46,7 +46,7 @@ def test_4xxx_pf_with_its_vfs(conf, tmp_path):
     tree = hosts.qat_4xxx_host(str(tmp_path))
     devices = _driver(conf, tree).discover()
     assert base.tree_to_wire(devices) == [{
-        'type': 'QAT', 'vendor': '0x8086', 'model': 'QAT 4XXX',
+        'type': 'QAT', 'vendor': '0x8086', 'model': 'QAT 4xxx',
         'address': hosts.QAT_PF,
         'controlpath_ids': [{'cpid_type': 'PCI', 'cpid_info': {
             'domain': '0000', 'bus': '6b', 'device': '00',
@@ -99,7 +99,7 @@ def test_c6xx_vfs_on_a_host_driver_are_left_out(conf, tmp_path):
     assert up.deployables[0].num_accelerators == 3
     # Gen2 has no qat/cfg_services: no service traits.
     assert up.deployables[0].traits == ['CUSTOM_QAT_C62X']
-    assert up.model == 'QAT C62X'
+    assert up.model == 'QAT C62x'
 
 
 def test_pf_without_vfs_is_not_reported(conf, tmp_path, caplog):

@@ -58,27 +58,28 @@ class Model:
     vendor: int
     pf_id: int
     name: str  # as the trait spells it
+    model: str  # as the vendor does
 
 
 MODELS = {(m.vendor, m.pf_id): m for m in (
-    Model(INTEL, 0x1572, 'X710'),
-    Model(INTEL, 0x1583, 'XL710'),
-    Model(INTEL, 0x1584, 'XL710'),
-    Model(INTEL, 0x158b, 'XXV710'),
-    Model(INTEL, 0x1591, 'E810_C'),
-    Model(INTEL, 0x1592, 'E810_C'),
-    Model(INTEL, 0x1593, 'E810_C'),
-    Model(INTEL, 0x1599, 'E810_XXV'),
-    Model(INTEL, 0x159b, 'E810_XXV'),
-    Model(MELLANOX, 0x1013, 'CONNECTX_4'),
-    Model(MELLANOX, 0x1015, 'CONNECTX_4_LX'),
-    Model(MELLANOX, 0x1017, 'CONNECTX_5'),
-    Model(MELLANOX, 0x1019, 'CONNECTX_5_EX'),
-    Model(MELLANOX, 0x101b, 'CONNECTX_6'),
-    Model(MELLANOX, 0x101d, 'CONNECTX_6_DX'),
-    Model(MELLANOX, 0x101f, 'CONNECTX_6_LX'),
-    Model(MELLANOX, 0x1021, 'CONNECTX_7'),
-    Model(MELLANOX, 0xa2d6, 'BLUEFIELD_2'),
+    Model(INTEL, 0x1572, 'X710', 'X710'),
+    Model(INTEL, 0x1583, 'XL710', 'XL710'),
+    Model(INTEL, 0x1584, 'XL710', 'XL710'),
+    Model(INTEL, 0x158b, 'XXV710', 'XXV710'),
+    Model(INTEL, 0x1591, 'E810_C', 'E810-C'),
+    Model(INTEL, 0x1592, 'E810_C', 'E810-C'),
+    Model(INTEL, 0x1593, 'E810_C', 'E810-C'),
+    Model(INTEL, 0x1599, 'E810_XXV', 'E810-XXV'),
+    Model(INTEL, 0x159b, 'E810_XXV', 'E810-XXV'),
+    Model(MELLANOX, 0x1013, 'CONNECTX_4', 'ConnectX-4'),
+    Model(MELLANOX, 0x1015, 'CONNECTX_4_LX', 'ConnectX-4 Lx'),
+    Model(MELLANOX, 0x1017, 'CONNECTX_5', 'ConnectX-5'),
+    Model(MELLANOX, 0x1019, 'CONNECTX_5_EX', 'ConnectX-5 Ex'),
+    Model(MELLANOX, 0x101b, 'CONNECTX_6', 'ConnectX-6'),
+    Model(MELLANOX, 0x101d, 'CONNECTX_6_DX', 'ConnectX-6 Dx'),
+    Model(MELLANOX, 0x101f, 'CONNECTX_6_LX', 'ConnectX-6 Lx'),
+    Model(MELLANOX, 0x1021, 'CONNECTX_7', 'ConnectX-7'),
+    Model(MELLANOX, 0xa2d6, 'BLUEFIELD_2', 'BlueField-2'),
 )}
 
 
@@ -224,7 +225,7 @@ class IntelNICDriver(base.AcceleratorDriver):
             return None
         model = MODELS[(pf.vendor_id, pf.device_id)]
         return passthrough.make_device(
-            pf, 'NIC', model.name.replace('_', ' '),
+            pf, 'NIC', model.model,
             self._deployable(pf, model, vfs, physnet),
             self._healthy(pf, ifnames))
 

@@ -59,16 +59,17 @@ class Generation:
     name: str  # as the trait spells it
     pf_id: int
     vf_id: int
+    model: str  # as Intel spells it
 
 
 GENERATIONS = {g.pf_id: g for g in (
-    Generation('DH895XCC', 0x0435, 0x0443),
-    Generation('C62X', 0x37c8, 0x37c9),
-    Generation('C3XXX', 0x19e2, 0x19e3),
-    Generation('4XXX', 0x4940, 0x4941),
-    Generation('401XX', 0x4942, 0x4943),
-    Generation('402XX', 0x4944, 0x4945),
-    Generation('420XX', 0x4946, 0x4947),
+    Generation('DH895XCC', 0x0435, 0x0443, 'DH895xCC'),
+    Generation('C62X', 0x37c8, 0x37c9, 'C62x'),
+    Generation('C3XXX', 0x19e2, 0x19e3, 'C3xxx'),
+    Generation('4XXX', 0x4940, 0x4941, '4xxx'),
+    Generation('401XX', 0x4942, 0x4943, '401xx'),
+    Generation('402XX', 0x4944, 0x4945, '402xx'),
+    Generation('420XX', 0x4946, 0x4947, '420xx'),
 )}
 
 # qat_dev0 - type: c6xx,  inst_id: 0,  node_id: 0,  bsf: 0000:3b:00.0,
@@ -185,7 +186,7 @@ class IntelQATDriver(base.AcceleratorDriver):
             driver_name='intel')
         healthy = self._healthy(pf, sysfs.read_text(
             self._host, qat_dir + '/state'), adf_state)
-        return passthrough.make_device(pf, 'QAT', 'QAT ' + generation.name,
+        return passthrough.make_device(pf, 'QAT', 'QAT ' + generation.model,
                                        deployable, healthy)
 
     def _attachable(self, vf: pci.PCIDevice) -> bool:
