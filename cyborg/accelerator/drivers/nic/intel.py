@@ -12,9 +12,9 @@
 
 """SR-IOV network cards: one deployable per physical function.
 
-Intel X710/XL710/XXV710 (``i40e``), E810 (``ice``) and NVIDIA (Mellanox)
-ConnectX-4 to -7 and BlueField-2 (``mlx5_core``) physical functions
-with virtual functions enabled. Each PF is one device with one
+Intel 82599 (``ixgbe``), X710/XL710/XXV710 (``i40e``), E810 (``ice``) and
+NVIDIA (Mellanox) ConnectX-4 to -7 and BlueField-2 (``mlx5_core``)
+physical functions with virtual functions enabled. Each PF is one device with one
 deployable of ``[intel_nic_driver] resource_class``; its attach handles
 are its VFs (libvirt detaches a VF from its host driver, ``iavf`` or
 ``mlx5_core``, when it attaches it). The physical network of a PF comes
@@ -62,6 +62,7 @@ class Model:
 
 
 MODELS = {(m.vendor, m.pf_id): m for m in (
+    Model(INTEL, 0x10fb, '82599', '82599'),
     Model(INTEL, 0x1572, 'X710', 'X710'),
     Model(INTEL, 0x1583, 'XL710', 'XL710'),
     Model(INTEL, 0x1584, 'XL710', 'XL710'),
