@@ -14,13 +14,13 @@
 
 Intel 82599 (``ixgbe``), X710/XL710/XXV710 (``i40e``), E810 (``ice``) and
 NVIDIA (Mellanox) ConnectX-4 to -7 and BlueField-2 (``mlx5_core``)
-physical functions with virtual functions enabled. Each PF is one device with one
-deployable of ``[intel_nic_driver] resource_class``; its attach handles
-are its VFs (libvirt detaches a VF from its host driver, ``iavf`` or
-``mlx5_core``, when it attaches it). The physical network of a PF comes
-from ``physical_device_mappings`` (by interface name or PCI address):
-the trait ``CUSTOM_PHYSNET_<NAME>`` and ``physical_network`` in each
-handle's attach information.
+physical functions with virtual functions enabled. Each PF is one
+device with one deployable of ``[intel_nic_driver] resource_class``;
+its attach handles are its VFs (libvirt detaches a VF from its host
+driver, ``iavf`` or ``mlx5_core``, when it attaches it). The physical
+network of a PF comes from ``physical_device_mappings`` (by interface
+name or PCI address): the trait ``CUSTOM_PHYSNET_<NAME>`` and
+``physical_network`` in each handle's attach information.
 
 A PF without a driver is not reported (its VFs cannot be managed); a PF
 whose link is down, or that has no network interface, is unhealthy.
