@@ -20,11 +20,19 @@ from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import inspur_nvme_ssd_driver
+from cyborg.conf import intel_nic_driver
+from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
+from cyborg.conf import pci_driver
 from cyborg.conf import placement
 
 CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 database):
+    _module.register_opts(CONF)
+
+for _module in (intel_qat_driver, intel_nic_driver, inspur_nvme_ssd_driver,
+                pci_driver):
     _module.register_opts(CONF)

@@ -21,10 +21,16 @@ from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import inspur_nvme_ssd_driver
+from cyborg.conf import intel_nic_driver
+from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
+from cyborg.conf import pci_driver
 from cyborg.conf import placement
 
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova)
+_MODULES += (intel_qat_driver, intel_nic_driver, inspur_nvme_ssd_driver,
+             pci_driver)
 
 
 def list_opts():
