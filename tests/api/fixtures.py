@@ -76,7 +76,7 @@ from cyborg.api import app as api_app
 from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
 from cyborg.cmd import all_in_one
-from cyborg.common import arq_states
+from cyborg.domain import arq_states
 from cyborg.common import constants
 from cyborg.common import embedded_placement
 from cyborg.common import rpc

@@ -14,7 +14,7 @@
 """The row factories of tests.factories: defaults, parents and overrides
 as the product's reads see them."""
 
-from cyborg.common import arq_states
+from cyborg.domain import arq_states
 from cyborg.db import arqs as arq_db
 from cyborg.db import hardware
 from tests import factories
