@@ -29,21 +29,18 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
-from oslo_messaging._drivers import amqpdriver
+from oslo_messaging import opts as messaging_opts
 from oslo_messaging.rpc import dispatcher
 from oslo_serialization import jsonutils
 
 from cyborg.common import constants
 from cyborg.common import exception
+from cyborg.common import patches
 from cyborg import context as cyborg_context
 
 LOG = logging.getLogger(__name__)
 
 ALLOWED_EXMODS = [exception.__name__]
-
-# Seconds an idle RabbitMQ consumer (RPC server listener, reply waiter)
-# first sleeps after a message; see relax_idle_polling.
-IDLE_POLL_INTERVAL = 0.5
 
 
 class RequestContextSerializer(messaging.Serializer):
@@ -98,9 +95,11 @@ class LocalTransport:
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    """Register oslo.messaging's transport options (transport_url...)."""
-    from oslo_messaging import transport as messaging_transport
-    conf.register_opts(messaging_transport._transport_opts)
+    """Register oslo.messaging's ``[DEFAULT] transport_url``, read before
+    a transport exists (the library registers the rest with it)."""
+    conf.register_opts([opt for group, opts in messaging_opts.list_opts()
+                        if group is None for opt in opts
+                        if opt.name == 'transport_url'])
     messaging.set_transport_defaults(control_exchange='cyborg')
 
 
@@ -179,31 +178,13 @@ class _LocalServer:
         pass
 
 
-def relax_idle_polling(interval: float = IDLE_POLL_INTERVAL) -> None:
-    """Make oslo.messaging's AMQP consumers wake up less when idle.
-
-    After each message, the rabbit driver's RPC listeners and reply
-    waiters poll with a timeout that starts at
-    ``amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN`` (1 ms) and doubles up to
-    5 s; each timeout runs the driver's whole consume/ensure/retry path.
-    The short first timeouts only serve acknowledgements queued from
-    other threads, which RPC does not use: RPC requests and replies are
-    acknowledged in the consumer's own callback. A message still ends
-    the wait the moment it arrives, so latency is unchanged; only the
-    idle wake-ups (about a fifth of the API's and conductor's CPU under
-    load) go. Process-wide; never lowers the library's value.
-    """
-    if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < interval:
-        amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = interval
-
-
 def get_transport(conf: cfg.ConfigOpts):
     """The transport ``[DEFAULT] transport_url`` names."""
     register_opts(conf)
     url = conf.transport_url
     if url and url.startswith(constants.INPROC_TRANSPORT_URL):
         return LocalTransport()
-    relax_idle_polling()
+    patches.relax_amqp_idle_polling()
     return messaging.get_rpc_transport(conf,
                                        allowed_remote_exmods=ALLOWED_EXMODS)
 
