@@ -111,10 +111,14 @@ class _LocalClient:
         self._server = server
 
     def prepare(self, server: str | None = None, **_ignored) -> '_LocalClient':
-        """A client for ``server``; other options (timeout) do not apply
-        to direct calls."""
+        """A client for ``server``; other options (timeout, version) do
+        not apply to direct calls."""
         return _LocalClient(self._transport, self._topic,
                             server if server is not None else self._server)
+
+    def can_send_version(self, version: str) -> bool:
+        """Always: both ends are this process, of one release."""
+        return True
 
     def _invoke(self, context, method: str, kwargs: dict[str, Any]):
         if method.startswith('_'):
@@ -189,13 +193,51 @@ def get_transport(conf: cfg.ConfigOpts):
                                        allowed_remote_exmods=ALLOWED_EXMODS)
 
 
-def get_client(transport, topic: str,
-               version: str = constants.RPC_API_VERSION):
+def get_client(transport, topic: str, version: str = '1.0',
+               version_cap: str | None = None):
+    """A client of the API on ``topic``; its messages carry ``version``
+    unless prepared with another, never one above ``version_cap``."""
     if isinstance(transport, LocalTransport):
         return _LocalClient(transport, topic)
     target = messaging.Target(topic=topic, version=version)
     return messaging.get_rpc_client(transport, target,
+                                    version_cap=version_cap,
                                     serializer=RequestContextSerializer())
+
+
+class RPCVersionCapped(messaging.RPCVersionCapError):
+    """A method needs a newer API version than ``[upgrade_levels]``
+    allows sending."""
+
+    def __init__(self, topic: str, method: str, version: str,
+                 version_cap: str | None, option: str):
+        super().__init__(version, version_cap)
+        self.method = method
+        self.option = option
+        self.msg = (
+            '%s needs version %s of the %s RPC API, above [upgrade_levels] '
+            '%s = %s: finish upgrading the %s services, then raise or '
+            'unset the cap' % (method, version, topic, option, version_cap,
+                               option))
+        self.args = (self.msg,)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def client_for(client, topic: str, method: str, version: str,
+               base_version: str, version_cap: str | None, option: str):
+    """``client`` prepared for ``method``, which needs API ``version``.
+
+    A method of the base version goes with the client's own target,
+    which carries that version; a newer one is checked against the cap
+    first (:class:`RPCVersionCapped`), then prepared with its version.
+    """
+    if version == base_version:
+        return client
+    if not client.can_send_version(version):
+        raise RPCVersionCapped(topic, method, version, version_cap, option)
+    return client.prepare(version=version)
 
 
 def get_server(transport, topic: str, server: str, endpoint: object):

@@ -22,9 +22,10 @@ from cyborg.conf import default
 from cyborg.conf import fake_driver
 from cyborg.conf import nova
 from cyborg.conf import placement
+from cyborg.conf import upgrade_levels
 
 CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, fake_driver, placement, nova,
-                database):
+                database, upgrade_levels):
     _module.register_opts(CONF)

@@ -23,8 +23,10 @@ from cyborg.conf import default
 from cyborg.conf import fake_driver
 from cyborg.conf import nova
 from cyborg.conf import placement
+from cyborg.conf import upgrade_levels
 
-_MODULES = (default, api, conductor, agent, fake_driver, placement, nova)
+_MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
+            upgrade_levels)
 
 
 def list_opts():
