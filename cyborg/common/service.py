@@ -25,9 +25,9 @@ its timeout.
 What futurist does not offer is kept here, small:
 
 * a run may return a number of seconds after which the next run starts
-  instead of the interval (to retry sooner): a schedule strategy of
-  :class:`_Worker`, futurist's documented extension point
-  (``BUILT_IN_STRATEGIES``);
+  instead of the interval (to retry sooner): a schedule strategy that
+  :class:`_Worker` adds to ``BUILT_IN_STRATEGIES``, the public table
+  futurist's ``schedule_strategy`` argument selects from;
 * ``first_run_done``, set once the first run has finished whatever its
   outcome (the all-in-one opens its API after the agent's first report).
 
