@@ -14,13 +14,12 @@
 
 Periodic tasks run on futurist's periodics: each :class:`PeriodicTask` is
 a ``futurist.periodics.PeriodicWorker`` holding one ``@periodic``
-callable. The worker's schedule loop runs in a daemon thread named
-``NAME-scheduler``; each run happens in the one thread of the worker's
-futurist thread pool, which carries the task's name (``agent-discovery``,
-``conductor-heartbeat``: the names a Guru Meditation report shows). A
-run in that pool never holds the worker's lock, so stopping a task does
-not wait for its run in flight; :meth:`PeriodicTask.wait` does, up to
-its timeout.
+callable, with futurist's default synchronous executor. The worker, and
+so each run, is in a daemon thread named after the task
+(``agent-discovery``, ``conductor-heartbeat``: the names a Guru Meditation
+report shows). A daemon thread, not a futurist thread pool: the pool's
+threads are joined at interpreter exit, so a run stuck in an RPC call
+would hold a stopped process for as long as the call waits.
 
 What futurist does not offer is kept here, small:
 
@@ -39,7 +38,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import futurist
 from futurist import periodics
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -96,20 +94,25 @@ class PeriodicTask:
 
         # What the schedule strategy reads (futurist hands it ``run``).
         run.cyborg_task = self
-        self._worker = _Worker(
-            [(run, None, None)], schedule_strategy=_STRATEGY,
-            executor_factory=lambda: futurist.ThreadPoolExecutor(1),
-            on_failure=self._on_failure)
+        self._worker = _Worker([(run, None, None)],
+                               schedule_strategy=_STRATEGY,
+                               on_failure=self._on_failure)
         self._thread = threading.Thread(target=self._worker.start,
-                                        name='%s-scheduler' % name,
-                                        daemon=True)
+                                        name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """No run starts any more; the run in flight goes on."""
-        self._worker.stop()
+        """No run starts any more; the run in flight goes on, and this
+        does not wait for it.
+
+        futurist's worker holds its lock while a run is in flight in its
+        thread (the synchronous executor), and ``PeriodicWorker.stop``
+        takes that lock: it is called from a thread of its own.
+        """
+        threading.Thread(target=self._worker.stop, daemon=True,
+                         name='%s-stop' % self.name).start()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds for the run in flight after
@@ -119,7 +122,6 @@ class PeriodicTask:
         return self._worker.wait(timeout)
 
     def _run(self) -> Any:
-        threading.current_thread().name = self.name
         self.next_delay = self.interval
         try:
             result = self._fn()

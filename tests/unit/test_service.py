@@ -15,6 +15,8 @@
 (cyborg.common.service)."""
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -129,6 +131,33 @@ def test_runs_happen_in_a_daemon_thread_named_after_the_task():
         _stopped(periodic)
     assert seen[0].name == 'agent-discovery'
     assert seen[0].daemon
+
+
+# A process whose periodic run is stuck (an RPC call waiting for its
+# answer) after the task was stopped.
+STUCK_AT_EXIT = """
+import threading, time
+from cyborg.common import service
+running = threading.Event()
+def task():
+    running.set()
+    time.sleep(60)
+periodic = service.PeriodicTask('stuck', task, interval=60)
+periodic.start()
+assert running.wait(10)
+periodic.stop()
+assert not periodic.wait(0.1)
+print('exiting', flush=True)
+"""
+
+
+def test_a_run_in_flight_does_not_hold_the_process_at_exit():
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, '-c', STUCK_AT_EXIT],
+                            capture_output=True, text=True, timeout=50)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == 'exiting\n'
+    assert time.monotonic() - started < 30
 
 
 def test_a_task_never_started_has_nothing_to_wait_for():
