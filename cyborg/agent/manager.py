@@ -30,7 +30,7 @@ LOG = logging.getLogger(__name__)
 class AgentManager:
     """Handles agent RPC requests; heartbeats through the conductor."""
 
-    target = messaging.Target(version=constants.RPC_API_VERSION)
+    target = messaging.Target(version=constants.AGENT_RPC_API_VERSION)
 
     def __init__(self, host: str,
                  conductor_api: conductor_rpcapi.ConductorAPI,

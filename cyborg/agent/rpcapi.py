@@ -16,21 +16,54 @@ from typing import Any
 
 from cyborg.common import constants
 from cyborg.common import rpc
+from cyborg.conf import CONF
 
 
 class AgentAPI:
-    """Calls the agent of one host. Version 1.0."""
+    """Calls the agent of one host.
 
-    def __init__(self, transport, timeout: float | None = None):
+    API version history (an agent's endpoint serves every version up to
+    :attr:`RPC_API_VERSION`; a method newer than :attr:`BASE_VERSION` is
+    sent with its version, and only where ``[upgrade_levels] agent``
+    allows it, so that conductors can be upgraded before the agents):
+
+    * 1.0 - Initial version: prepare_attach_handle, release_attach_handle.
+
+    To change the API, add a line above, raise :attr:`RPC_API_VERSION`
+    (``cyborg.common.constants.AGENT_RPC_API_VERSION``),
+    and give the new or changed method that version in its
+    :meth:`_prepare`; never change what an older version means.
+    """
+
+    #: The newest version of the API, which an agent serves.
+    RPC_API_VERSION = constants.AGENT_RPC_API_VERSION
+    #: The version the client's messages carry unless a method needs a
+    #: newer one; every agent of this major version serves it.
+    BASE_VERSION = '1.0'
+
+    def __init__(self, transport, timeout: float | None = None,
+                 version_cap: str | None = None):
         """``timeout``: seconds to wait for an answer (by default
-        ``[DEFAULT] rpc_response_timeout``)."""
-        self._client = rpc.get_client(transport, constants.AGENT_TOPIC)
+        ``[DEFAULT] rpc_response_timeout``); ``version_cap``: the highest
+        version sent (by default ``[upgrade_levels] agent``)."""
+        self._version_cap = version_cap or CONF.upgrade_levels.agent
+        self._client = rpc.get_client(transport, constants.AGENT_TOPIC,
+                                      self.BASE_VERSION, self._version_cap)
         self._timeout = timeout
+
+    def _prepare(self, method: str, version: str, host: str):
+        """The client for ``method`` on ``host``'s agent, which needs API
+        ``version``; raises :class:`cyborg.common.rpc.RPCVersionCapped`
+        above the cap."""
+        return rpc.client_for(
+            self._client, constants.AGENT_TOPIC, method, version,
+            self.BASE_VERSION, self._version_cap, 'agent').prepare(
+                server=host, timeout=self._timeout)
 
     def _handle_call(self, method: str, context, host: str,
                      driver: str | None, attach_type: str,
                      attach_info: dict[str, Any], handle_uuid: str) -> None:
-        self._client.prepare(server=host, timeout=self._timeout).call(
+        self._prepare(method, '1.0', host).call(
             context, method, driver=driver, attach_type=attach_type,
             attach_info=attach_info, handle_uuid=handle_uuid)
 

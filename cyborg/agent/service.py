@@ -31,7 +31,8 @@ def create(conf: cfg.ConfigOpts, transport) -> service.RPCService:
     host = conf.host
     rp_name = discovery.resource_provider_name(conf)
     discovery.check_identity(host, rp_name)
-    conductor_api = conductor_rpcapi.ConductorAPI(transport)
+    conductor_api = conductor_rpcapi.ConductorAPI(
+        transport, version_cap=conf.upgrade_levels.conductor)
     drivers = discovery.load_drivers(conf)
     endpoint = manager.AgentManager(host, conductor_api, drivers)
     finder = discovery.Discovery(host, rp_name, drivers, conductor_api)

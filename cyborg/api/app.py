@@ -20,12 +20,12 @@ from oslo_middleware import opts as middleware_opts
 from oslo_middleware import request_id
 import pecan
 
-from cyborg.api import argspec
 from cyborg.api.controllers import root
 from cyborg.api import hooks
 from cyborg.api import middleware
 from cyborg.api import profile_cache as profile_cache_lib
 from cyborg.api import request_body
+from cyborg.common import patches
 from cyborg.common import rpc
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import policies
@@ -42,7 +42,7 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
     (by default a new one on ``conf``'s policy file): a daemon passes its
     own to reload the policy file on SIGHUP.
     """
-    argspec.install()
+    patches.install_pecan_argspec_cache()
     if transport is None:
         transport = rpc.get_transport(conf)
     conductor_api = conductor_rpcapi.ConductorAPI(transport)

@@ -15,7 +15,11 @@
 CONDUCTOR_TOPIC = 'cyborg-conductor'
 AGENT_TOPIC = 'cyborg-agent'
 
-RPC_API_VERSION = '1.0'
+# The newest version of each RPC API, which its endpoint serves; the
+# version history is in cyborg.conductor.rpcapi.ConductorAPI and
+# cyborg.agent.rpcapi.AgentAPI.
+CONDUCTOR_RPC_API_VERSION = '1.0'
+AGENT_RPC_API_VERSION = '1.0'
 
 BINARY_CONDUCTOR = 'cyborg-conductor'
 BINARY_AGENT = 'cyborg-agent'

@@ -29,21 +29,18 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
-from oslo_messaging._drivers import amqpdriver
+from oslo_messaging import opts as messaging_opts
 from oslo_messaging.rpc import dispatcher
 from oslo_serialization import jsonutils
 
 from cyborg.common import constants
 from cyborg.common import exception
+from cyborg.common import patches
 from cyborg import context as cyborg_context
 
 LOG = logging.getLogger(__name__)
 
 ALLOWED_EXMODS = [exception.__name__]
-
-# Seconds an idle RabbitMQ consumer (RPC server listener, reply waiter)
-# first sleeps after a message; see relax_idle_polling.
-IDLE_POLL_INTERVAL = 0.5
 
 
 class RequestContextSerializer(messaging.Serializer):
@@ -98,9 +95,11 @@ class LocalTransport:
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    """Register oslo.messaging's transport options (transport_url...)."""
-    from oslo_messaging import transport as messaging_transport
-    conf.register_opts(messaging_transport._transport_opts)
+    """Register oslo.messaging's ``[DEFAULT] transport_url``, read before
+    a transport exists (the library registers the rest with it)."""
+    conf.register_opts([opt for group, opts in messaging_opts.list_opts()
+                        if group is None for opt in opts
+                        if opt.name == 'transport_url'])
     messaging.set_transport_defaults(control_exchange='cyborg')
 
 
@@ -112,10 +111,14 @@ class _LocalClient:
         self._server = server
 
     def prepare(self, server: str | None = None, **_ignored) -> '_LocalClient':
-        """A client for ``server``; other options (timeout) do not apply
-        to direct calls."""
+        """A client for ``server``; other options (timeout, version) do
+        not apply to direct calls."""
         return _LocalClient(self._transport, self._topic,
                             server if server is not None else self._server)
+
+    def can_send_version(self, version: str) -> bool:
+        """Always: both ends are this process, of one release."""
+        return True
 
     def _invoke(self, context, method: str, kwargs: dict[str, Any]):
         if method.startswith('_'):
@@ -179,42 +182,62 @@ class _LocalServer:
         pass
 
 
-def relax_idle_polling(interval: float = IDLE_POLL_INTERVAL) -> None:
-    """Make oslo.messaging's AMQP consumers wake up less when idle.
-
-    After each message, the rabbit driver's RPC listeners and reply
-    waiters poll with a timeout that starts at
-    ``amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN`` (1 ms) and doubles up to
-    5 s; each timeout runs the driver's whole consume/ensure/retry path.
-    The short first timeouts only serve acknowledgements queued from
-    other threads, which RPC does not use: RPC requests and replies are
-    acknowledged in the consumer's own callback. A message still ends
-    the wait the moment it arrives, so latency is unchanged; only the
-    idle wake-ups (about a fifth of the API's and conductor's CPU under
-    load) go. Process-wide; never lowers the library's value.
-    """
-    if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < interval:
-        amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = interval
-
-
 def get_transport(conf: cfg.ConfigOpts):
     """The transport ``[DEFAULT] transport_url`` names."""
     register_opts(conf)
     url = conf.transport_url
     if url and url.startswith(constants.INPROC_TRANSPORT_URL):
         return LocalTransport()
-    relax_idle_polling()
+    patches.relax_amqp_idle_polling()
     return messaging.get_rpc_transport(conf,
                                        allowed_remote_exmods=ALLOWED_EXMODS)
 
 
-def get_client(transport, topic: str,
-               version: str = constants.RPC_API_VERSION):
+def get_client(transport, topic: str, version: str = '1.0',
+               version_cap: str | None = None):
+    """A client of the API on ``topic``; its messages carry ``version``
+    unless prepared with another, never one above ``version_cap``."""
     if isinstance(transport, LocalTransport):
         return _LocalClient(transport, topic)
     target = messaging.Target(topic=topic, version=version)
     return messaging.get_rpc_client(transport, target,
+                                    version_cap=version_cap,
                                     serializer=RequestContextSerializer())
+
+
+class RPCVersionCapped(messaging.RPCVersionCapError):
+    """A method needs a newer API version than ``[upgrade_levels]``
+    allows sending."""
+
+    def __init__(self, topic: str, method: str, version: str,
+                 version_cap: str | None, option: str):
+        super().__init__(version, version_cap)
+        self.method = method
+        self.option = option
+        self.msg = (
+            '%s needs version %s of the %s RPC API, above [upgrade_levels] '
+            '%s = %s: finish upgrading the %s services, then raise or '
+            'unset the cap' % (method, version, topic, option, version_cap,
+                               option))
+        self.args = (self.msg,)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def client_for(client, topic: str, method: str, version: str,
+               base_version: str, version_cap: str | None, option: str):
+    """``client`` prepared for ``method``, which needs API ``version``.
+
+    A method of the base version goes with the client's own target,
+    which carries that version; a newer one is checked against the cap
+    first (:class:`RPCVersionCapped`), then prepared with its version.
+    """
+    if version == base_version:
+        return client
+    if not client.can_send_version(version):
+        raise RPCVersionCapped(topic, method, version, version_cap, option)
+    return client.prepare(version=version)
 
 
 def get_server(transport, topic: str, server: str, endpoint: object):

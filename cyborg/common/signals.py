@@ -52,6 +52,7 @@ from oslo_reports import guru_meditation_report as gmr
 from oslo_reports.models import with_default_views as report_models
 from oslo_reports import opts as gmr_opts
 
+from cyborg.common import patches
 from cyborg import version
 
 LOG = logging.getLogger(__name__)
@@ -106,18 +107,15 @@ def mutate(conf: cfg.ConfigOpts) -> list[str]:
     is read, every time, until the next reload: such a change is undone
     and raises, and the configuration stays as it was.
     """
-    # oslo.config has no API to undo a mutation; the namespace of the
-    # mutable values is replaced by each one, never changed in place, so
-    # the previous one can be put back.
-    before = conf._mutable_ns
+    # oslo.config has no API to undo a mutation (see the patch).
+    restore = patches.mutable_config_snapshot(conf)
     try:
         changed = conf.mutate_config_files()
         for group, option in changed:
             # Raises ConfigFileValueError for an invalid value.
             getattr(conf[group] if group else conf, option)
     except Exception:
-        conf._mutable_ns = before
-        conf._ConfigOpts__cache.clear()
+        restore()
         raise
     return sorted('%s.%s' % (group or 'DEFAULT', option)
                   for group, option in changed)

@@ -88,7 +88,7 @@ class ConductorManager:
     not configured or reachable.
     """
 
-    target = messaging.Target(version=constants.RPC_API_VERSION)
+    target = messaging.Target(version=constants.CONDUCTOR_RPC_API_VERSION)
 
     def __init__(self, host: str,
                  placement_factory: Callable[

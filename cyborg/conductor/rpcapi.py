@@ -17,6 +17,7 @@ from typing import Any
 
 from cyborg.common import constants
 from cyborg.common import rpc
+from cyborg.conf import CONF
 
 
 # Seconds an agent waits for the conductor to apply its report. A report
@@ -25,20 +26,53 @@ REPORT_TIMEOUT = 30
 
 
 class ConductorAPI:
-    """Calls the conductor. Version 1.0.
+    """Calls the conductor.
 
     Writes that the caller must see the result of are calls; work that
     may finish later is cast.
+
+    API version history (the conductor's endpoint serves every version up
+    to :attr:`RPC_API_VERSION`; a method newer than :attr:`BASE_VERSION`
+    is sent with its version, and only where ``[upgrade_levels]
+    conductor`` allows it):
+
+    * 1.0 - Initial version: device_profile_create, device_profile_delete,
+      service_heartbeat, report_inventory, device_set_status,
+      attribute_create, attribute_delete, arq_create, arq_bind,
+      arq_unbind, arq_delete.
+
+    To change the API, add a line above, raise :attr:`RPC_API_VERSION`
+    (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
+    and give the new or changed method that version in its
+    :meth:`_prepare`; never change what an older version means.
     """
 
-    def __init__(self, transport, timeout: float | None = None):
-        self._client = rpc.get_client(transport, constants.CONDUCTOR_TOPIC)
+    #: The newest version of the API, which the conductor serves.
+    RPC_API_VERSION = constants.CONDUCTOR_RPC_API_VERSION
+    #: The version the client's messages carry unless a method needs a
+    #: newer one; every conductor of this major version serves it.
+    BASE_VERSION = '1.0'
+
+    def __init__(self, transport, timeout: float | None = None,
+                 version_cap: str | None = None):
+        """``version_cap``: the highest version sent (by default
+        ``[upgrade_levels] conductor``)."""
+        self._version_cap = version_cap or CONF.upgrade_levels.conductor
+        self._client = rpc.get_client(transport, constants.CONDUCTOR_TOPIC,
+                                      self.BASE_VERSION, self._version_cap)
         #: Seconds a call waits for a conductor's answer before it raises
         #: MessagingTimeout; None: ``[DEFAULT] rpc_response_timeout``.
         self.timeout = None
         if timeout is not None:
             self._client = self._client.prepare(timeout=timeout)
             self.timeout = timeout
+
+    def _prepare(self, method: str, version: str):
+        """The client for ``method``, which needs API ``version``; raises
+        :class:`cyborg.common.rpc.RPCVersionCapped` above the cap."""
+        return rpc.client_for(self._client, constants.CONDUCTOR_TOPIC,
+                              method, version, self.BASE_VERSION,
+                              self._version_cap, 'conductor')
 
     def with_timeout(self, timeout: float) -> 'ConductorAPI':
         """This client, with calls that wait at most ``timeout`` seconds
@@ -50,37 +84,39 @@ class ConductorAPI:
 
     def device_profile_create(self, context, values: dict[str, Any]
                               ) -> dict[str, Any]:
-        return self._client.call(context, 'device_profile_create',
-                                 values=values)
+        return self._prepare('device_profile_create', '1.0').call(
+            context, 'device_profile_create', values=values)
 
     def device_profile_delete(self, context, idents: list[list[str]]) -> None:
-        return self._client.call(context, 'device_profile_delete',
-                                 idents=idents)
+        return self._prepare('device_profile_delete', '1.0').call(
+            context, 'device_profile_delete', idents=idents)
 
     def service_heartbeat(self, context, host: str, binary: str) -> None:
-        self._client.cast(context, 'service_heartbeat', host=host,
-                          binary=binary)
+        self._prepare('service_heartbeat', '1.0').cast(
+            context, 'service_heartbeat', host=host, binary=binary)
 
     def report_inventory(self, context, host: str, rp_name: str,
                          devices: list[dict[str, Any]], digest: str,
                          failed_drivers: list[str]) -> dict[str, bool]:
         """Apply an agent's device tree; see cyborg.conductor.inventory."""
-        client = self._client.prepare(timeout=REPORT_TIMEOUT)
+        client = self._prepare('report_inventory', '1.0').prepare(
+            timeout=REPORT_TIMEOUT)
         return client.call(context, 'report_inventory', host=host,
-                                 rp_name=rp_name, devices=devices,
-                                 digest=digest,
-                                 failed_drivers=failed_drivers)
+                           rp_name=rp_name, devices=devices, digest=digest,
+                           failed_drivers=failed_drivers)
 
     def device_set_status(self, context, uuid: str, status: str) -> None:
-        return self._client.call(context, 'device_set_status', uuid=uuid,
-                                 status=status)
+        return self._prepare('device_set_status', '1.0').call(
+            context, 'device_set_status', uuid=uuid, status=status)
 
     def attribute_create(self, context, values: dict[str, Any]
                          ) -> dict[str, Any]:
-        return self._client.call(context, 'attribute_create', values=values)
+        return self._prepare('attribute_create', '1.0').call(
+            context, 'attribute_create', values=values)
 
     def attribute_delete(self, context, uuid: str) -> None:
-        return self._client.call(context, 'attribute_delete', uuid=uuid)
+        return self._prepare('attribute_delete', '1.0').call(
+            context, 'attribute_delete', uuid=uuid)
 
     # Accelerator requests. The caller's project scopes every call unless
     # the context is an admin's; the API checks service tokens first.
@@ -88,21 +124,23 @@ class ConductorAPI:
     def arq_create(self, context, device_profile_name: str
                    ) -> list[dict[str, Any]]:
         """Create the ARQs of a profile atomically; returns them."""
-        return self._client.call(context, 'arq_create',
-                                 device_profile_name=device_profile_name)
+        return self._prepare('arq_create', '1.0').call(
+            context, 'arq_create', device_profile_name=device_profile_name)
 
     def arq_bind(self, context, bindings: dict[str, dict[str, str]]) -> None:
         """Start binding ARQs; ``bindings`` maps ARQ uuid to
         {hostname, device_rp_uuid, instance_uuid[, project_id]}. All or
         nothing; the bind itself finishes asynchronously."""
-        return self._client.call(context, 'arq_bind', bindings=bindings)
+        return self._prepare('arq_bind', '1.0').call(
+            context, 'arq_bind', bindings=bindings)
 
     def arq_unbind(self, context, uuids: list[str]) -> None:
-        return self._client.call(context, 'arq_unbind', uuids=uuids)
+        return self._prepare('arq_unbind', '1.0').call(
+            context, 'arq_unbind', uuids=uuids)
 
     def arq_delete(self, context, uuids: list[str] | None = None,
                    instance_uuid: str | None = None) -> None:
         """Delete ARQs by uuid (all must exist) or every ARQ of an
         instance (idempotent); bound ones are unbound first."""
-        return self._client.call(context, 'arq_delete', uuids=uuids,
-                                 instance_uuid=instance_uuid)
+        return self._prepare('arq_delete', '1.0').call(
+            context, 'arq_delete', uuids=uuids, instance_uuid=instance_uuid)

@@ -33,8 +33,10 @@ class AgentHandles:
     """Asks a handle's agent to prepare and release it (mdevs); handles
     that need no preparation cost nothing."""
 
-    def __init__(self, transport, timeout: float):
-        self._agent_api = agent_rpcapi.AgentAPI(transport, timeout)
+    def __init__(self, transport, timeout: float,
+                 version_cap: str | None = None):
+        self._agent_api = agent_rpcapi.AgentAPI(transport, timeout,
+                                                version_cap)
 
     def prepare(self, context, claim: arq_db.Claim) -> None:
         if device_tree.needs_preparation(claim.attach_type):
@@ -68,7 +70,8 @@ def create(conf: cfg.ConfigOpts, transport,
         deliver, lease = (lambda rows: None), None
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        AgentHandles(transport, conf.conductor.agent_timeout), deliver,
+        AgentHandles(transport, conf.conductor.agent_timeout,
+                     conf.upgrade_levels.agent), deliver,
         lease)
     endpoint = manager.ConductorManager(
         host, placement_factory, binder,

@@ -26,11 +26,12 @@ from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
 from cyborg.conf import pci_driver
 from cyborg.conf import placement
+from cyborg.conf import upgrade_levels
 
 CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, fake_driver, placement, nova,
-                database):
+                database, upgrade_levels):
     _module.register_opts(CONF)
 
 for _module in (intel_qat_driver, intel_nic_driver, inspur_nvme_ssd_driver,

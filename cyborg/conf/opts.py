@@ -27,10 +27,11 @@ from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
 from cyborg.conf import pci_driver
 from cyborg.conf import placement
+from cyborg.conf import upgrade_levels
 
-_MODULES = (default, api, conductor, agent, fake_driver, placement, nova)
-_MODULES += (intel_qat_driver, intel_nic_driver, inspur_nvme_ssd_driver,
-             pci_driver)
+_MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
+            upgrade_levels, intel_qat_driver, intel_nic_driver,
+            inspur_nvme_ssd_driver, pci_driver)
 
 
 def list_opts():

@@ -18,9 +18,9 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.nic import intel
+from cyborg.accelerator.drivers import passthrough
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 
@@ -47,7 +47,7 @@ def test_x710_and_e810_with_physnets(conf, tmp_path, caplog):
     tree = hosts.sriov_nic_host(str(tmp_path))
     driver = _driver(conf, tree, physical_device_mappings=[
         'physnet1:ens785f0', 'physnet2:0000:af:00.0'])
-    wire = base.tree_to_wire(driver.discover())
+    wire = device_tree.tree_to_wire(driver.discover())
     assert [d['address'] for d in wire] == [hosts.X710_PF, hosts.E810_PF]
     x710, e810 = wire
     assert x710['type'] == 'NIC' and x710['model'] == 'X710'
@@ -74,7 +74,7 @@ def test_x710_and_e810_with_physnets(conf, tmp_path, caplog):
     assert ('Network card %s has no driver; its 1 virtual functions are '
             'not reported' % hosts.E810_UNBOUND_PF) in caplog.text
     caplog.clear()
-    assert base.tree_to_wire(driver.discover()) == wire
+    assert device_tree.tree_to_wire(driver.discover()) == wire
     assert 'has no driver' not in caplog.text
 
 

@@ -18,12 +18,12 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.ssd import inspur
 from cyborg.accelerator.drivers.ssd import usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 
@@ -40,7 +40,7 @@ def _driver(conf, tree, **options):
 def test_only_unused_inspur_controllers(conf, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     tree = more.inspur_nvme_host(str(tmp_path))
-    wire = base.tree_to_wire(_driver(conf, tree).discover())
+    wire = device_tree.tree_to_wire(_driver(conf, tree).discover())
     # Not the FPGA of the same vendor, not the disks the host uses.
     assert [d['address'] for d in wire] == [more.INSPUR_FREE,
                                             more.INSPUR_VFIO]

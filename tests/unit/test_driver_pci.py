@@ -18,11 +18,11 @@ import json
 
 import pytest
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.pci import device_spec
 from cyborg.accelerator.drivers.pci import driver as pci_driver
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 
 GROUP = 'pci_driver'
@@ -50,7 +50,7 @@ def test_a_gpu_by_ids(conf, tmp_path):
     driver = _driver(conf, tree, {
         'vendor_id': '10de', 'product_id': '1eb8', 'address': '*:3b:*.*',
         'resource_class': 'pgpu', 'traits': 'HW_GPU_API_VULKAN,tesla-t4'})
-    wire = base.tree_to_wire(driver.discover())
+    wire = device_tree.tree_to_wire(driver.discover())
     assert wire == [{
         'type': 'GPU', 'vendor': '0x10de', 'model': 'PCI 10de:1eb8',
         'address': hosts.PGPU,
@@ -72,7 +72,7 @@ def test_a_gpu_by_ids(conf, tmp_path):
             'subsystem_vendor_id': '0x10de',
             'subsystem_device_id': '0x12a2'},
         'vendor_board_info': None, 'health': 'healthy', 'driver': None}]
-    assert base.tree_to_wire(driver.discover()) == wire
+    assert device_tree.tree_to_wire(driver.discover()) == wire
 
 
 def test_default_resource_class_and_bridges(conf, tmp_path):

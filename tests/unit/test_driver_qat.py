@@ -18,10 +18,10 @@ import os
 
 import pytest
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.qat import intel
 from cyborg.accelerator.drivers.utils import runner
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 from tests.fixtures.hosts import tools
@@ -45,7 +45,7 @@ def _handles(device):
 def test_4xxx_pf_with_its_vfs(conf, tmp_path):
     tree = hosts.qat_4xxx_host(str(tmp_path))
     devices = _driver(conf, tree).discover()
-    assert base.tree_to_wire(devices) == [{
+    assert device_tree.tree_to_wire(devices) == [{
         'type': 'QAT', 'vendor': '0x8086', 'model': 'QAT 4xxx',
         'address': hosts.QAT_PF,
         'controlpath_ids': [{'cpid_type': 'PCI', 'cpid_info': {
@@ -73,8 +73,8 @@ def test_discovery_is_stable_and_changes_nothing(conf, tmp_path):
     tree = hosts.qat_4xxx_host(str(tmp_path))
     driver = _driver(conf, tree)
     before = _snapshot(tree.root)
-    first = base.tree_to_wire(driver.discover())
-    assert base.tree_to_wire(driver.discover()) == first
+    first = device_tree.tree_to_wire(driver.discover())
+    assert device_tree.tree_to_wire(driver.discover()) == first
     assert _snapshot(tree.root) == before
 
 

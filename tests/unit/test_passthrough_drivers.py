@@ -18,15 +18,15 @@ import os
 
 import pytest
 
-from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.nic import intel as nic
+from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.pci import driver as pci_driver
 from cyborg.accelerator.drivers.qat import intel as qat
 from cyborg.accelerator.drivers.ssd import inspur
 from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import opts
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 from tests.unit import test_host_fixtures as fixture_checks
@@ -161,9 +161,9 @@ def test_discovery_is_stable_and_writes_nothing(conf, tmp_path, name, build,
     conf.set_override('enabled_drivers', [name], group='agent')
     [driver] = discovery.load_drivers(conf)
     before = _files(tree.root)
-    wire = base.tree_to_wire(driver.discover())
+    wire = device_tree.tree_to_wire(driver.discover())
     assert wire, 'the host has devices for %s' % name
-    assert base.tree_to_wire(driver.discover()) == wire
+    assert device_tree.tree_to_wire(driver.discover()) == wire
     assert _files(tree.root) == before
     for device in wire:
         for deployable in device['deployables']:

@@ -113,27 +113,6 @@ def test_transport_choice(conf):
     transport.cleanup()
 
 
-def test_rabbit_transport_relaxes_idle_polling(conf, monkeypatch):
-    from oslo_messaging._drivers import amqpdriver
-    monkeypatch.setattr(amqpdriver, 'ACK_REQUEUE_EVERY_SECONDS_MIN', 0.001)
-    conf.set_override('transport_url', 'rabbit://u:p@127.0.0.1:1/')
-    transport = rpc.get_transport(conf)  # connects lazily: no broker needed
-    try:
-        assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == (
-            rpc.IDLE_POLL_INTERVAL)
-    finally:
-        transport.cleanup()
-
-
-def test_relax_idle_polling_never_lowers_the_interval(monkeypatch):
-    from oslo_messaging._drivers import amqpdriver
-    monkeypatch.setattr(amqpdriver, 'ACK_REQUEUE_EVERY_SECONDS_MIN', 2.0)
-    rpc.relax_idle_polling(0.5)
-    assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == 2.0
-    rpc.relax_idle_polling(3.0)
-    assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == 3.0
-
-
 def test_context_survives_serialization():
     serializer = rpc.RequestContextSerializer()
     context = cyborg_context.RequestContext(

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import re
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.common import exception
-from cyborg.common import resource_names
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 _HEX_ID = re.compile(r'^(?:0x)?([0-9a-f]{4})$')
 VENDOR_NAMES = {0x8086: 'INTEL', 0x15b3: 'MELLANOX', 0x1bd4: 'INSPUR',
@@ -101,10 +101,10 @@ def deployable_name(address: pci.PCIAddress) -> str:
 
 
 def pci_handle(address: pci.PCIAddress,
-               **extra: str) -> base.AttachHandle:
-    info = dict(base.pci_address_info(str(address)), **extra)
-    return base.AttachHandle(attach_type=base.AttachType.PCI.value,
-                             attach_info=info)
+               **extra: str) -> device_tree.AttachHandle:
+    info = dict(device_tree.pci_address_info(str(address)), **extra)
+    return device_tree.AttachHandle(
+        attach_type=device_tree.AttachType.PCI.value, attach_info=info)
 
 
 def board_info(device: pci.PCIDevice) -> dict[str, str]:
@@ -122,18 +122,18 @@ def board_info(device: pci.PCIDevice) -> dict[str, str]:
 
 
 def make_device(device: pci.PCIDevice, device_type: str, model: str,
-                deployable: base.Deployable,
-                healthy: bool = True) -> base.Device:
+                deployable: device_tree.Deployable,
+                healthy: bool = True) -> device_tree.Device:
     """One device with one deployable, controlled through its own
     function (``device.address``)."""
-    info = base.pci_address_info(str(device.address))
-    return base.Device(
+    info = device_tree.pci_address_info(str(device.address))
+    return device_tree.Device(
         type=device_type, vendor=hex_id(device.vendor_id), model=model,
         address=str(device.address),
-        controlpath_ids=[base.ControlPathID('PCI', info)],
+        controlpath_ids=[device_tree.ControlPathID('PCI', info)],
         deployables=[deployable], std_board_info=board_info(device),
-        health=(base.Health.HEALTHY.value if healthy
-                else base.Health.UNHEALTHY.value))
+        health=(device_tree.Health.HEALTHY.value if healthy
+                else device_tree.Health.UNHEALTHY.value))
 
 
 def read_vfs(host: sysfs.HostRoot,

@@ -40,8 +40,9 @@ from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import resource_names
 from cyborg.conf import intel_nic_driver as nic_conf
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class IntelNICDriver(base.AcceleratorDriver):
         self._mapped_only = options.mapped_only
         self._once = passthrough.Once()
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
         devices, used = [], set()
         for pf in self._physical_functions():
@@ -212,7 +213,7 @@ class IntelNICDriver(base.AcceleratorDriver):
                             'functions', target)
 
     def _device(self, pf: pci.PCIDevice, ifnames: list[str],
-                physnet: str | None) -> base.Device | None:
+                physnet: str | None) -> device_tree.Device | None:
         vfs = sriov.vfs(self._host, pf.address)
         if pf.driver is None:
             if self._once.first(('no-driver', pf.address)):
@@ -232,7 +233,7 @@ class IntelNICDriver(base.AcceleratorDriver):
 
     def _deployable(self, pf: pci.PCIDevice, model: Model,
                     vfs: list[pci.PCIAddress],
-                    physnet: str | None) -> base.Deployable:
+                    physnet: str | None) -> device_tree.Deployable:
         vendor = passthrough.vendor_name(pf.vendor_id)
         traits = ['HW_NIC_SRIOV', 'CUSTOM_NIC_' + vendor,
                   'CUSTOM_NIC_%s_%s' % (vendor, model.name),
@@ -241,7 +242,7 @@ class IntelNICDriver(base.AcceleratorDriver):
         if physnet is not None:
             traits.append(physnet_trait(physnet))
             extra['physical_network'] = physnet
-        return base.Deployable(
+        return device_tree.Deployable(
             name=passthrough.deployable_name(pf.address),
             num_accelerators=len(vfs), resource_class=self._rc,
             traits=traits,

@@ -48,10 +48,10 @@ from typing import Any
 import os_resource_classes
 import os_traits
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import pci
-from cyborg.common import resource_names
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 GROUP = 'pci_driver'
 OPTION = 'device_spec'
@@ -219,10 +219,10 @@ def _address(value: Any, spec: str) -> AddressMatch | None:
 
 
 def _device_type(value: Any, spec: str) -> str | None:
-    if value is None or value in base.DEVICE_TYPES:
+    if value is None or value in device_tree.DEVICE_TYPES:
         return value
     raise _error(spec, 'device_type %r is not one of %s'
-                 % (value, ', '.join(base.DEVICE_TYPES)))
+                 % (value, ', '.join(device_tree.DEVICE_TYPES)))
 
 
 def parse_spec(obj: Any, text: str) -> DeviceSpec:

@@ -35,6 +35,7 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.conf import pci_driver as pci_conf
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class PCIDriver(base.AcceleratorDriver):
         self._once = passthrough.Once()
         self._matches()  # specs that conflict on this host stop the start
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
         in_use = usage.block_devices_in_use(self._host)
         return [self._device(device, spec)
@@ -134,12 +135,12 @@ class PCIDriver(base.AcceleratorDriver):
         return not used
 
     def _device(self, device: pci.PCIDevice,
-                spec: device_spec.DeviceSpec) -> base.Device:
+                spec: device_spec.DeviceSpec) -> device_tree.Device:
         vendor = passthrough.vendor_name(device.vendor_id)
         traits = list(spec.traits) + [
             'CUSTOM_PCI_' + vendor,
             'CUSTOM_PCI_PRODUCT_ID_%04X' % device.device_id]
-        deployable = base.Deployable(
+        deployable = device_tree.Deployable(
             name=passthrough.deployable_name(device.address),
             num_accelerators=1,
             resource_class=spec.resource_class_of(device), traits=traits,

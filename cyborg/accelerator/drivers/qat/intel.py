@@ -44,8 +44,9 @@ from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import resource_names
 from cyborg.conf import intel_qat_driver as qat_conf
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ class IntelQATDriver(base.AcceleratorDriver):
                                            sorted(GENERATIONS))))
         return frozenset(ids or GENERATIONS)
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
         states = self._adf_ctl_states()
         devices = []
@@ -164,7 +165,7 @@ class IntelQATDriver(base.AcceleratorDriver):
         return parse_adf_ctl_status(result.stdout)
 
     def _device(self, pf: pci.PCIDevice,
-                adf_state: str | None) -> base.Device | None:
+                adf_state: str | None) -> device_tree.Device | None:
         generation = GENERATIONS[pf.device_id]
         vfs = passthrough.read_vfs(self._host, pf.address)
         usable = [vf for vf in vfs if self._attachable(vf)]
@@ -177,7 +178,7 @@ class IntelQATDriver(base.AcceleratorDriver):
         qat_dir = pci.device_path(pf.address, 'qat')
         traits = ['CUSTOM_QAT_' + generation.name] + service_traits(
             sysfs.read_text(self._host, qat_dir + '/cfg_services'))
-        deployable = base.Deployable(
+        deployable = device_tree.Deployable(
             name=passthrough.deployable_name(pf.address),
             num_accelerators=len(usable), resource_class=self._rc,
             traits=traits,

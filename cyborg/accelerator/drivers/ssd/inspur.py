@@ -40,6 +40,7 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.conf import inspur_nvme_ssd_driver as ssd_conf
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class InspurNVMeSSDDriver(base.AcceleratorDriver):
             options.addresses, GROUP, 'addresses'))
         self._once = passthrough.Once()
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
         in_use = usage.block_devices_in_use(self._host)
         if in_use is None:
@@ -95,9 +96,9 @@ class InspurNVMeSSDDriver(base.AcceleratorDriver):
                      'not reported', ctrl.address, ', '.join(used))
         return not used
 
-    def _device(self, ctrl: pci.PCIDevice) -> base.Device:
+    def _device(self, ctrl: pci.PCIDevice) -> device_tree.Device:
         vendor = passthrough.vendor_name(ctrl.vendor_id)
-        deployable = base.Deployable(
+        deployable = device_tree.Deployable(
             name=passthrough.deployable_name(ctrl.address),
             num_accelerators=1, resource_class=self._rc,
             traits=['CUSTOM_SSD_' + vendor,

@@ -1,0 +1,211 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every change cyborg makes to a library's internals, in one place.
+
+A patch here reaches into what a library does not promise to keep: a
+private attribute, a module global another module of the library reads.
+Each one therefore
+
+* says why it exists and what it was measured or written against;
+* checks, before it applies, that the library still has the shape it was
+  written for (the attribute exists, holds the kind of value expected, and
+  the library's code still reads it), rather than trusting a version
+  range: a new release that keeps the shape keeps the patch;
+* has a test in ``tests/unit/test_patches.py`` that fails as soon as an
+  installed library no longer has that shape, so an upgrade fails there
+  instead of silently in production.
+
+When the check fails at run time, what is safe decides what happens:
+
+* :func:`install_pecan_argspec_cache` and :func:`relax_amqp_idle_polling`
+  only save CPU; cyborg works the same without them. They log a WARNING
+  and leave the library as it is.
+* :func:`mutable_config_snapshot` makes a reload with an invalid value
+  undoable; without it the reload could not be undone, so it raises
+  :class:`PatchError` before anything changed and the reload is refused.
+"""
+
+from collections.abc import Callable
+import functools
+import inspect
+from typing import Any
+
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_messaging._drivers import amqpdriver
+from pecan import core as pecan_core
+from pecan import routing as pecan_routing
+from pecan import util as pecan_util
+
+LOG = logging.getLogger(__name__)
+
+# Seconds an idle RabbitMQ consumer (RPC server listener, reply waiter)
+# first sleeps after a message; see relax_amqp_idle_polling.
+IDLE_POLL_INTERVAL = 0.5
+
+
+class PatchError(RuntimeError):
+    """A library no longer has the shape a patch was written for."""
+
+
+def _reads(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function``'s own code reads the global ``name``."""
+    code = getattr(function, '__code__', None)
+    return code is not None and name in code.co_names
+
+
+def _skipped(patch: str, problem: str) -> bool:
+    LOG.warning('Library patch %s not applied: %s', patch, problem)
+    return False
+
+
+# pecan: memoized controller signatures ---------------------------------------
+
+@functools.lru_cache(maxsize=1024)
+def _argspec_of(function):
+    return pecan_util.getargspec(function)
+
+
+def getargspec(method):
+    """``pecan.util.getargspec``, cached per underlying function.
+
+    A bound method and its function have the same argspec (``self``
+    included), so bound methods share their function's entry.
+    """
+    return _argspec_of(getattr(method, '__func__', method))
+
+
+#: The pecan functions that look ``getargspec`` up in their module on
+#: every request (pecan 1.4 to 1.8).
+PECAN_ARGSPEC_READERS = (
+    (pecan_core, pecan_core.PecanBase.invoke_controller),
+    (pecan_routing, pecan_routing.find_object),
+)
+
+
+def pecan_argspec_problem() -> str | None:
+    """What keeps :func:`install_pecan_argspec_cache` from applying;
+    None: nothing."""
+    params = list(inspect.signature(pecan_util.getargspec).parameters)
+    if params != ['method']:
+        return 'pecan.util.getargspec takes %s, not (method)' % params
+    for module, reader in PECAN_ARGSPEC_READERS:
+        if getattr(module, 'getargspec', None) not in (
+                pecan_util.getargspec, getargspec):
+            return ('%s.getargspec is no longer pecan.util.getargspec'
+                    % module.__name__)
+        if not _reads(reader, 'getargspec'):
+            return '%s.%s no longer calls getargspec' % (
+                module.__name__, reader.__qualname__)
+    return None
+
+
+def install_pecan_argspec_cache() -> bool:
+    """Make pecan's routing and dispatch use :func:`getargspec`; whether
+    it did.
+
+    Pecan inspects the signature of the routing hook and of the controller
+    on every request, and each inspection builds a new namedtuple class:
+    about a fifth of the API's CPU time on small requests. Signatures of
+    cyborg's controllers never change at run time, so a cached inspection
+    gives the same answer. Process-wide.
+    """
+    problem = pecan_argspec_problem()
+    if problem is not None:
+        return _skipped('pecan getargspec cache', problem)
+    for module, _reader in PECAN_ARGSPEC_READERS:
+        module.getargspec = getargspec
+    return True
+
+
+# oslo.messaging: fewer idle wake-ups of AMQP consumers -----------------------
+
+#: The oslo.messaging code that starts its polls at
+#: ``ACK_REQUEUE_EVERY_SECONDS_MIN`` (oslo.messaging 14.1 to 18.3).
+AMQP_IDLE_POLL_READERS = (
+    amqpdriver.AMQPListener.__init__,
+    amqpdriver.ReplyWaiter.poll,
+)
+
+
+def amqp_idle_polling_problem() -> str | None:
+    """What keeps :func:`relax_amqp_idle_polling` from applying; None:
+    nothing."""
+    value = getattr(amqpdriver, 'ACK_REQUEUE_EVERY_SECONDS_MIN', None)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ('oslo_messaging._drivers.amqpdriver.'
+                'ACK_REQUEUE_EVERY_SECONDS_MIN is %r, not a number' % value)
+    for reader in AMQP_IDLE_POLL_READERS:
+        if not _reads(reader, 'ACK_REQUEUE_EVERY_SECONDS_MIN'):
+            return '%s no longer reads ACK_REQUEUE_EVERY_SECONDS_MIN' % (
+                reader.__qualname__)
+    return None
+
+
+def relax_amqp_idle_polling(interval: float = IDLE_POLL_INTERVAL) -> bool:
+    """Make oslo.messaging's AMQP consumers wake up less when idle;
+    whether the patch applies.
+
+    After each message, the rabbit driver's RPC listeners and reply
+    waiters poll with a timeout that starts at
+    ``amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN`` (1 ms) and doubles up to
+    5 s; each timeout runs the driver's whole consume/ensure/retry path.
+    The short first timeouts only serve acknowledgements queued from
+    other threads, which RPC does not use: RPC requests and replies are
+    acknowledged in the consumer's own callback. A message still ends
+    the wait the moment it arrives, so latency is unchanged; only the
+    idle wake-ups (about a fifth of the API's and conductor's CPU under
+    load) go. Process-wide; never lowers the library's value.
+    """
+    problem = amqp_idle_polling_problem()
+    if problem is not None:
+        return _skipped('AMQP idle polling', problem)
+    if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < interval:
+        amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = interval
+    return True
+
+
+# oslo.config: undo a reload ------------------------------------------------
+
+def mutable_config_problem(conf: cfg.ConfigOpts) -> str | None:
+    """What keeps :func:`mutable_config_snapshot` from working on
+    ``conf``; None: nothing."""
+    if not hasattr(conf, '_mutable_ns'):
+        return 'oslo.config ConfigOpts has no _mutable_ns any more'
+    if not isinstance(getattr(conf, '_ConfigOpts__cache', None), dict):
+        return 'oslo.config ConfigOpts has no value cache dict any more'
+    if not _reads(cfg.ConfigOpts.mutate_config_files, '_mutable_ns'):
+        return 'ConfigOpts.mutate_config_files no longer sets _mutable_ns'
+    return None
+
+
+def mutable_config_snapshot(conf: cfg.ConfigOpts) -> Callable[[], None]:
+    """A function that puts back the mutable values ``conf`` has now;
+    raises :class:`PatchError` (and changes nothing) where oslo.config
+    no longer allows it.
+
+    oslo.config has no API to undo ``mutate_config_files``. It replaces
+    the namespace of the mutable values (``_mutable_ns``) with a new one
+    on each call, never changing one in place, so the previous namespace
+    can be put back; the values it cached from the new one go with the
+    cache (``_ConfigOpts__cache``).
+    """
+    problem = mutable_config_problem(conf)
+    if problem is not None:
+        raise PatchError('cannot undo a reload: %s' % problem)
+    before = conf._mutable_ns
+
+    def restore() -> None:
+        conf._mutable_ns = before
+        conf._ConfigOpts__cache.clear()
+    return restore

@@ -1,0 +1,211 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""The library patches (cyborg.common.patches).
+
+Each patch has a test that fails when the installed library no longer
+has the shape the patch was written for; the others check what the patch
+does and that it stays out when the shape is wrong.
+"""
+
+import functools
+import inspect
+import logging
+
+from oslo_config import cfg
+from oslo_messaging._drivers import amqpdriver
+from pecan import core as pecan_core
+from pecan import routing as pecan_routing
+from pecan import util as pecan_util
+import pytest
+
+from cyborg.common import patches
+from cyborg.common import signals
+from tests.unit import fakes
+
+
+def _decorated(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+class Controller:
+    def plain(self, uuid, *args, **kwargs):
+        pass
+
+    @_decorated
+    def wrapped(self, name, flag=False):
+        pass
+
+
+@pytest.fixture
+def warnings_logged():
+    records = fakes.LogRecords()
+    logger = logging.getLogger('cyborg.common.patches')
+    logger.addHandler(records)
+    yield records.records
+    logger.removeHandler(records)
+
+
+# pecan getargspec ------------------------------------------------------------
+
+def test_pecan_still_has_the_argspec_lookups_the_cache_replaces():
+    assert list(inspect.signature(pecan_util.getargspec).parameters) == [
+        'method']
+    assert pecan_core.getargspec in (pecan_util.getargspec,
+                                     patches.getargspec)
+    assert pecan_routing.getargspec in (pecan_util.getargspec,
+                                        patches.getargspec)
+    assert 'getargspec' in (
+        pecan_core.PecanBase.invoke_controller.__code__.co_names)
+    assert 'getargspec' in pecan_routing.find_object.__code__.co_names
+    assert patches.pecan_argspec_problem() is None
+
+
+def test_same_answer_as_pecan():
+    controller = Controller()
+    for method in (controller.plain, Controller.plain, controller.wrapped):
+        assert patches.getargspec(method) == pecan_util.getargspec(method)
+
+
+def test_inspected_once_per_function(monkeypatch):
+    patches._argspec_of.cache_clear()
+    calls = []
+    real = pecan_util.getargspec
+    monkeypatch.setattr(pecan_util, 'getargspec',
+                        lambda method: calls.append(method) or real(method))
+    for _ in range(3):
+        patches.getargspec(Controller().plain)
+    assert calls == [Controller.plain]
+    patches._argspec_of.cache_clear()
+
+
+def test_install_replaces_pecans_lookups(monkeypatch):
+    monkeypatch.setattr(pecan_core, 'getargspec', pecan_util.getargspec)
+    monkeypatch.setattr(pecan_routing, 'getargspec', pecan_util.getargspec)
+    assert patches.install_pecan_argspec_cache()
+    assert pecan_core.getargspec is patches.getargspec
+    assert pecan_routing.getargspec is patches.getargspec
+
+
+def test_a_changed_pecan_is_left_alone_with_a_warning(monkeypatch,
+                                                      warnings_logged):
+    def other(method, extra):
+        pass
+    monkeypatch.setattr(pecan_routing, 'getargspec', other)
+    monkeypatch.setattr(pecan_core, 'getargspec', pecan_util.getargspec)
+    assert not patches.install_pecan_argspec_cache()
+    assert pecan_routing.getargspec is other
+    assert pecan_core.getargspec is pecan_util.getargspec
+    assert [r.getMessage() for r in warnings_logged] == [
+        'Library patch pecan getargspec cache not applied: '
+        'pecan.routing.getargspec is no longer pecan.util.getargspec']
+    assert warnings_logged[0].levelno == logging.WARNING
+
+
+# oslo.messaging idle polling -------------------------------------------------
+
+def test_oslo_messaging_still_starts_its_polls_at_the_patched_minimum():
+    assert isinstance(amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN, float)
+    assert 'ACK_REQUEUE_EVERY_SECONDS_MIN' in (
+        amqpdriver.AMQPListener.__init__.__code__.co_names)
+    assert 'ACK_REQUEUE_EVERY_SECONDS_MIN' in (
+        amqpdriver.ReplyWaiter.poll.__code__.co_names)
+    assert patches.amqp_idle_polling_problem() is None
+
+
+def test_rabbit_transport_relaxes_idle_polling(conf, monkeypatch):
+    from cyborg.common import rpc
+    monkeypatch.setattr(amqpdriver, 'ACK_REQUEUE_EVERY_SECONDS_MIN', 0.001)
+    conf.set_override('transport_url', 'rabbit://u:p@127.0.0.1:1/')
+    transport = rpc.get_transport(conf)  # connects lazily: no broker needed
+    try:
+        assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == (
+            patches.IDLE_POLL_INTERVAL)
+    finally:
+        transport.cleanup()
+
+
+def test_relax_idle_polling_never_lowers_the_interval(monkeypatch):
+    monkeypatch.setattr(amqpdriver, 'ACK_REQUEUE_EVERY_SECONDS_MIN', 2.0)
+    assert patches.relax_amqp_idle_polling(0.5)
+    assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == 2.0
+    assert patches.relax_amqp_idle_polling(3.0)
+    assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == 3.0
+
+
+def test_a_changed_oslo_messaging_is_left_alone_with_a_warning(
+        monkeypatch, warnings_logged):
+    monkeypatch.setattr(amqpdriver, 'ACK_REQUEUE_EVERY_SECONDS_MIN', '1ms')
+    assert not patches.relax_amqp_idle_polling()
+    assert amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN == '1ms'
+    assert [r.getMessage() for r in warnings_logged] == [
+        "Library patch AMQP idle polling not applied: oslo_messaging."
+        "_drivers.amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN is '1ms', not a "
+        "number"]
+
+
+# oslo.config reload undo -----------------------------------------------------
+
+@pytest.fixture
+def file_conf(tmp_path):
+    conf = cfg.ConfigOpts()
+    conf.register_opt(cfg.IntOpt('interval', default=1, mutable=True))
+    path = tmp_path / 'test.conf'
+    path.write_text('[DEFAULT]\ninterval = 2\n')
+    conf(['--config-file', str(path)])
+    conf.path = path
+    yield conf
+    conf.reset()
+
+
+def test_oslo_config_still_has_the_mutable_namespace_a_reload_replaces(
+        file_conf):
+    assert hasattr(file_conf, '_mutable_ns')
+    assert isinstance(file_conf._ConfigOpts__cache, dict)
+    before = file_conf._mutable_ns
+    file_conf.path.write_text('[DEFAULT]\ninterval = 3\n')
+    file_conf.mutate_config_files()
+    # Replaced, never changed in place: the old one can be put back.
+    assert file_conf._mutable_ns is not before
+    assert patches.mutable_config_problem(file_conf) is None
+
+
+def test_a_snapshot_puts_the_previous_values_back(file_conf):
+    assert file_conf.interval == 2
+    restore = patches.mutable_config_snapshot(file_conf)
+    file_conf.path.write_text('[DEFAULT]\ninterval = 5\n')
+    file_conf.mutate_config_files()
+    assert file_conf.interval == 5
+    restore()
+    assert file_conf.interval == 2
+
+
+def test_no_snapshot_without_the_namespace(file_conf, monkeypatch):
+    monkeypatch.setattr(file_conf, '_ConfigOpts__cache', None)
+    with pytest.raises(patches.PatchError, match='cannot undo a reload'):
+        patches.mutable_config_snapshot(file_conf)
+
+
+def test_a_reload_that_could_not_be_undone_is_refused(file_conf, monkeypatch,
+                                                     caplog):
+    monkeypatch.setattr(patches, 'mutable_config_problem',
+                        lambda conf: 'a changed oslo.config')
+    file_conf.path.write_text('[DEFAULT]\ninterval = 9\n')
+    signals.Signals('cyborg-test', file_conf).reload()
+    assert file_conf.interval == 2
+    assert ('could not read its configuration files again, its '
+            'configuration is unchanged: cannot undo a reload: a changed '
+            'oslo.config') in caplog.text

@@ -1,0 +1,247 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""The conductor and agent RPC API versions, their history, and the
+``[upgrade_levels]`` caps (cyborg.conductor.rpcapi, cyborg.agent.rpcapi).
+"""
+
+import inspect
+import re
+import threading
+from unittest import mock
+
+import oslo_messaging as messaging
+import pytest
+
+from cyborg.agent import manager as agent_manager
+from cyborg.agent import rpcapi as agent_rpcapi
+from cyborg.common import constants
+from cyborg.common import rpc
+from cyborg.conductor import manager as conductor_manager
+from cyborg.conductor import rpcapi as conductor_rpcapi
+from cyborg import context as cyborg_context
+
+#: The version each method of the APIs needs; a method added or changed
+#: in a later version goes here with it.
+CONDUCTOR_METHODS = {
+    'device_profile_create': '1.0', 'device_profile_delete': '1.0',
+    'service_heartbeat': '1.0', 'report_inventory': '1.0',
+    'device_set_status': '1.0', 'attribute_create': '1.0',
+    'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
+    'arq_unbind': '1.0', 'arq_delete': '1.0',
+}
+AGENT_METHODS = {
+    'prepare_attach_handle': '1.0', 'release_attach_handle': '1.0',
+}
+
+
+def _history(api) -> list[str]:
+    return re.findall(r'^\s*\* (\d+\.\d+) - ', api.__doc__, re.M)
+
+
+@pytest.mark.parametrize('api,endpoint,methods', [
+    (conductor_rpcapi.ConductorAPI, conductor_manager.ConductorManager,
+     CONDUCTOR_METHODS),
+    (agent_rpcapi.AgentAPI, agent_manager.AgentManager, AGENT_METHODS)])
+def test_each_api_has_its_version_and_its_history(api, endpoint, methods):
+    assert endpoint.target.version == api.RPC_API_VERSION
+    history = _history(api)
+    assert history[0] == api.BASE_VERSION == '1.0'
+    assert history[-1] == api.RPC_API_VERSION
+    assert max(methods.values(), key=lambda v: tuple(map(int, v.split('.')))
+               ) == api.RPC_API_VERSION
+    public = {name for name, _ in inspect.getmembers(api, inspect.isfunction)
+              if not name.startswith('_') and name != 'with_timeout'}
+    assert public == set(methods)
+
+
+def test_the_two_apis_are_versioned_apart():
+    assert conductor_manager.ConductorManager.target.version is (
+        constants.CONDUCTOR_RPC_API_VERSION)
+    assert agent_manager.AgentManager.target.version is (
+        constants.AGENT_RPC_API_VERSION)
+    assert 'RPC_API_VERSION' not in vars(constants)
+
+
+class _Recorder:
+    """An RPC client that records what each call would send."""
+
+    def __init__(self, version, version_cap=None, options=None, sent=None):
+        self.version = version
+        self.version_cap = version_cap
+        self.options = options or {}
+        self.sent = [] if sent is None else sent
+
+    def prepare(self, **options):
+        merged = dict(self.options, **options)
+        return _Recorder(self.version, self.version_cap, merged, self.sent)
+
+    def can_send_version(self, version):
+        cap = self.version_cap
+        return cap is None or tuple(map(int, version.split('.'))) <= tuple(
+            map(int, cap.split('.')))
+
+    def _send(self, method):
+        self.sent.append((method, self.options.get('version', self.version),
+                          self.options))
+
+    def call(self, context, method, **kwargs):
+        self._send(method)
+
+    def cast(self, context, method, **kwargs):
+        self._send(method)
+
+
+def _recording(monkeypatch):
+    clients = []
+
+    def get_client(transport, topic, version='1.0', version_cap=None):
+        clients.append(_Recorder(version, version_cap))
+        return clients[-1]
+    monkeypatch.setattr(rpc, 'get_client', get_client)
+    return clients
+
+
+def _args(function) -> dict:
+    """Placeholder arguments for every parameter of a bound method but
+    the context."""
+    params = list(inspect.signature(function).parameters)[1:]
+    return dict.fromkeys(params, 'x')
+
+
+@pytest.mark.parametrize('method', sorted(CONDUCTOR_METHODS))
+def test_each_conductor_method_sends_the_version_it_needs(monkeypatch,
+                                                           method):
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap='1.0')
+    function = getattr(api, method)
+    function(None, **_args(function))
+    assert clients[0].version == api.BASE_VERSION
+    assert clients[0].version_cap == '1.0'
+    assert [(m, v) for m, v, _ in clients[0].sent] == [
+        (method, CONDUCTOR_METHODS[method])]
+
+
+@pytest.mark.parametrize('method', sorted(AGENT_METHODS))
+def test_each_agent_method_sends_the_version_it_needs(monkeypatch, method):
+    clients = _recording(monkeypatch)
+    api = agent_rpcapi.AgentAPI(object(), timeout=7, version_cap='1.0')
+    function = getattr(api, method)
+    function(None, **_args(function))
+    assert clients[0].version_cap == '1.0'
+    [(sent, version, options)] = clients[0].sent
+    assert (sent, version) == (method, AGENT_METHODS[method])
+    assert options == {'server': 'x', 'timeout': 7}
+
+
+def test_the_caps_come_from_upgrade_levels(conf, monkeypatch):
+    clients = _recording(monkeypatch)
+    conf.set_override('conductor', '1.0', group='upgrade_levels')
+    conf.set_override('agent', '1.0', group='upgrade_levels')
+    conductor_rpcapi.ConductorAPI(object())
+    agent_rpcapi.AgentAPI(object())
+    assert [c.version_cap for c in clients] == ['1.0', '1.0']
+
+
+def test_no_cap_by_default(conf, monkeypatch):
+    clients = _recording(monkeypatch)
+    conductor_rpcapi.ConductorAPI(object())
+    agent_rpcapi.AgentAPI(object())
+    assert [c.version_cap for c in clients] == [None, None]
+
+
+def test_an_invalid_cap_is_refused(conf):
+    with pytest.raises(ValueError):
+        conf.set_override('agent', 'newest', group='upgrade_levels')
+
+
+# A method newer than 1.0, over a real oslo.messaging transport --------------
+
+class _NewerAgentAPI(agent_rpcapi.AgentAPI):
+    """The agent API of a later release, with a method of version 1.1."""
+
+    def program(self, context, host: str) -> str:
+        return self._prepare('program', '1.1', host).call(context, 'program')
+
+
+class _Agent:
+    """An agent of this release: serves 1.0, knows no ``program``."""
+
+    target = messaging.Target(version=constants.AGENT_RPC_API_VERSION)
+
+    def __init__(self):
+        self.prepared = threading.Event()
+
+    def prepare_attach_handle(self, context, **kwargs):
+        self.prepared.set()
+
+    def program(self, context):
+        return 'programmed'
+
+
+@pytest.fixture
+def agent_on_fake_transport(conf):
+    transport = messaging.get_rpc_transport(conf, url='fake:/')
+    agent = _Agent()
+    server = rpc.get_server(transport, constants.AGENT_TOPIC, 'host1', agent)
+    server.start()
+    yield transport, agent
+    server.stop()
+    server.wait()
+    transport.cleanup()
+
+
+def _ctx():
+    return cyborg_context.RequestContext(project_id='p')
+
+
+def test_a_1_0_call_reaches_an_agent_of_this_release(agent_on_fake_transport):
+    transport, agent = agent_on_fake_transport
+    api = _NewerAgentAPI(transport, timeout=5, version_cap='1.0')
+    api.prepare_attach_handle(_ctx(), 'host1', None, 'PCI', {}, 'u')
+    assert agent.prepared.is_set()
+
+
+def test_a_capped_newer_method_is_refused_before_it_is_sent(
+        agent_on_fake_transport):
+    transport, _agent = agent_on_fake_transport
+    api = _NewerAgentAPI(transport, timeout=5, version_cap='1.0')
+    with mock.patch.object(_Agent, 'program') as program:
+        with pytest.raises(rpc.RPCVersionCapped) as caught:
+            api.program(_ctx(), 'host1')
+    program.assert_not_called()
+    assert isinstance(caught.value, messaging.RPCVersionCapError)
+    assert str(caught.value) == (
+        'program needs version 1.1 of the cyborg-agent RPC API, above '
+        '[upgrade_levels] agent = 1.0: finish upgrading the agent services, '
+        'then raise or unset the cap')
+
+
+def test_an_uncapped_newer_method_is_refused_by_an_older_agent(
+        agent_on_fake_transport):
+    transport, _agent = agent_on_fake_transport
+    api = _NewerAgentAPI(transport, timeout=5)
+    with pytest.raises(messaging.UnsupportedVersion):
+        api.program(_ctx(), 'host1')
+
+
+def test_the_in_process_transport_sends_every_version():
+    transport = rpc.LocalTransport(max_workers=1)
+    try:
+        server = rpc.get_server(transport, constants.AGENT_TOPIC, 'host1',
+                                _Agent())
+        server.start()
+        api = _NewerAgentAPI(transport, version_cap='1.0')
+        assert api.program(_ctx(), 'host1') == 'programmed'
+    finally:
+        transport.cleanup()
