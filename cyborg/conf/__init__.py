@@ -21,6 +21,7 @@ from cyborg.conf import database
 from cyborg.conf import default
 from cyborg.conf import fake_driver
 from cyborg.conf import nova
+from cyborg.conf import nvidia_gpu
 from cyborg.conf import placement
 
 CONF = cfg.CONF
@@ -28,3 +29,4 @@ CONF = cfg.CONF
 for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 database):
     _module.register_opts(CONF)
+nvidia_gpu.register_opts(CONF)

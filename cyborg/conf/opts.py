@@ -22,9 +22,11 @@ from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
 from cyborg.conf import nova
+from cyborg.conf import nvidia_gpu
 from cyborg.conf import placement
 
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova)
+_MODULES += (nvidia_gpu,)
 
 
 def list_opts():
