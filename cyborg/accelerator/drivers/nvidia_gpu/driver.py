@@ -148,8 +148,10 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             raise vgpu_config.NvidiaGpuConfigError(
                 reason='%s (in [vgpu_%s] device_addresses) is not an NVIDIA '
                 'GPU of this host' % (address, vgpu_type.name))
-        self._note('gone-%s' % address, 'Configured GPU %s of vGPU type %s '
-                   'is gone; it is not reported', address, vgpu_type.name)
+        if self._first('gone-%s' % address):
+            LOG.warning('nvidia_gpu_driver: configured device %s of vGPU '
+                        'type %s is gone; it is not reported', address,
+                        vgpu_type.name)
 
     def _offers(self, gpu: pci.PCIAddress,
                 vgpu_type: vgpu_config.VgpuTypeConfig) -> bool:
@@ -180,11 +182,13 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             return type_id if known or in_use else None
         return self._vgpu17_ids.get(type_name)
 
-    def _note(self, key: str, message: str, *args) -> None:
-        """Log a warning once per driver lifetime (discovery repeats)."""
-        if key not in self._noted:
-            self._noted.add(key)
-            LOG.warning(message, *args)
+    def _first(self, key: str) -> bool:
+        """Whether ``key`` is new: warnings that discovery would repeat
+        every cycle are logged once per driver lifetime."""
+        if key in self._noted:
+            return False
+        self._noted.add(key)
+        return True
 
     # Discovery ----------------------------------------------------------
 
@@ -227,10 +231,11 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         drivers = self._conf.nvidia_gpu.passthrough_drivers
         if gpu.driver is None or gpu.driver in drivers:
             return True
-        self._note('bound-%s-%s' % (gpu.address, gpu.driver),
-                   'GPU %s is bound to %s, not to one of [nvidia_gpu] '
-                   'passthrough_drivers, and has no vGPU type; it is not '
-                   'reported', gpu.address, gpu.driver)
+        if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+            LOG.warning('nvidia_gpu_driver: device %s is bound to %s, not to '
+                        'one of [nvidia_gpu] passthrough_drivers, and has '
+                        'no vGPU type; it is not reported', gpu.address,
+                        gpu.driver)
         return False
 
     def _product_traits(self, gpu: pci.PCIDevice) -> list[str]:
@@ -259,6 +264,10 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                                                          vgpu_type.name)
         if vgpu_type.max_instances is not None:
             count = min(count, vgpu_type.max_instances)
+        if mode == MODE_MDEV:
+            # Handles of one parent are alike; VF handles are not (any
+            # VF may be the free one), so all of those stay.
+            handles = handles[:count]
         traits = self._product_traits(gpu) + [
             trait('NVIDIA', '%04X' % gpu.device_id, label),
             trait('VGPU', self._type_key(mode, vgpu_type.name))]
@@ -387,8 +396,9 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         try:
             smi = gpu_health.smi_problems(self._runner, self._smi_timeout)
         except gpu_health.ToolUnusable as exc:
-            self._note('smi-%s' % exc, 'nvidia-smi cannot be used (%s); '
-                       'GPU health comes from sysfs only', exc)
+            if self._first('smi-%s' % type(exc.__cause__).__name__):
+                LOG.warning('nvidia_gpu_driver: nvidia-smi cannot be used '
+                            '(%s); health comes from sysfs only', exc)
             smi = {}
         for address, reasons in smi.items():
             found.setdefault(str(address), []).extend(reasons)
@@ -406,11 +416,13 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         if reasons:
             text = '; '.join(reasons)
             if self._unhealthy.get(address) != text:
-                LOG.warning('GPU %s is unhealthy: %s', address, text)
+                LOG.warning('nvidia_gpu_driver: device %s is unhealthy: %s',
+                            address, text)
             self._unhealthy[address] = text
             return base.Health.UNHEALTHY.value
         if self._unhealthy.pop(address, None) is not None:
-            LOG.info('GPU %s is healthy again', address)
+            LOG.info('nvidia_gpu_driver: device %s is healthy again',
+                     address)
         return base.Health.HEALTHY.value
 
     # Preparation ------------------------------------------------------------
@@ -441,8 +453,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         except (host_errors.HostError, ValueError) as exc:
             raise PrepareError('cannot create mdev %s of type %s on %s: %s'
                                % (handle_uuid, type_id, parent, exc))
-        LOG.info('Created mdev %s of type %s on %s', handle_uuid, type_id,
-                 parent)
+        LOG.info('nvidia_gpu_driver: created mdev %s of type %s on %s',
+                 handle_uuid, type_id, parent)
 
     def _check_existing(self, parent: pci.PCIAddress, type_id: str,
                         handle_uuid: str) -> None:
@@ -465,7 +477,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         except (host_errors.HostError, ValueError) as exc:
             raise PrepareError('cannot remove mdev %s: %s'
                                % (handle_uuid, exc))
-        LOG.info('Removed mdev %s', handle_uuid)
+        LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
     def _set_vgpu_type(self, handle: base.AttachHandle) -> None:
         vf = _handle_address(handle)
@@ -481,7 +493,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         except (host_errors.HostError, ValueError) as exc:
             raise PrepareError('cannot set vGPU type %d on %s: %s'
                                % (type_id, vf, exc))
-        LOG.info('Set vGPU type %s on %s', type_id, vf)
+        LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
 
     def _reset_vgpu_type(self, handle: base.AttachHandle) -> None:
         vf = _handle_address(handle)
@@ -497,7 +509,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         except (host_errors.HostError, ValueError) as exc:
             raise PrepareError('cannot reset the vGPU type of %s: %s'
                                % (vf, exc))
-        LOG.info('Reset the vGPU type of %s', vf)
+        LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
 
 
 def _hex(value: int | None) -> str | None:

@@ -82,7 +82,7 @@ def _query(runner: runner_mod.Runner, fields: tuple[str, ...],
     try:
         result = runner.run(argv, timeout=timeout)
     except host_errors.ToolError as exc:
-        raise ToolUnusable(str(exc))
+        raise ToolUnusable(str(exc)) from exc
     if not result.ok:
         return {}
     try:
@@ -105,8 +105,14 @@ def smi_problems(runner: runner_mod.Runner, timeout: float
     that are fine are absent). Raises :class:`ToolUnusable` when the
     first query cannot run at all."""
     problems: dict[pci.PCIAddress, list[str]] = {}
-    for fields, judge in QUERIES:
-        for address, values in _query(runner, fields, timeout).items():
+    for number, (fields, judge) in enumerate(QUERIES):
+        try:
+            rows = _query(runner, fields, timeout)
+        except ToolUnusable:
+            if number == 0:
+                raise
+            break  # it hangs now: keep what it said so far
+        for address, values in rows.items():
             reason = judge(values)
             if reason:
                 problems.setdefault(address, []).append(reason)
