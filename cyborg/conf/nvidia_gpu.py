@@ -35,10 +35,14 @@ opts = [
                      'creatable_vgpu_types (vGPU 17 and later), the vGPU '
                      'type name without its "NVIDIA " prefix (e.g. '
                      'H200X-1-18C) or its numeric id. Each type has a group '
-                     '[vgpu_<type>] whose device_addresses lists the GPUs '
-                     'that offer it; one type without device_addresses '
-                     'applies to every other GPU that offers it. GPUs with '
-                     'no type are reported for passthrough.'),
+                     '[vgpu_<type>] (e.g. [vgpu_nvidia-222]) with the '
+                     'options device_addresses (the PCI addresses of the '
+                     'GPUs that offer the type; one type without it '
+                     'applies to every other GPU that offers it), '
+                     'resource_class (VGPU, the default, or a custom '
+                     'class) and max_instances (at most this many vGPUs '
+                     'per GPU). GPUs with no type are reported for '
+                     'passthrough.'),
     cfg.ListOpt('passthrough_drivers', default=['vfio-pci'],
                 help='Host drivers a GPU with no vGPU type may be bound to '
                      'and still be reported for passthrough (PGPU). An '
@@ -62,7 +66,8 @@ type_opts = [
     cfg.StrOpt('resource_class', default='VGPU',
                regex=r'^(VGPU|CUSTOM_[A-Z0-9_]+)$',
                help='Placement resource class of the vGPUs of this type: '
-                    'VGPU or a CUSTOM_ class (as Nova\'s mdev_class).'),
+                    'VGPU or a custom class such as CUSTOM_T4_16Q (as '
+                    'Nova\'s mdev_class).'),
     cfg.IntOpt('max_instances', min=1,
                help='At most this many vGPUs of this type per GPU, for GPUs '
                     'whose virtual functions outnumber the vGPUs they can '
@@ -90,8 +95,6 @@ def type_options(conf: cfg.ConfigOpts, type_name: str):
 
 
 def list_opts():
-    return {group: opts,
-            cfg.OptGroup(TYPE_GROUP_PREFIX + 'TYPE',
-                         help='One group per type of [nvidia_gpu] '
-                              'enabled_vgpu_types, named vgpu_ and the '
-                              'type (e.g. [vgpu_nvidia-222]).'): type_opts}
+    # The [vgpu_<type>] groups exist only for the types an operator
+    # enables; enabled_vgpu_types' help documents them.
+    return {group: opts}
