@@ -682,3 +682,20 @@ def test_the_agent_applies_the_health(make):
     assert failed == []
     assert [(d['address'], d['health'], d['driver']) for d in wire] == [
         (hosts.VGPU_PARENT, 'unhealthy', 'nvidia_gpu_driver')]
+
+
+def test_a_gpu_whose_iommu_group_the_host_holds_is_not_passed_through(
+        make, caplog):
+    tree, conf = make(hosts.nvidia_gpu_host)
+    tree.bind(hosts.PGPU, 'vfio-pci')
+    group = tree.iommu_group(hosts.PGPU)
+    audio = '0000:3b:00.1'
+    tree.add_pci(audio, hosts.NVIDIA, 0x10f8, 0x040300,
+                 driver='snd_hda_intel', iommu_group=group)
+    driver = driver_for(tree, conf)
+    with caplog.at_level(logging.WARNING):
+        assert driver.discover() == []
+    assert 'shares its iommu_group with 0000:3b:00.1 (snd_hda_intel)' in (
+        caplog.text)
+    tree.bind(audio, 'vfio-pci')
+    assert [d.address for d in driver.discover()] == [hosts.PGPU]

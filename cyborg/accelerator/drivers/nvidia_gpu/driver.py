@@ -52,6 +52,7 @@ GPU_CLASSES = (0x0300, 0x0302)
 OWNER_TRAIT = 'OWNER_CYBORG'
 VENDOR_TRAIT = 'CUSTOM_GPU_NVIDIA'
 PROC_GPUS = '/proc/driver/nvidia/gpus'
+PCI_BRIDGE = 0x0604
 
 MODE_PASSTHROUGH = 'passthrough'
 MODE_MDEV = 'mdev'
@@ -229,14 +230,21 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
         drivers = self._conf.nvidia_gpu.passthrough_drivers
-        if gpu.driver is None or gpu.driver in drivers:
-            return True
-        if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
-            LOG.warning('nvidia_gpu_driver: device %s is bound to %s, not to '
-                        'one of [nvidia_gpu] passthrough_drivers, and has '
-                        'no vGPU type; it is not reported', gpu.address,
-                        gpu.driver)
-        return False
+        if gpu.driver is not None and gpu.driver not in drivers:
+            if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+                LOG.warning('nvidia_gpu_driver: device %s is bound to %s, '
+                            'not to one of [nvidia_gpu] passthrough_drivers, '
+                            'and has no vGPU type; it is not reported',
+                            gpu.address, gpu.driver)
+            return False
+        held = held_group_members(self._host, gpu, drivers)
+        if held:
+            if self._first('group-%s-%s' % (gpu.address, held)):
+                LOG.warning('nvidia_gpu_driver: device %s shares its '
+                            'iommu_group with %s, which the host holds; it '
+                            'is not reported', gpu.address, held)
+            return False
+        return True
 
     def _product_traits(self, gpu: pci.PCIDevice) -> list[str]:
         return [OWNER_TRAIT, VENDOR_TRAIT,
@@ -510,6 +518,25 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             raise PrepareError('cannot reset the vGPU type of %s: %s'
                                % (vf, exc))
         LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
+
+
+def held_group_members(host: sysfs.HostRoot, gpu: pci.PCIDevice,
+                       drivers: list[str]) -> str:
+    """The other endpoints of the GPU's IOMMU group (its HDMI audio
+    function...) bound to a driver outside ``drivers``: libvirt cannot
+    assign a group part of which the host holds. Bridges do not count."""
+    if gpu.iommu_group is None:
+        return ''
+    held = []
+    for member in pci.iommu_group_devices(host, gpu.iommu_group):
+        if member == gpu.address:
+            continue
+        code = pci.class_code(host, member)
+        bound = pci.driver(host, member)
+        is_bridge = code is not None and code >> 8 == PCI_BRIDGE
+        if not is_bridge and bound is not None and bound not in drivers:
+            held.append('%s (%s)' % (member, bound))
+    return ', '.join(held)
 
 
 def _hex(value: int | None) -> str | None:
