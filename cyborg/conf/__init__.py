@@ -15,6 +15,7 @@
 from oslo_config import cfg
 
 from cyborg.conf import agent
+from cyborg.conf import amd_gpu
 from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import database
@@ -30,3 +31,4 @@ for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 database):
     _module.register_opts(CONF)
 nvidia_gpu.register_opts(CONF)
+amd_gpu.register_opts(CONF)

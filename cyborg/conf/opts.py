@@ -17,6 +17,7 @@ import collections
 from oslo_config import cfg
 
 from cyborg.conf import agent
+from cyborg.conf import amd_gpu
 from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
@@ -27,6 +28,7 @@ from cyborg.conf import placement
 
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova)
 _MODULES += (nvidia_gpu,)
+_MODULES += (amd_gpu,)
 
 
 def list_opts():

@@ -29,13 +29,15 @@ never a virtual function) under ``[agent] host_root`` is one device:
 
 from __future__ import annotations
 
-import re
 import uuid as uuid_mod
 
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import gpu_passthrough
+from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
+from cyborg.accelerator.drivers.gpu_passthrough import trait
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
 from cyborg.accelerator.drivers.utils import errors as host_errors
@@ -48,11 +50,10 @@ from cyborg.accelerator.drivers.utils import sysfs
 LOG = logging.getLogger(__name__)
 
 NVIDIA = 0x10de
-GPU_CLASSES = (0x0300, 0x0302)
+GPU_CLASSES = gpu_passthrough.GPU_CLASSES
 OWNER_TRAIT = 'OWNER_CYBORG'
 VENDOR_TRAIT = 'CUSTOM_GPU_NVIDIA'
 PROC_GPUS = '/proc/driver/nvidia/gpus'
-PCI_BRIDGE = 0x0604
 
 MODE_PASSTHROUGH = 'passthrough'
 MODE_MDEV = 'mdev'
@@ -63,16 +64,6 @@ VGPU_MODES = (MODE_MDEV, MODE_MDEV_VF, MODE_VGPU_VF)
 
 class PrepareError(RuntimeError):
     """An attach handle cannot be prepared or released."""
-
-
-def trait(*parts: str) -> str:
-    """``CUSTOM_<PARTS>`` upper-cased, other characters as ``_``."""
-    return 'CUSTOM_' + re.sub(r'[^A-Z0-9_]', '_', '_'.join(parts).upper())
-
-
-def deployable_name(address: pci.PCIAddress, suffix: str = '') -> str:
-    name = str(address).replace(':', '_').replace('.', '_')
-    return name + ('_' + suffix if suffix else '')
 
 
 def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
@@ -237,7 +228,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                             'and has no vGPU type; it is not reported',
                             gpu.address, gpu.driver)
             return False
-        held = held_group_members(self._host, gpu, drivers)
+        held = gpu_passthrough.held_group_members(self._host, gpu,
+                                                  drivers)
         if held:
             if self._first('group-%s-%s' % (gpu.address, held)):
                 LOG.warning('nvidia_gpu_driver: device %s shares its '
@@ -518,25 +510,6 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             raise PrepareError('cannot reset the vGPU type of %s: %s'
                                % (vf, exc))
         LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
-
-
-def held_group_members(host: sysfs.HostRoot, gpu: pci.PCIDevice,
-                       drivers: list[str]) -> str:
-    """The other endpoints of the GPU's IOMMU group (its HDMI audio
-    function...) bound to a driver outside ``drivers``: libvirt cannot
-    assign a group part of which the host holds. Bridges do not count."""
-    if gpu.iommu_group is None:
-        return ''
-    held = []
-    for member in pci.iommu_group_devices(host, gpu.iommu_group):
-        if member == gpu.address:
-            continue
-        code = pci.class_code(host, member)
-        bound = pci.driver(host, member)
-        is_bridge = code is not None and code >> 8 == PCI_BRIDGE
-        if not is_bridge and bound is not None and bound not in drivers:
-            held.append('%s (%s)' % (member, bound))
-    return ', '.join(held)
 
 
 def _hex(value: int | None) -> str | None:
