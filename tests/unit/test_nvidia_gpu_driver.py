@@ -266,6 +266,7 @@ def test_vgpu17_type_by_name_or_id(make, type_name):
     (deployable,) = device.deployables
     assert deployable.num_accelerators == 7
     assert deployable.resource_class == 'VGPU'
+    assert deployable.name == '0000_41_00_0_' + type_name.replace(' ', '_')
     assert 'CUSTOM_NVIDIA_2335_H200X_1_18C' in deployable.traits
     assert 'CUSTOM_VGPU_NVIDIA_1414' in deployable.traits
     # Every VF, in VF index order (virtfn10 after virtfn9), as PCI.

@@ -31,7 +31,7 @@ def trait(*parts: str) -> str:
 def deployable_name(address: pci.PCIAddress, suffix: str = '') -> str:
     """``0000_3b_00_0``, with ``_<suffix>`` when given."""
     name = str(address).replace(':', '_').replace('.', '_')
-    return name + ('_' + suffix if suffix else '')
+    return name + ('_' + re.sub(r'\s+', '_', suffix) if suffix else '')
 
 
 def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
