@@ -700,3 +700,13 @@ def test_a_gpu_whose_iommu_group_the_host_holds_is_not_passed_through(
         caplog.text)
     tree.bind(audio, 'vfio-pci')
     assert [d.address for d in driver.discover()] == [hosts.PGPU]
+
+
+def test_no_tool_runs_for_gpus_the_nvidia_driver_does_not_hold(make):
+    tree, conf = make(hosts.nvidia_gpu_host)
+    tree.bind(hosts.PGPU, 'vfio-pci')
+    tools.write_dmesg(tree.tools_dir, [tools.xid_line(hosts.PGPU, 79)])
+    tools.write_nvidia_smi(tree.tools_dir, [tools.Gpu(
+        0, hosts.PGPU, 'GPU-0', 'Tesla T4', ecc_uncorrected='5')])
+    assert _health(tree, conf)[1] == {hosts.PGPU: 'healthy'}
+    assert tools.calls(tree.tools_dir) == []

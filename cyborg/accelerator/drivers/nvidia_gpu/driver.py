@@ -391,8 +391,14 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     def _tool_problems(self, devices: list[base.Device]
                        ) -> dict[str, list[str]]:
-        """Problems nvidia-smi and the kernel log report, by address."""
+        """Problems nvidia-smi and the kernel log report, by address.
+
+        Both only know GPUs the nvidia driver holds: with none of those
+        (a passthrough host), no tool runs.
+        """
         found: dict[str, list[str]] = {}
+        if not any(self._held_by_nvidia(d) for d in devices):
+            return found
         try:
             smi = gpu_health.smi_problems(self._runner, self._smi_timeout)
         except gpu_health.ToolUnusable as exc:
@@ -410,6 +416,12 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                     found.setdefault(device.address, []).append(
                         'Xid %s' % ', '.join(str(x) for x in xids[slot]))
         return found
+
+    def _held_by_nvidia(self, device: base.Device) -> bool:
+        try:
+            return pci.driver(self._host, device.address) == 'nvidia'
+        except host_errors.HostError:
+            return False
 
     def _judge(self, address: str, reasons: list[str]) -> str:
         """The health, logged when it changes."""
