@@ -710,3 +710,17 @@ def test_no_tool_runs_for_gpus_the_nvidia_driver_does_not_hold(make):
         0, hosts.PGPU, 'GPU-0', 'Tesla T4', ecc_uncorrected='5')])
     assert _health(tree, conf)[1] == {hosts.PGPU: 'healthy'}
     assert tools.calls(tree.tools_dir) == []
+
+
+def test_xid_lines_are_read_by_slot():
+    from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
+    log = '\n'.join([
+        '[  10.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen '
+        'off the bus.',
+        '[  11.0] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception',
+        '[  12.0] NVRM: Xid (PCI:10000:d8:00): 48, An uncorrectable '
+        'double bit error',
+        '[  13.0] NVRM: GPU at PCI:0000:3b:00: GPU-3a1f9e02',
+        '[  14.0] pci 0000:3b:00.0: [10de:1eb8] type 00 class 0x030200'])
+    assert gpu_health.parse_xids(log) == {(0, 0x3b, 0): {13, 79},
+                                          (0x10000, 0xd8, 0): {48}}
