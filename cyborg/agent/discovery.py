@@ -21,6 +21,7 @@ from stevedore import named
 
 from cyborg.accelerator.drivers import base
 from cyborg.common import exception
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -96,12 +97,12 @@ class Discovery:
                 device.driver = driver.name
                 device.health = health.get(device.address, device.health)
             devices.extend(found)
-        return base.tree_to_wire(devices), sorted(failed)
+        return device_tree.tree_to_wire(devices), sorted(failed)
 
     def report(self, context) -> dict | None:
         """Discover and send one report; None if the conductor is away."""
         wire, failed = self.collect()
-        digest = base.tree_digest({'devices': wire, 'failed': failed})
+        digest = device_tree.tree_digest({'devices': wire, 'failed': failed})
         try:
             return self._conductor.report_inventory(
                 context, self.host, self.rp_name, wire, digest, failed)

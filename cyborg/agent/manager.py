@@ -22,6 +22,7 @@ from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg import context as cyborg_context
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -60,11 +61,11 @@ class AgentManager:
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str) -> None:
         self._driver(driver).prepare_attach_handle(
-            base.AttachHandle(attach_type, attach_info), handle_uuid)
+            device_tree.AttachHandle(attach_type, attach_info), handle_uuid)
 
     @messaging.expected_exceptions(exception.CyborgException)
     def release_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str) -> None:
         self._driver(driver).release_attach_handle(
-            base.AttachHandle(attach_type, attach_info), handle_uuid)
+            device_tree.AttachHandle(attach_type, attach_info), handle_uuid)

@@ -21,12 +21,11 @@ openstacksdk) parse exactly this.
 import http
 import json
 
-from oslo_db import exception as db_exc
 import oslo_messaging as messaging
-import sqlalchemy.exc as sa_exc
 from webob import exc as webob_exc
 
 from cyborg.common import exception
+from cyborg.db import errors as db_errors
 
 JSON = 'application/json'
 
@@ -87,7 +86,7 @@ def status_and_message(error: Exception, conductor_timeout: float | None = None
         return error.code, error.message
     if isinstance(error, webob_exc.HTTPException):
         return error.code, error.detail or error.explanation
-    if isinstance(error, db_exc.DBError | sa_exc.SQLAlchemyError):
+    if db_errors.is_database_error(error):
         return 503, DB_UNAVAILABLE
     if isinstance(error, messaging.MessagingTimeout):
         return 503, NO_CONDUCTOR % round(conductor_timeout or 0)

@@ -23,14 +23,13 @@ import re
 import sys
 
 from oslo_config import cfg
-from oslo_db import exception as db_exc
 from oslo_utils import timeutils
-import sqlalchemy as sa
 
 from cyborg.common import config
 from cyborg.conf import CONF
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
+from cyborg.db import errors as db_errors
 from cyborg.db import migration
 from cyborg.db import online_migrations
 from cyborg.db import purge
@@ -204,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print('%s %s: %s' % (PROG, CONF.command.name, e), file=sys.stderr)
         return 2
-    except (db_exc.DBError, sa.exc.SQLAlchemyError) as e:
+    except db_errors.DATABASE_ERRORS as e:
         print('%s %s: database error: %s'
               % (PROG, CONF.command.name, str(e).splitlines()[0]),
               file=sys.stderr)

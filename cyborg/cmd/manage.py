@@ -21,15 +21,14 @@ or failed (one line saying why), 2 bad arguments.
 import sys
 
 from oslo_config import cfg
-from oslo_db import exception as db_exc
 from oslo_utils import timeutils
-import sqlalchemy as sa
 
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
 from cyborg.conf import CONF
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
+from cyborg.db import errors as db_errors
 from cyborg.db import hosts
 
 PROG = 'cyborg-manage'
@@ -155,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as e:
         print('%s: %s' % (PROG, e), file=sys.stderr)
         return 1
-    except (db_exc.DBError, sa.exc.SQLAlchemyError) as e:
+    except db_errors.DATABASE_ERRORS as e:
         print('%s: database error: %s' % (PROG, str(e).splitlines()[0]),
               file=sys.stderr)
         return 1

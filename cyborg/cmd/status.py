@@ -23,6 +23,7 @@ from cyborg.common import config
 from cyborg.conf import CONF
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
+from cyborg.db import services as services_db
 from cyborg.db import migration
 
 
@@ -45,7 +46,8 @@ class Checks(upgradecheck.UpgradeCommands):
 
     def _check_services(self):
         try:
-            services = db_api.service_list(cyborg_context.get_admin_context())
+            services = services_db.service_list(
+                cyborg_context.get_admin_context())
         except Exception as e:
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,

@@ -18,11 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
-import sqlalchemy.exc as sa_exc
 
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
@@ -30,9 +28,11 @@ from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import errors as db_errors
 from cyborg.db import hardware
+from cyborg.db import services as services_db
 
 LOG = logging.getLogger(__name__)
 
@@ -40,51 +40,20 @@ LOG = logging.getLogger(__name__)
 # to the caller without oslo.messaging logging a traceback.
 _expected_answers = messaging.expected_exceptions(exception.CyborgException)
 
-# What the caller is told when the database failed (after the write was
-# retried; see cyborg.db.api): the write did not happen.
-DB_UNAVAILABLE = 'the database is unavailable, retry later'
-DB_CONFLICT = ('the request conflicts with a concurrent change of the same '
-               'rows (%s); nothing was changed, retry')
-
-
-def database_error_answer(error: BaseException
-                          ) -> exception.CyborgException | None:
-    """The CyborgException a database error crosses RPC as (None if
-    ``error`` is no database error).
-
-    A duplicate or a foreign key that vanished meanwhile is a 409 (a
-    concurrent request won the race); everything else, a deadlock or
-    lock wait timeout left after the retries, a lost or refused
-    connection, is a 503.
-    """
-    if isinstance(error, db_exc.DBDuplicateEntry):
-        columns = ', '.join(error.columns or []) or 'a unique key'
-        return exception.Conflict(reason=DB_CONFLICT % (
-            'duplicate ' + columns))
-    if isinstance(error, db_exc.DBReferenceError):
-        return exception.Conflict(reason=DB_CONFLICT % (
-            'a referenced row was removed'))
-    if isinstance(error, (db_exc.DBError, sa_exc.SQLAlchemyError)):
-        return exception.ServiceUnavailable(reason=DB_UNAVAILABLE)
-    return None
-
-
 def _expected(fn):
     """An RPC endpoint method whose CyborgExceptions are answers, and
     whose database errors become CyborgExceptions (409 or 503, see
-    :func:`database_error_answer`), so that they cross RPC as answers
+    :func:`cyborg.db.errors.answer`), so that they cross RPC as answers
     the API can give instead of a RemoteError (500)."""
     @functools.wraps(fn)
     def wrapper(self, context, *args, **kwargs):
         try:
             return fn(self, context, *args, **kwargs)
-        except (db_exc.DBError, sa_exc.SQLAlchemyError) as e:
-            answer = database_error_answer(e)
-            if isinstance(e, (db_exc.DBDuplicateEntry,
-                              db_exc.DBReferenceError)):
+        except db_errors.DATABASE_ERRORS as e:
+            answer = db_errors.answer(e)
+            if db_errors.is_conflict(e):
                 LOG.warning('%s: %s', fn.__name__, e)
-            elif isinstance(e, (db_exc.DBDeadlock, db_exc.DBConnectionError)
-                            ) or db_api.is_transient(e):
+            elif db_errors.is_unavailable(e):
                 LOG.error('%s failed, the database is unavailable: %s',
                           fn.__name__, e)
             else:
@@ -138,14 +107,14 @@ class ConductorManager:
     @_expected
     def device_profile_create(self, context, values: dict[str, Any]
                               ) -> dict[str, Any]:
-        profile = db_api.device_profile_create(context, values)
+        profile = profiles_db.device_profile_create(context, values)
         LOG.info('Created device profile %(name)s (%(uuid)s)', profile)
         return _jsonable(profile)
 
     @_expected
     def device_profile_delete(self, context, idents: list[list[str]]
                               ) -> None:
-        db_api.device_profile_delete(context, [tuple(i) for i in idents])
+        profiles_db.device_profile_delete(context, [tuple(i) for i in idents])
         LOG.info('Deleted device profiles %s',
                  ', '.join(value for _key, value in idents))
 
@@ -153,7 +122,8 @@ class ConductorManager:
 
     @_expected
     def service_heartbeat(self, context, host: str, binary: str) -> None:
-        db_api.service_heartbeat(context, host, binary, timeutils.utcnow())
+        services_db.service_heartbeat(context, host, binary,
+                                      timeutils.utcnow())
 
     @_expected
     def report_inventory(self, context, host: str, rp_name: str,
@@ -163,20 +133,11 @@ class ConductorManager:
 
         An unchanged report that left nothing pending costs one read.
         """
-        state = inventory.report_state(context, host)
-        changed = False
-        if state is None or state[0] != digest:
-            summary = inventory.apply_report(context, host, rp_name, devices,
-                                             digest, failed_drivers)
-            changed = summary is not None
-            if summary is not None and summary.changed:
-                LOG.info('Inventory of %s: %d added, %d updated, %d removed, '
-                         '%d kept while in use', host, summary.added,
-                         summary.updated, summary.removed,
-                         summary.kept_missing)
-            state = inventory.report_state(context, host)
-        synced = not state[1] or self.sync_host(context, host)
-        return {'changed': changed, 'synced': synced}
+        outcome = inventory.apply(context, host, rp_name, devices, digest,
+                                  failed_drivers)
+        synced = (not outcome.sync_pending
+                  or self.sync_host(context, host))
+        return {'changed': outcome.changed, 'synced': synced}
 
     def sync_host(self, context, host: str) -> bool:
         """Sync one host's providers; False if anything is left to do."""
@@ -192,7 +153,7 @@ class ConductorManager:
 
     def sync_pending_hosts(self, context) -> None:
         """Retry every host whose providers are not yet in Placement."""
-        for host in placement_sync.hosts_pending_sync(context):
+        for host in services_db.hosts_pending_sync(context):
             self.sync_host(context, host)
 
     def _get_placement_sync(self) -> placement_sync.PlacementSync | None:
@@ -245,7 +206,7 @@ class ConductorManager:
         if before['status'] != status:
             LOG.info('Device %s on %s is now %s', uuid, before['hostname'],
                      status)
-            placement_sync.request_sync(context, before['hostname'])
+            services_db.request_sync(context, before['hostname'])
             self.sync_host(context, before['hostname'])
 
     @_expected
@@ -265,7 +226,7 @@ class ConductorManager:
             return
         host = hardware.deployable_host(context, attribute['deployable_id'])
         if host is not None:
-            placement_sync.request_sync(context, host)
+            services_db.request_sync(context, host)
             self.sync_host(context, host)
 
 

@@ -50,24 +50,14 @@ import threading
 from typing import Any
 
 from oslo_log import log as logging
-from oslo_utils import timeutils
-import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
 from cyborg.clients import placement as placement_client
-from cyborg.common import constants
-from cyborg.common import resource_names
-from cyborg.conductor import inventory as inventory_diff
-from cyborg.db import api as db_api
-from cyborg.db import models
+from cyborg.db import inventory as inventory_db
+from cyborg.db import providers as providers_db
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
-
-SERVICES = models.Service.__table__
-DEVICES = models.Device.__table__
-DEPLOYABLES = models.Deployable.__table__
-ATTRIBUTES = models.Attribute.__table__
-PROVIDERS = models.PlacementProvider.__table__
 
 GENERATION_RETRIES = 4
 
@@ -93,7 +83,7 @@ class ProviderSpec:
 
 def _digest(value) -> str:
     return hashlib.sha256(
-        driver_base.canonical_json(value).encode()).hexdigest()
+        device_tree.canonical_json(value).encode()).hexdigest()
 
 
 def inventory(resource_class: str, total: int,
@@ -129,53 +119,34 @@ class HostState:
             spec.parent_uuid = uuid
 
 
-@db_api.main_context_manager.reader.connection
 def load_host_state(context, host: str) -> HostState | None:
     """The host's desired providers and what was last written.
 
     Until the host's compute node provider is known, the desired
     providers have no parent (see :meth:`HostState.set_compute_rp`).
     """
-    connection = context.connection
-    service = connection.execute(sa.select(SERVICES).where(
-        SERVICES.c.host == host,
-        SERVICES.c.binary == constants.BINARY_AGENT)).first()
-    if service is None:
+    rows = providers_db.host_rows(context, host)
+    if rows is None:
         return None
-    rows = list(connection.execute(
-        sa.select(DEPLOYABLES.c.id, DEPLOYABLES.c.name,
-                  DEPLOYABLES.c.rp_uuid, DEPLOYABLES.c.num_accelerators,
-                  DEVICES.c.status, DEVICES.c.health, DEVICES.c.missing)
-        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
-        .where(DEVICES.c.hostname == host)))
-    attributes: dict[int, dict[str, str]] = {}
-    if rows:
-        for attr in connection.execute(sa.select(
-                ATTRIBUTES.c.deployable_id, ATTRIBUTES.c.key,
-                ATTRIBUTES.c.value).where(ATTRIBUTES.c.deployable_id.in_(
-                    [row.id for row in rows]))):
-            attributes.setdefault(attr.deployable_id, {})[attr.key] = (
-                attr.value)
+    service = rows.service
     desired = {}
-    for row in rows:
-        attrs = attributes.get(row.id, {})
+    for row in rows.deployables:
+        attrs = rows.attributes.get(row.id, {})
         if 'rc' not in attrs:
             continue
         traits = sorted({value for key, value in attrs.items()
                          if key.startswith('trait')}
                         | {resource_names.OWNER_TRAIT})
         desired[row.rp_uuid] = ProviderSpec(
-            uuid=row.rp_uuid, name=inventory_diff.provider_name(host,
-                                                    row.name),
+            uuid=row.rp_uuid, name=inventory_db.provider_name(host,
+                                                              row.name),
             parent_uuid=service.compute_rp_uuid,
             inventories=inventory(attrs['rc'], row.num_accelerators,
                                   is_schedulable(row)),
             traits=traits)
-    known = {row.uuid: row for row in connection.execute(
-        sa.select(PROVIDERS).where(PROVIDERS.c.host == host))}
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,
-                     service.compute_rp_uuid, desired, known)
+                     service.compute_rp_uuid, desired, rows.known)
 
 
 @dataclasses.dataclass
@@ -247,83 +218,6 @@ class _Write:
                     traits_hash=self.traits_hash)
 
 
-@db_api.writer
-def _save_sync(context, host: str, service_id: int,
-               compute_rp_uuid: str | None, writes: list[_Write],
-               forgotten: list[str], seen: int | None) -> None:
-    """Record a sync's progress in one transaction.
-
-    ``compute_rp_uuid``: the host's compute node provider, when newly
-    found; ``writes``: the providers written; ``forgotten``: providers
-    deleted from Placement; ``seen``: the change count to mark synced, if
-    complete. Locks the host's service row first, so that syncs of the
-    host by several conductors record one after the other: a row another
-    sync inserted meanwhile is updated, not inserted twice.
-    """
-    session = context.session
-    session.execute(sa.select(SERVICES.c.id).where(
-        SERVICES.c.id == service_id).with_for_update())
-    if compute_rp_uuid is not None:
-        session.execute(sa.update(SERVICES).where(
-            SERVICES.c.id == service_id).values(
-                compute_rp_uuid=compute_rp_uuid))
-    _save_providers(session, host, writes)
-    if forgotten:
-        session.execute(sa.delete(PROVIDERS).where(
-            PROVIDERS.c.uuid.in_(forgotten)))
-    if seen is not None:
-        _mark_synced_in(session, service_id, seen)
-
-
-def _save_providers(session, host: str, writes: list[_Write]) -> None:
-    """Update the rows of ``writes``, inserting the missing ones with one
-    statement."""
-    now = timeutils.utcnow()
-    unrecorded = [write.spec.uuid for write in writes if not write.known]
-    recorded = set(session.execute(sa.select(PROVIDERS.c.uuid).where(
-        PROVIDERS.c.uuid.in_(unrecorded))).scalars()) if unrecorded else set()
-    new = []
-    for write in writes:
-        values = write.row(host)
-        uuid = values.pop('uuid')
-        if write.known or uuid in recorded:
-            updated = session.execute(sa.update(PROVIDERS).where(
-                PROVIDERS.c.uuid == uuid).values(updated_at=now, **values))
-            if updated.rowcount:
-                continue
-        new.append(dict(values, uuid=uuid, created_at=now, updated_at=now))
-    if new:
-        session.execute(sa.insert(PROVIDERS), new)
-
-
-def _mark_synced_in(session, service_id: int, seen: int) -> None:
-    """Record that every change up to ``seen`` is in Placement.
-
-    Never moves backwards, so concurrent syncs finishing in any order
-    leave later changes pending.
-    """
-    session.execute(sa.update(SERVICES).where(
-        SERVICES.c.id == service_id,
-        SERVICES.c.sync_done < seen).values(sync_done=seen))
-
-
-@db_api.writer
-def request_sync(context, host: str) -> None:
-    """Record that the host's providers must be written again."""
-    context.session.execute(sa.update(SERVICES).where(
-        SERVICES.c.host == host,
-        SERVICES.c.binary == constants.BINARY_AGENT).values(
-            sync_requested=SERVICES.c.sync_requested + 1))
-
-
-@db_api.main_context_manager.reader.connection
-def hosts_pending_sync(context) -> list[str]:
-    return [row.host for row in context.connection.execute(
-        sa.select(SERVICES.c.host).where(
-            SERVICES.c.binary == constants.BINARY_AGENT,
-            SERVICES.c.sync_requested > SERVICES.c.sync_done))]
-
-
 def _record(context, host: str, state: HostState,
             new_compute_rp: str | None, writes: list[_Write],
             forgotten: list[str], complete: bool) -> None:
@@ -332,8 +226,21 @@ def _record(context, host: str, state: HostState,
             and state.sync_requested > state.sync_done else None)
     changed = [write for write in writes if write.changed]
     if new_compute_rp or changed or forgotten or seen is not None:
-        _save_sync(context, host, state.service_id, new_compute_rp, changed,
-                   forgotten, seen)
+        providers_db.save_sync(context, state.service_id, sync_record(
+            host, changed, new_compute_rp, forgotten, seen))
+
+
+def sync_record(host: str, writes: list[_Write],
+                compute_rp_uuid: str | None = None,
+                forgotten: list[str] | None = None,
+                seen: int | None = None) -> providers_db.SyncRecord:
+    """What to record of ``writes`` (see
+    :func:`cyborg.db.providers.save_sync`)."""
+    return providers_db.SyncRecord(
+        providers=[write.row(host) for write in writes],
+        recorded={write.spec.uuid for write in writes if write.known},
+        compute_rp_uuid=compute_rp_uuid, forgotten=forgotten or [],
+        seen=seen)
 
 
 class PlacementSync:
@@ -363,7 +270,8 @@ class PlacementSync:
 
         One sync per host at a time in this conductor; syncs of one host
         by several conductors record their outcome one at a time and never
-        mark a later change synced (see ``_save_sync``). Raises
+        mark a later change synced (see
+        :func:`cyborg.db.providers.save_sync`). Raises
         PlacementUnavailable when Placement cannot be reached; the host
         stays pending and is synced again later.
         """

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from oslo_config import cfg
 from oslo_utils import timeutils
 
-from cyborg.accelerator.drivers import base as driver_base
 from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
@@ -25,8 +24,9 @@ from cyborg.common import service
 from cyborg.conductor import binding
 from cyborg.conductor import manager
 from cyborg import context as cyborg_context
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import services as services_db
+from cyborg.domain import device_tree
 
 
 class AgentHandles:
@@ -36,8 +36,8 @@ class AgentHandles:
     def __init__(self, transport, timeout: float):
         self._agent_api = agent_rpcapi.AgentAPI(transport, timeout)
 
-    def prepare(self, context, claim: binding.Claim) -> None:
-        if driver_base.needs_preparation(claim.attach_type):
+    def prepare(self, context, claim: arq_db.Claim) -> None:
+        if device_tree.needs_preparation(claim.attach_type):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)
@@ -62,7 +62,7 @@ def create(conf: cfg.ConfigOpts, transport,
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
     if notifier is not None:
-        deliver, lease = notifier.deliver, binding.Lease(
+        deliver, lease = notifier.deliver, arq_db.Lease(
             host, conf.nova.claim_timeout)
     else:
         deliver, lease = (lambda rows: None), None
@@ -78,8 +78,9 @@ def create(conf: cfg.ConfigOpts, transport,
         return cyborg_context.get_admin_context()
 
     def heartbeat():
-        db_api.service_heartbeat(admin(), host, constants.BINARY_CONDUCTOR,
-                                 timeutils.utcnow())
+        services_db.service_heartbeat(admin(), host,
+                                      constants.BINARY_CONDUCTOR,
+                                      timeutils.utcnow())
 
     def on_start():
         if notifier is not None:

@@ -10,27 +10,26 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Database access: the transaction context and cyborg's queries.
+"""Database access: the transaction context, its decorators and the
+engine's configuration.
 
-Every public function takes a RequestContext and runs in one enginefacade
-transaction (or joins the caller's). Reads return plain dicts so callers
-never hold ORM state across a transaction boundary.
+The queries live in one module per table group (:mod:`cyborg.db.arqs`,
+:mod:`cyborg.db.nova_events`, :mod:`cyborg.db.hardware`,
+:mod:`cyborg.db.inventory`, :mod:`cyborg.db.providers`,
+:mod:`cyborg.db.services`, :mod:`cyborg.db.device_profiles`...). Every
+public function there takes a RequestContext and runs in one enginefacade
+transaction (or joins the caller's). Reads return plain dicts or rows so
+callers never hold ORM state across a transaction boundary.
 """
 
-from collections.abc import Sequence
 import functools
-import json
 import threading
-from typing import Any
 
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
-from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.common import exception
-from cyborg.db import models
 
 main_context_manager = enginefacade.transaction_context()
 
@@ -160,19 +159,17 @@ def _retried(fn, duplicates: bool = False, max_retries: int | None = None,
     return wrapper
 
 
-def writer(fn):
-    """``main_context_manager.writer`` (``context.session``), serialised
-    on SQLite, run again on a transient error (deadlock, lock wait
-    timeout, serialization failure)."""
-    return _retried(_serialised_on_sqlite(main_context_manager.writer(fn),
-                                          fn))
-
-
 def connection_writer(fn):
     """``main_context_manager.writer.connection`` (``context.connection``:
     SQLAlchemy Core, without the ORM session's cost), serialised on
-    SQLite, run again on a transient error. For the hot paths that need
-    no ORM."""
+    SQLite, run again on a transient error (deadlock, lock wait timeout,
+    serialization failure).
+
+    Every write transaction of cyborg uses it (or :func:`retrying_writer`,
+    the same with another retry policy): statements are Core statements
+    on the transaction's connection, and functions that take a
+    ``connection`` run inside the caller's transaction.
+    """
     return _retried(_serialised_on_sqlite(
         main_context_manager.writer.connection(fn), fn))
 
@@ -197,10 +194,6 @@ def retrying_writer(fn):
     return _retried(_serialised_on_sqlite(
         main_context_manager.writer.connection(fn), fn), duplicates=True,
         interval=0.02, max_interval=0.2)
-
-
-_DP = models.DeviceProfile.__table__
-_ARQ = models.ExtendedAcceleratorRequest.__table__
 
 
 def by_primary_key(statement):
@@ -300,127 +293,3 @@ def skip_redundant_rollbacks(engine: sa.engine.Engine) -> None:
 
 def get_engine() -> sa.engine.Engine:
     return main_context_manager.writer.get_engine()
-
-
-def _connection(context):
-    """The connection of the current transaction, session or not."""
-    session = getattr(context, 'session', None)
-    if session is not None:
-        return session.connection()
-    return context.connection
-
-
-def _dp_row_to_dict(row) -> dict[str, Any]:
-    values = dict(row._mapping)
-    values['groups'] = json.loads(values.pop('profile_json'))['groups']
-    return values
-
-
-# Device profiles
-
-@main_context_manager.reader.connection
-def device_profile_list(context, names: Sequence[str] | None = None
-                        ) -> list[dict[str, Any]]:
-    """All device profiles, or those with one of ``names``, by id."""
-    query = sa.select(_DP).order_by(_DP.c.id)
-    if names is not None:
-        if not names:
-            return []
-        query = query.where(_DP.c.name.in_(list(names)))
-    return [_dp_row_to_dict(row) for row in context.connection.execute(query)]
-
-
-@main_context_manager.reader.connection
-def device_profile_get(context, *, uuid: str | None = None,
-                       name: str | None = None) -> dict[str, Any]:
-    """One device profile by uuid or by name."""
-    if uuid is not None:
-        query = sa.select(_DP).where(_DP.c.uuid == uuid)
-        key, value = 'uuid', uuid
-    else:
-        query = sa.select(_DP).where(_DP.c.name == name)
-        key, value = 'name', name
-    row = _connection(context).execute(query).first()
-    if row is None:
-        raise exception.DeviceProfileNotFound(key=key, value=value)
-    return _dp_row_to_dict(row)
-
-
-@writer
-def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
-    """Insert one device profile; name and uuid must be unused."""
-    uuid = values.get('uuid') or uuidutils.generate_uuid()
-    profile = models.DeviceProfile(
-        uuid=uuid, name=values['name'],
-        description=values.get('description'),
-        profile_json=json.dumps({'groups': values['groups']}))
-    session = context.session
-    for column, error in (('name', exception.DuplicateDeviceProfileName),
-                          ('uuid', exception.DuplicateDeviceProfileUUID)):
-        value = getattr(profile, column)
-        if session.execute(sa.select(_DP.c.id).where(
-                _DP.c[column] == value)).first() is not None:
-            raise error(**{column: value})
-    session.add(profile)
-    try:
-        session.flush()
-    except db_exc.DBDuplicateEntry as e:
-        if 'uuid' in (e.columns or []):
-            raise exception.DuplicateDeviceProfileUUID(uuid=uuid)
-        raise exception.DuplicateDeviceProfileName(name=values['name'])
-    return device_profile_get(context, uuid=uuid)
-
-
-@writer
-def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
-    """Delete several profiles atomically.
-
-    ``idents`` are ("uuid" | "name", value) pairs. Nothing is deleted
-    unless every profile exists and no accelerator request uses it.
-    """
-    session = context.session
-    ids = []
-    for key, value in idents:
-        row = session.execute(
-            sa.select(_DP.c.id, _DP.c.name).where(_DP.c[key] == value)
-            .with_for_update()).first()
-        if row is None:
-            raise exception.DeviceProfileNotFound(key=key, value=value)
-        in_use = session.execute(
-            sa.select(sa.func.count()).select_from(_ARQ).where(
-                _ARQ.c.device_profile_id == row.id)).scalar()
-        if in_use:
-            raise exception.DeviceProfileInUse(name=row.name, count=in_use)
-        ids.append(row.id)
-    if ids:
-        session.execute(sa.delete(_DP).where(_DP.c.id.in_(ids)))
-
-
-# Services
-
-_SERVICES = models.Service.__table__
-
-
-@writer
-def service_heartbeat(context, host: str, binary: str, now) -> None:
-    """Record that ``binary`` on ``host`` is alive at ``now``."""
-    session = context.session
-    updated = session.execute(
-        sa.update(_SERVICES)
-        .where(_SERVICES.c.host == host, _SERVICES.c.binary == binary)
-        .values(last_seen_up=now, updated_at=now)).rowcount
-    if updated:
-        return
-    try:
-        with session.begin_nested():
-            session.execute(sa.insert(_SERVICES).values(
-                host=host, binary=binary, last_seen_up=now, created_at=now))
-    except db_exc.DBDuplicateEntry:
-        # Another process registered the same service meanwhile.
-        pass
-
-
-@main_context_manager.reader
-def service_list(context) -> list[dict[str, Any]]:
-    query = sa.select(_SERVICES).order_by(_SERVICES.c.id)
-    return [dict(row._mapping) for row in context.session.execute(query)]

@@ -10,17 +10,23 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Accelerator requests in the database.
+"""Accelerator requests and the attach handles they claim, in the
+database.
 
 Reads serve the API (one query per list, joined with the device profile
 and attach handle). Writes belong to the conductor; every state change is
-a compare-and-swap against :mod:`cyborg.common.arq_states`.
+a compare-and-swap against :mod:`cyborg.domain.arq_states`. Binding
+(:func:`bind`, :func:`finish` and the handle claim they make) is one
+transaction per call, which also queues the Nova events of the outcome
+(:mod:`cyborg.db.nova_events`); :mod:`cyborg.conductor.binding` runs the
+jobs and sends the events around them.
 
 The statements of the Nova flow are built once per shape
 (``functools.cache``) and take their values as bind parameters: building
 a SQLAlchemy statement costs several times more CPU than running it.
 """
 
+import collections
 import dataclasses
 import datetime
 import functools
@@ -28,23 +34,27 @@ import json
 import types
 from typing import Any
 
+from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base as driver_base
-from cyborg.common import arq_states as states
+from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
-from cyborg.db import models
+from cyborg.db.models import ARQS
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
+from cyborg.db.models import HANDLES
+from cyborg.db.models import PROFILES
+from cyborg.db.models import SERVICES
 from cyborg.db import nova_events
-from cyborg.objects import device_profile as dp_rules
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import device_tree
 
-ARQS = models.ExtendedAcceleratorRequest.__table__
-PROFILES = models.DeviceProfile.__table__
-HANDLES = models.AttachHandle.__table__
-DEPLOYABLES = models.Deployable.__table__
-DEVICES = models.Device.__table__
+LOG = logging.getLogger(__name__)
+
 
 _COLUMNS = [ARQS, PROFILES.c.name.label('device_profile_name'),
             HANDLES.c.uuid.label('attach_handle_uuid'),
@@ -289,14 +299,14 @@ class PreparedHandle:
 _FREE_UNPREPARED = (
     sa.update(HANDLES)
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
-           HANDLES.c.attach_type.not_in(driver_base.PREPARED_TYPES))
+           HANDLES.c.attach_type.not_in(device_tree.PREPARED_TYPES))
     .values(in_use=False, updated_at=sa.bindparam('now')))
 
 
 def release_handles(connection, rows) -> list[PreparedHandle]:
     """Free the attach handles ``rows`` hold; the prepared ones.
 
-    Prepared handles (see :func:`driver_base.needs_preparation`) stay in
+    Prepared handles (see :func:`device_tree.needs_preparation`) stay in
     use, held by no ARQ, until :func:`free_prepared` once the agent has
     released them, so nobody claims a handle whose old preparation is
     still being undone. One UPDATE when none was prepared.
@@ -312,7 +322,7 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
         return []
     connection.execute(sa.update(HANDLES).where(
         HANDLES.c.id.in_(ids),
-        HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+        HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
         .values(updated_at=now))
     return _prepared_handles(connection, HANDLES.c.id.in_(ids))
 
@@ -324,7 +334,7 @@ def _prepared_handles(connection, condition) -> list[PreparedHandle]:
              .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
              .where(condition, HANDLES.c.attach_type.in_(
-                 driver_base.PREPARED_TYPES))
+                 device_tree.PREPARED_TYPES))
              .order_by(HANDLES.c.id))
     return [PreparedHandle(row.id, row.uuid, row.attach_type,
                            json.loads(row.attach_info), row.hostname,
@@ -360,7 +370,7 @@ def claim_unreleased(context, older_than: datetime.datetime,
     connection = context.connection
     stale = sa.and_(HANDLES.c.in_use == sa.true(), _unheld(),
                     HANDLES.c.updated_at < older_than,
-                    HANDLES.c.attach_type.in_(driver_base.PREPARED_TYPES))
+                    HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
     ids = [row.id for row in connection.execute(
         sa.select(HANDLES.c.id).where(stale))]
     if not ids:
@@ -450,3 +460,331 @@ def _cancel_failure_reports(connection, rows) -> None:
 
 _DELETE = sa.delete(ARQS).where(
     ARQS.c.id.in_(sa.bindparam('ids', expanding=True)))
+
+
+# Binding: one transaction per batch (see :func:`bind`) and per job's end
+# (see :func:`finish`); the conductor's Binder runs the flow around them
+# (see :mod:`cyborg.conductor.binding`).
+
+
+@dataclasses.dataclass
+class Claim:
+    """The attach handle a BindStarted ARQ's job has its agent prepare."""
+
+    arq_uuid: str
+    handle_uuid: str
+    attach_type: str
+    attach_info: dict[str, str]
+    device_host: str
+    driver: str | None
+
+
+@dataclasses.dataclass
+class Lease:
+    """Who sends the events a transaction queues, and until when others
+    must leave them alone (see :mod:`cyborg.db.nova_events`)."""
+    owner: str
+    seconds: float
+
+    def until(self, now: datetime.datetime) -> datetime.datetime:
+        return now + datetime.timedelta(seconds=self.seconds)
+
+
+@dataclasses.dataclass
+class BindOutcome:
+    """What a binding transaction leaves to do once committed: jobs to
+    run, events to send, prepared handles to release."""
+    jobs: list[str] = dataclasses.field(default_factory=list)
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    released: list[PreparedHandle] = dataclasses.field(
+        default_factory=list)
+
+
+class _Events:
+    """The Nova events of one transaction, inserted together."""
+
+    def __init__(self, connection, lease: Lease | None,
+                 repeat_until: datetime.datetime | None = None):
+        self._connection = connection
+        self._lease = lease
+        self._repeat_until = repeat_until
+        self._queued: list[tuple[str, str, str]] = []
+
+    def add(self, row, state: str) -> None:
+        if row.instance_uuid:
+            self._queued.append((row.uuid, row.instance_uuid,
+                                 states.EVENT_STATUS[state]))
+
+    def insert(self) -> list[dict[str, Any]]:
+        """Insert the events added, repeated until ``repeat_until`` if
+        given (see :mod:`cyborg.db.nova_events`)."""
+        if not self._queued:
+            return []
+        now = timeutils.utcnow()
+        owner, until = ((self._lease.owner, self._lease.until(now))
+                        if self._lease else (None, None))
+        return nova_events.enqueue_many(self._connection, self._queued, now,
+                                        owner, until,
+                                        repeat_until=self._repeat_until)
+
+
+def _fail(connection, row, target: str, reason: str, events: _Events,
+          outcome: BindOutcome) -> None:
+    """``target`` (BindFailing or BindFailed) with ``reason``; releases
+    any claimed handle."""
+    outcome.released += release_handles(connection, [row])
+    swap(connection, row, target,
+                dict(bind_error=reason, attach_handle_id=None,
+                     deployable_id=None))
+    events.add(row, target)
+    LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
+
+
+# The hot statements of binding, built once (see the module docstring).
+
+# A resource provider's deployable and the names of the host it may be
+# bound on: its device's host, and that agent's compute node provider
+# (Nova binds to the node name, which may differ from the host name).
+_DEPLOYABLE_HOSTS = (
+    sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname, SERVICES.c.rp_name)
+    .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+    .outerjoin(SERVICES, sa.and_(SERVICES.c.host == DEVICES.c.hostname,
+                                 SERVICES.c.binary
+                                 == constants.BINARY_AGENT)))
+_DEPLOYABLE_ON_HOST = (
+    _DEPLOYABLE_HOSTS.with_only_columns(DEPLOYABLES.c.id)
+    .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid'),
+           sa.or_(DEVICES.c.hostname == sa.bindparam('hostname'),
+                  SERVICES.c.rp_name == sa.bindparam('hostname'))))
+# Free handles of that deployable if it is on that host. Only
+# attach_handles is in FROM, so only handles are locked (MariaDB has no
+# FOR UPDATE OF; a locked deployable row would hide every handle).
+_FREE_HANDLES = (
+    sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
+              HANDLES.c.attach_info, HANDLES.c.deployable_id)
+    .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE_ON_HOST),
+           HANDLES.c.in_use == sa.false())
+    .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
+    .with_for_update(skip_locked=True))
+# MySQL/MariaDB: the same, unordered. InnoDB reads (and locks, until the
+# transaction ends) every free handle of the deployable to sort them
+# before the LIMIT, so a concurrent bind to that deployable would skip
+# them all and, its retries spent, answer 409 with handles free; an
+# unordered scan stops at the handles it takes.
+_FREE_HANDLES_UNORDERED = _FREE_HANDLES.order_by(None)
+_UNORDERED_CLAIM_DIALECTS = ('mysql', 'mariadb')
+# The handles free as last committed, locked or not (by a concurrent
+# bind that may yet give them back).
+_FREE_COUNT = (
+    sa.select(sa.func.count()).select_from(HANDLES)
+    .where(HANDLES.c.deployable_id == sa.bindparam('deployable_id'),
+           HANDLES.c.in_use == sa.false()))
+_TAKE_HANDLES = (
+    db_api.by_primary_key(sa.update(HANDLES))
+    .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
+           HANDLES.c.in_use == sa.false())
+    .values(in_use=True, updated_at=sa.bindparam('now')))
+
+
+def _too_few(connection, rp_uuid: str, hostname: str, count: int,
+             found: int) -> Exception:
+    """Why only ``found`` of ``count`` handles of ``rp_uuid`` on
+    ``hostname`` could be claimed, as the exception to raise: no such
+    deployable (404), one on another host (400), too few free handles
+    (409), or handles locked by a concurrent bind (start again)."""
+    deployable = connection.execute(
+        _DEPLOYABLE_HOSTS.where(DEPLOYABLES.c.rp_uuid == rp_uuid)).first()
+    if deployable is None:
+        return exception.DeployableNotFound(rp_uuid=rp_uuid)
+    if hostname not in (deployable.hostname, deployable.rp_name):
+        return exception.DeployableNotOnHost(
+            rp_uuid=rp_uuid, host=deployable.hostname, hostname=hostname)
+    unlocked = connection.execute(
+        _FREE_COUNT, {'deployable_id': deployable.id}).scalar()
+    too_few = exception.NoFreeAttachHandles(
+        rp_uuid=rp_uuid, free=min(unlocked, found), wanted=count)
+    if unlocked >= count:
+        return db_api.RetryRequest('attach handles of %s locked by a '
+                                   'concurrent bind' % rp_uuid, too_few)
+    return too_few
+
+
+def _claim_free(connection, rp_uuid: str, hostname: str,
+                count: int) -> list:
+    """Claim ``count`` free handles of the deployable of resource
+    provider ``rp_uuid`` on host ``hostname``; the handles (with their
+    ``deployable_id``).
+
+    Handles locked by another binding transaction are skipped, not
+    waited for. Too few raises what :func:`_too_few` finds; so does an
+    UPDATE that finds a handle taken (only SQLite, which has no row locks
+    and serialises writers instead): the transaction starts again.
+    """
+    query = (_FREE_HANDLES_UNORDERED
+             if connection.dialect.name in _UNORDERED_CLAIM_DIALECTS
+             else _FREE_HANDLES)
+    free = list(connection.execute(query, {
+        'rp_uuid': rp_uuid, 'hostname': hostname, 'count': count}))
+    if len(free) < count:
+        raise _too_few(connection, rp_uuid, hostname, count, len(free))
+    taken = connection.execute(_TAKE_HANDLES, {
+        'ids': [h.id for h in free], 'now': timeutils.utcnow()}).rowcount
+    if taken != len(free):
+        raise db_api.RetryRequest(
+            'attach handles claimed concurrently',
+            exception.NoFreeAttachHandles(rp_uuid=rp_uuid, free=taken,
+                                          wanted=count))
+    return free
+
+
+def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
+                        events: _Events, outcome: BindOutcome) -> None:
+    """Start the binds ``starts`` ((row, BindStarted values) pairs) to
+    ``rp_uuid``'s deployable on ``hostname``: one UPDATE per ARQ, to its
+    outcome.
+
+    An ARQ whose handle needs no preparation is Bound at once, passing
+    through BindStarted in this transaction; one whose handle must be
+    prepared stays BindStarted for a job. A provider that is no
+    deployable on that host, or too few free handles, raises.
+    """
+    handles = _claim_free(connection, rp_uuid, hostname, len(starts))
+    for (row, values), handle in zip(starts, handles, strict=True):
+        held = dict(values, attach_handle_id=handle.id,
+                    deployable_id=handle.deployable_id)
+        if device_tree.needs_preparation(handle.attach_type):
+            swap(connection, row, states.BIND_STARTED, held)
+            outcome.jobs.append(row.uuid)
+        else:
+            swap(connection, row, states.BOUND, held,
+                        via=states.BIND_STARTED)
+            events.add(row, states.BOUND)
+
+
+@db_api.retrying_writer
+def bind(context, bindings: dict[str, dict[str, str]],
+         project_id: str | None, owner: str,
+         lease: Lease | None = None) -> BindOutcome:
+    """Bind ARQs, all or none: a check that fails raises its 4xx and
+    changes nothing (see the module docstring).
+
+    ``bindings`` maps ARQ uuid to {hostname, device_rp_uuid,
+    instance_uuid[, project_id]}. Returns the ARQs left to a job and the
+    events queued (leased per ``lease``; unleased without one).
+    """
+    connection = context.connection
+    rows = lock(connection, list(bindings), project_id,
+                       BIND_COLUMNS)
+    by_target = collections.defaultdict(list)
+    for row, values in binds_to_start(rows, bindings, owner,
+                                             timeutils.utcnow()):
+        by_target[values['device_rp_uuid'],
+                  values['hostname']].append((row, values))
+    events = _Events(connection, lease)
+    outcome = BindOutcome()
+    for (rp_uuid, hostname), group in by_target.items():
+        _bind_to_deployable(connection, group, rp_uuid, hostname, events,
+                            outcome)
+    outcome.events = events.insert()
+    return outcome
+
+
+def _lock_binding(connection, uuid: str):
+    rows = lock_rows(connection, None, uuid=uuid)
+    if not rows or rows[0].state != states.BIND_STARTED:
+        return None
+    return rows[0]
+
+
+@db_api.main_context_manager.reader.connection
+def job_claim(context, uuid: str) -> Claim | None:
+    """The handle a BindStarted ARQ's job prepares; None if none."""
+    row = context.connection.execute(
+        sa.select(ARQS.c.uuid, HANDLES.c.uuid.label('handle_uuid'),
+                  HANDLES.c.attach_type, HANDLES.c.attach_info,
+                  DEVICES.c.hostname, DEVICES.c.driver)
+        .join(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id)
+        .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
+        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+        .where(ARQS.c.uuid == uuid,
+               ARQS.c.state == states.BIND_STARTED)).first()
+    if row is None:
+        return None
+    return Claim(row.uuid, row.handle_uuid, row.attach_type,
+                 json.loads(row.attach_info), row.hostname, row.driver)
+
+
+@db_api.connection_writer
+def finish(context, uuid: str, failure: str | None = None,
+           lease: Lease | None = None,
+           bind_timeout: int | None = None) -> BindOutcome:
+    """Bound, or on ``failure`` failed; the event queued for Nova and,
+    on failure, the prepared handle to release.
+
+    A failure within ``bind_timeout`` seconds of the bind's start makes
+    the ARQ BindFailing, its ``failed`` event repeated until then; later
+    (or without ``bind_timeout``: the sweeper) BindFailed, one event. A
+    BindStarted ARQ without a handle (nothing to prepare) fails.
+    """
+    connection = context.connection
+    outcome = BindOutcome()
+    row = _lock_binding(connection, uuid)
+    if row is None:
+        return outcome  # unbound or deleted meanwhile: handle released
+    if failure is None and row.attach_handle_id is None:
+        failure = 'The bind job found no claimed attach handle'
+    if failure is None:
+        events = _Events(connection, lease)
+        swap(connection, row, states.BOUND, {})
+        events.add(row, states.BOUND)
+    else:
+        report_until = (row.bind_started_at
+                        + datetime.timedelta(seconds=bind_timeout)
+                        if bind_timeout is not None else None)
+        if report_until is not None and report_until > timeutils.utcnow():
+            events = _Events(connection, lease, repeat_until=report_until)
+            target = states.BIND_FAILING
+        else:
+            events = _Events(connection, lease)
+            target = states.BIND_FAILED
+        _fail(connection, row, target, failure, events, outcome)
+    outcome.events = events.insert()
+    return outcome
+
+
+def _in_state(state: str, owner: str | None = None,
+              older_than: datetime.datetime | None = None):
+    """uuids of ARQs in ``state`` (of bind ``owner``, started before
+    ``older_than``)."""
+    query = sa.select(ARQS.c.uuid).where(ARQS.c.state == state)
+    if owner is not None:
+        query = query.where(ARQS.c.bind_owner == owner)
+    if older_than is not None:
+        query = query.where(ARQS.c.bind_started_at < older_than)
+    return query
+
+
+@db_api.main_context_manager.reader.connection
+def unfinished(context, owner: str | None = None,
+               older_than: datetime.datetime | None = None) -> list[str]:
+    """BindStarted ARQs of ``owner`` or started before ``older_than``."""
+    return [row.uuid for row in context.connection.execute(
+        _in_state(states.BIND_STARTED, owner, older_than))]
+
+
+@db_api.connection_writer
+def end_failures(context, older_than: datetime.datetime) -> list[str]:
+    """BindFailing ARQs whose bind started before ``older_than`` become
+    BindFailed: Nova did not act on their failure in time. Their uuids.
+    """
+    connection = context.connection
+    uuids = [row.uuid for row in connection.execute(
+        _in_state(states.BIND_FAILING, older_than=older_than))]
+    if not uuids:
+        return []
+    ended = []
+    for row in lock_rows(connection, None, uuids=uuids):
+        if row.state == states.BIND_FAILING:  # not unbound meanwhile
+            swap(connection, row, states.BIND_FAILED, {})
+            ended.append(row.uuid)
+    return ended

@@ -25,12 +25,9 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
-from cyborg.db import models
-
-DEVICES = models.Device.__table__
-DEPLOYABLES = models.Deployable.__table__
-ATTRIBUTES = models.Attribute.__table__
-HANDLES = models.AttachHandle.__table__
+from cyborg.db.models import ATTRIBUTES
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
 
 
 def _page(query, table, sort_key: str | None, sort_dir: str | None,
@@ -74,17 +71,18 @@ def device_get(context, uuid: str) -> dict[str, Any]:
     return dict(row._mapping)
 
 
-@db_api.writer
+@db_api.connection_writer
 def device_set_status(context, uuid: str, status: str) -> dict[str, Any]:
     """Set a device's status; returns the device as it was before."""
-    session = context.session
-    row = session.execute(sa.select(DEVICES).where(
+    connection = context.connection
+    row = connection.execute(sa.select(DEVICES).where(
         DEVICES.c.uuid == uuid).with_for_update()).first()
     if row is None:
         raise _not_found('Device', 'uuid', uuid)
     if row.status != status:
-        session.execute(sa.update(DEVICES).where(DEVICES.c.id == row.id)
-                        .values(status=status, updated_at=timeutils.utcnow()))
+        connection.execute(sa.update(DEVICES).where(DEVICES.c.id == row.id)
+                           .values(status=status,
+                                   updated_at=timeutils.utcnow()))
     return dict(row._mapping)
 
 
@@ -155,17 +153,17 @@ def attribute_get(context, uuid: str) -> dict[str, Any]:
     return dict(row._mapping)
 
 
-@db_api.writer
+@db_api.connection_writer
 def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
-    session = context.session
-    deployable = session.execute(sa.select(DEPLOYABLES.c.id).where(
+    connection = context.connection
+    deployable = connection.execute(sa.select(DEPLOYABLES.c.id).where(
         DEPLOYABLES.c.id == values['deployable_id'])).first()
     if deployable is None:
         raise _not_found('Deployable', 'id', values['deployable_id'])
     uuid = values.get('uuid') or uuidutils.generate_uuid()
     try:
-        with session.begin_nested():
-            session.execute(sa.insert(ATTRIBUTES).values(
+        with connection.begin_nested():
+            connection.execute(sa.insert(ATTRIBUTES).values(
                 uuid=uuid, deployable_id=values['deployable_id'],
                 key=values['key'], value=values['value'],
                 created_at=timeutils.utcnow()))
@@ -174,19 +172,20 @@ def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
             reason='deployable %s already has an attribute %s, or uuid %s '
                    'is taken' % (values['deployable_id'], values['key'],
                                  uuid))
-    return dict(session.execute(sa.select(ATTRIBUTES).where(
+    return dict(connection.execute(sa.select(ATTRIBUTES).where(
         ATTRIBUTES.c.uuid == uuid)).first()._mapping)
 
 
-@db_api.writer
+@db_api.connection_writer
 def attribute_delete(context, uuid: str) -> dict[str, Any]:
     """Delete an attribute; returns it."""
-    session = context.session
-    row = session.execute(sa.select(ATTRIBUTES).where(
+    connection = context.connection
+    row = connection.execute(sa.select(ATTRIBUTES).where(
         ATTRIBUTES.c.uuid == uuid)).first()
     if row is None:
         raise _not_found('Attribute', 'uuid', uuid)
-    session.execute(sa.delete(ATTRIBUTES).where(ATTRIBUTES.c.id == row.id))
+    connection.execute(sa.delete(ATTRIBUTES).where(
+        ATTRIBUTES.c.id == row.id))
     return dict(row._mapping)
 
 

@@ -31,18 +31,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cyborg.common import arq_states as states
+from cyborg.domain import arq_states as states
 from cyborg.db import api as db_api
-from cyborg.db import models
+from cyborg.db.models import ARQS
+from cyborg.db.models import ATTRIBUTES
+from cyborg.db.models import CPIDS
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
+from cyborg.db.models import HANDLES
+from cyborg.db.models import PROVIDERS
+from cyborg.db.models import SERVICES
 
-SERVICES = models.Service.__table__
-DEVICES = models.Device.__table__
-CPIDS = models.ControlpathID.__table__
-DEPLOYABLES = models.Deployable.__table__
-HANDLES = models.AttachHandle.__table__
-ATTRIBUTES = models.Attribute.__table__
-ARQS = models.ExtendedAcceleratorRequest.__table__
-PROVIDERS = models.PlacementProvider.__table__
 
 #: States of a request that is at work on its host even before it holds
 #: an attach handle there.
@@ -183,12 +182,12 @@ def host_record(context, host: str) -> HostRecord:
                                      ids['attach_handles']))
 
 
-@db_api.writer
+@db_api.connection_writer
 def delete_host(context, host: str) -> dict[str, int]:
     """Delete every row of ``host`` in one transaction; rows deleted per
     table. Raises :class:`HostInUse` (deleting nothing) if a request
     holds or binds one of its devices."""
-    connection = context.session.connection()
+    connection = context.connection
     # The agent's service row first: the lock inventory reports of the
     # host take, so none is applied while the host is deleted.
     connection.execute(sa.select(SERVICES.c.id).where(

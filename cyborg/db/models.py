@@ -300,3 +300,17 @@ class NovaEvent(Base):
     # Until when the event is sent again after Nova took or refused it
     # (a failure Nova has not acted on yet); NULL: sent once.
     repeat_until = sa.Column(DateTime, nullable=True)
+
+
+# The tables, for the SQLAlchemy Core statements of the DB API modules:
+# named here once, imported by name where they are used.
+SERVICES = Service.__table__
+DEVICES = Device.__table__
+DEPLOYABLES = Deployable.__table__
+ATTRIBUTES = Attribute.__table__
+CPIDS = ControlpathID.__table__
+HANDLES = AttachHandle.__table__
+PROFILES = DeviceProfile.__table__
+ARQS = ExtendedAcceleratorRequest.__table__
+PROVIDERS = PlacementProvider.__table__
+EVENTS = NovaEvent.__table__

@@ -36,8 +36,8 @@ the instance is gone) have ``last_error`` starting with
 :data:`REJECTED_PREFIX`. ``attempts`` counts the requests that carried the
 event.
 
-Writers go through :func:`cyborg.db.api.writer` (serialised per process
-on SQLite). Times are naive UTC datetimes
+Writers go through :func:`cyborg.db.api.connection_writer` (serialised
+per process on SQLite). Times are naive UTC datetimes
 (``oslo_utils.timeutils.utcnow()``), passed in by the caller so tests
 control the clock.
 """
@@ -51,11 +51,10 @@ from oslo_log import log as logging
 import sqlalchemy as sa
 
 from cyborg.db import api as db_api
-from cyborg.db import models
+from cyborg.db.models import EVENTS
 
 LOG = logging.getLogger(__name__)
 
-EVENTS = models.NovaEvent.__table__
 STATUSES = ('completed', 'failed')
 REJECTED_PREFIX = 'rejected: '
 

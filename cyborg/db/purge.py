@@ -38,7 +38,8 @@ import sqlalchemy as sa
 
 from cyborg.common import constants
 from cyborg.db import api as db_api
-from cyborg.db import models
+from cyborg.db.models import EVENTS
+from cyborg.db.models import SERVICES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,25 +60,21 @@ class Purgeable:
     finished: Callable[[Cutoff], sa.ColumnElement]
 
 
-_EVENTS = models.NovaEvent.__table__
-_SERVICES = models.Service.__table__
-
-
 def _events_finished(cutoff: Cutoff):
-    return sa.and_(_EVENTS.c.sent_at.is_not(None),
-                   _EVENTS.c.sent_at < cutoff.before)
+    return sa.and_(EVENTS.c.sent_at.is_not(None),
+                   EVENTS.c.sent_at < cutoff.before)
 
 
 def _conductors_gone(cutoff: Cutoff):
-    return sa.and_(_SERVICES.c.binary == constants.BINARY_CONDUCTOR,
-                   _SERVICES.c.last_seen_up < cutoff.before,
-                   _SERVICES.c.last_seen_up < cutoff.down_since)
+    return sa.and_(SERVICES.c.binary == constants.BINARY_CONDUCTOR,
+                   SERVICES.c.last_seen_up < cutoff.before,
+                   SERVICES.c.last_seen_up < cutoff.down_since)
 
 
 #: What ``purge`` deletes, in the order it deletes it.
 PURGEABLE: tuple[Purgeable, ...] = (
-    Purgeable(_EVENTS, _events_finished),
-    Purgeable(_SERVICES, _conductors_gone),
+    Purgeable(EVENTS, _events_finished),
+    Purgeable(SERVICES, _conductors_gone),
 )
 
 

@@ -33,7 +33,7 @@ from concurrent import futures
 import pytest
 import sqlalchemy as sa
 
-from cyborg.conductor import binding
+from cyborg.db import arqs as arq_db
 from tests.functional import nova_flow
 
 BIG = 'faults-big'
@@ -377,15 +377,15 @@ def test_handle_claims_skip_only_the_handles_taken(flow, clean):
     """Two binds claim handles of one device in concurrent transactions:
     the second neither waits for the first nor finds the device's other
     free handles locked; each takes handles of its own (the claim is
-    binding.py's, on this database)."""
+    cyborg/db/arqs.py's, on this database)."""
     rp = flow.devices[BIG][0].rp_uuid
     engine = sa.create_engine(flow.db_url, poolclass=sa.pool.NullPool)
     first, second = engine.connect(), engine.connect()
     first_tx, second_tx = first.begin(), second.begin()
     pool = futures.ThreadPoolExecutor(1)
     try:
-        mine = binding._claim_free(first, rp, BIG, 2)
-        theirs = pool.submit(binding._claim_free, second, rp, BIG,
+        mine = arq_db._claim_free(first, rp, BIG, 2)
+        theirs = pool.submit(arq_db._claim_free, second, rp, BIG,
                              2).result(timeout=10)
         assert len(mine) == len(theirs) == 2
         assert not {h.id for h in mine} & {h.id for h in theirs}

@@ -32,7 +32,6 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.common import exception
-from cyborg.conductor import binding
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
@@ -121,10 +120,10 @@ def test_lock_wait_timeout_is_retried(database):
             locked.set()
             release.wait(30)
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         tries.append(1)
-        connection = context.session.connection()
+        connection = context.connection
         connection.execute(sa.text(_lock_timeout_statement(connection)))
         if len(tries) == 2:
             release.set()
@@ -154,10 +153,10 @@ def test_lock_wait_timeout_every_time_raises(database):
             locked.set()
             release.wait(60)
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         tries.append(1)
-        connection = context.session.connection()
+        connection = context.connection
         connection.execute(sa.text(_lock_timeout_statement(connection)))
         _bump(connection, 'b')
 
@@ -186,10 +185,10 @@ def test_serialization_failure_is_retried(database):
     snapshot_taken = threading.Event()
     other_committed = threading.Event()
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         tries.append(1)
-        connection = context.session.connection()
+        connection = context.connection
         connection.execute(sa.text(
             'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ'))
         connection.execute(sa.select(SERVICES.c.id)).all()
@@ -266,7 +265,7 @@ def test_concurrent_arq_cycles_never_raise_database_errors(hardware):
             try:
                 arqs = arq_db.arq_create(context, 'one', None)
                 uuids = [arq['uuid'] for arq in arqs]
-                binding.bind(context, {
+                arq_db.bind(context, {
                     u: {'hostname': 'h', 'device_rp_uuid': rp,
                         'instance_uuid': instance} for u in uuids},
                     None, 'c%d' % number)

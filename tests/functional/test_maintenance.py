@@ -33,16 +33,17 @@ from oslo_config import cfg
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import embedded_placement
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.conf import fake_driver as fake_driver_conf
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import device_tree
 from tests.functional import conftest
 from tests.functional import nova_flow
 from tests.functional import servers
@@ -195,10 +196,10 @@ def synced_host(database, placement):
     db_api.configure(_DatabaseConf(database.url))
     client = placement.client()
     compute = embedded_placement.ensure_compute_node(client, host + '.node')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     context = cyborg_context.get_admin_context()
     inventory.apply_report(context, host, host + '.node', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     assert placement_sync.PlacementSync(client).sync_host(context, host)
     providers = sorted(p['uuid'] for p in client.provider_tree(compute)
                        if p['uuid'] != compute)
@@ -228,7 +229,7 @@ def _host_rows(engine, host) -> dict[str, int]:
 def _bound_arq(engine, host) -> str:
     context = cyborg_context.get_admin_context()
     profile = 'maint-%s' % uuid.uuid4().hex[:8]
-    db_api.device_profile_create(context, {
+    profiles_db.device_profile_create(context, {
         'name': profile, 'groups': [{'resources:FPGA': '1'}]})
     arq = arqs.arq_create(context, profile, 'project')[0]
     with engine.begin() as connection:

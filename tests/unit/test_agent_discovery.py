@@ -22,6 +22,7 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.agent import discovery
 from cyborg.common import exception
+from cyborg.domain import device_tree
 
 
 class Broken(base.AcceleratorDriver):
@@ -92,10 +93,10 @@ def test_digest_changes_with_the_tree_only(conf):
     finder = discovery.Discovery(
         'h1', 'h1', [fake.FakeDriver(conf)], mock.Mock()
     )
-    first = base.tree_digest(finder.collect()[0])
-    assert first == base.tree_digest(finder.collect()[0])
+    first = device_tree.tree_digest(finder.collect()[0])
+    assert first == device_tree.tree_digest(finder.collect()[0])
     conf.set_override('num_devices', 2, group='fake_driver')
-    assert first != base.tree_digest(finder.collect()[0])
+    assert first != device_tree.tree_digest(finder.collect()[0])
     conf.clear_override('num_devices', group='fake_driver')
 
 

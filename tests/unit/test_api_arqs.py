@@ -26,7 +26,7 @@ import sqlalchemy as sa
 import webob
 
 from cyborg.api import app as api_app
-from cyborg.common import arq_states as states
+from cyborg.domain import arq_states as states
 from cyborg.common import exception
 from cyborg.db import models
 
@@ -208,7 +208,7 @@ def test_view_in_each_state(app, database, seed):
             number,
             state=state,
             instance=INSTANCE if bound_like else None,
-            handle={states.BOUND: 0, states.UNBIND_FAILED: 1}.get(state),
+            handle={states.BOUND: 0, states.BIND_FAILING: 1}.get(state),
         )
     response = _request(app, 'GET', PATH)
     assert response.status_int == 200
@@ -245,8 +245,8 @@ def test_view_in_each_state(app, database, seed):
     for state, arq in arqs.items():
         if state == states.BOUND:
             continue
-        # Even with a handle still attached (UnbindFailed), only a Bound
-        # ARQ shows one.
+        # Even with a handle still attached (BindFailing: prepared, not
+        # released yet), only a Bound ARQ shows one.
         assert arq['attach_handle_type'] == ''
         assert arq['attach_handle_uuid'] is None
         assert arq['attach_handle_info'] == {}

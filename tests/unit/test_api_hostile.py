@@ -34,20 +34,20 @@ import pytest
 import sqlalchemy as sa
 import webob
 
+from cyborg.accelerator.drivers.fake import driver as fake_driver
 from cyborg.api import app as api_app
 from cyborg.api.controllers import root
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
 from cyborg.api import validation
-from cyborg.accelerator.drivers import base as driver_base
-from cyborg.accelerator.drivers.fake import driver as fake_driver
 from cyborg.conductor import binding
-from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import api as db_api
 from cyborg.db import hardware
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import device_tree
 from tests.unit import conftest
 from tests.unit import fakes
 
@@ -316,9 +316,9 @@ def _inventory(conf) -> dict:
     """The fake driver's device on host1; the deployable's row."""
     context = conftest.make_context(roles=('admin',))
     conf.set_override('handle_type', 'PCI', group='fake_driver')
-    wire = driver_base.tree_to_wire(fake_driver.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake_driver.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1', wire,
-                           driver_base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     return hardware.deployable_list(context)[0]
 
 

@@ -38,7 +38,7 @@ import webob
 from cyborg.api import app as api_app
 from cyborg.api.controllers import root
 from cyborg.api.controllers import routing
-from cyborg.common import arq_states as states
+from cyborg.domain import arq_states as states
 from cyborg.common import exception
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api

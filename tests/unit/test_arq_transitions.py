@@ -11,7 +11,7 @@
 # under the License.
 
 """Every transition of the ARQ state table, allowed and refused: at the
-level of :mod:`cyborg.common.arq_states`, and through the database
+level of :mod:`cyborg.domain.arq_states`, and through the database
 functions that drive each one, on each database.
 
 The expected transitions are written out here, not read from the
@@ -24,11 +24,10 @@ import itertools
 import pytest
 import sqlalchemy as sa
 
-from cyborg.common import arq_states as states
+from cyborg.domain import arq_states as states
 from cyborg.common import exception
-from cyborg.conductor import binding
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from tests.unit import test_binding
 
@@ -36,11 +35,11 @@ INSTANCE = test_binding.INSTANCE
 OTHER_INSTANCE = test_binding.OTHER_INSTANCE
 
 (INITIAL, BIND_STARTED, BOUND, BIND_FAILING, BIND_FAILED, UNBOUND,
- UNBIND_FAILED, DELETING) = (
+ DELETING) = (
     'Initial', 'BindStarted', 'Bound', 'BindFailing', 'BindFailed',
-    'Unbound', 'UnbindFailed', 'Deleting')
+    'Unbound', 'Deleting')
 ALL = (INITIAL, BIND_STARTED, BOUND, BIND_FAILING, BIND_FAILED, UNBOUND,
-       UNBIND_FAILED, DELETING)
+       DELETING)
 
 # (from, to) pairs the state machine allows; every other pair is refused.
 ALLOWED = {
@@ -49,8 +48,6 @@ ALLOWED = {
     (BIND_STARTED, BIND_FAILING),
     (BIND_STARTED, BIND_FAILED), (BIND_FAILING, BIND_FAILED),
     *((source, UNBOUND) for source in ALL if source != DELETING),
-    (BOUND, UNBIND_FAILED), (BIND_FAILED, UNBIND_FAILED),
-    (BIND_STARTED, UNBIND_FAILED),
     *((source, DELETING) for source in ALL if source != DELETING),
 }
 
@@ -84,7 +81,7 @@ def test_nothing_enters_initial():
 def hosts(database, admin_context, conf):
     """host1: one device of 4 PCI handles; host2: one of 4 MDEV handles
     (bound by a job). Their rp uuids."""
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     pci = test_binding._report(admin_context, conf, 'host1', 'PCI')
     mdev = test_binding._report(admin_context, conf, 'host2', 'MDEV')
@@ -92,14 +89,14 @@ def hosts(database, admin_context, conf):
 
 
 def _bind(context, uuid, rp, host, instance=INSTANCE):
-    return binding.bind(context, {uuid: {
+    return arq_db.bind(context, {uuid: {
         'hostname': host, 'device_rp_uuid': rp, 'instance_uuid': instance}},
         None, 'cond1')
 
 
 def _set_state(engine, uuid, state):
-    """A state no flow persists (UnbindFailed: no agent reports it yet;
-    Deleting: only inside a delete's transaction) is written as is."""
+    """A state no flow persists (Deleting: only inside a delete's
+    transaction) is written as is."""
     with engine.begin() as connection:
         connection.execute(sa.update(models.ExtendedAcceleratorRequest
                                      .__table__)
@@ -114,14 +111,14 @@ def _arq_in(state, context, engine, hosts):
     if state in (BIND_STARTED, BIND_FAILING, BIND_FAILED):
         assert _bind(context, uuid, mdev, 'host2').jobs == [uuid]
         if state == BIND_FAILING:
-            binding.finish(context, uuid, 'no mdev', bind_timeout=600)
+            arq_db.finish(context, uuid, 'no mdev', bind_timeout=600)
         elif state == BIND_FAILED:
-            binding.finish(context, uuid, 'no mdev')
-    elif state in (BOUND, UNBOUND, UNBIND_FAILED):
+            arq_db.finish(context, uuid, 'no mdev')
+    elif state in (BOUND, UNBOUND):
         _bind(context, uuid, pci, 'host1')
         if state == UNBOUND:
             arq_db.arq_unbind(context, [uuid], None)
-    if state in (UNBIND_FAILED, DELETING):
+    if state == DELETING:
         _set_state(engine, uuid, state)
     assert _state(context, uuid) == state
     return uuid
@@ -159,12 +156,12 @@ OPERATIONS = {
         context, [uuid], None),
     'delete': lambda context, uuid, hosts: arq_db.arq_delete(
         context, [uuid], None, None),
-    'job done': lambda context, uuid, hosts: binding.finish(context, uuid),
-    'job failed': lambda context, uuid, hosts: binding.finish(
+    'job done': lambda context, uuid, hosts: arq_db.finish(context, uuid),
+    'job failed': lambda context, uuid, hosts: arq_db.finish(
         context, uuid, 'no mdev', bind_timeout=600),
-    'job timed out': lambda context, uuid, hosts: binding.finish(
+    'job timed out': lambda context, uuid, hosts: arq_db.finish(
         context, uuid, 'timed out'),
-    'failure ends': lambda context, uuid, hosts: binding.end_failures(
+    'failure ends': lambda context, uuid, hosts: arq_db.end_failures(
         context, FAR),
 }
 
@@ -187,9 +184,6 @@ EXPECTED = {
     UNBOUND: {'bind': BOUND, 'unbind': 'ignored', 'delete': None,
               'job done': 'ignored', 'job failed': 'ignored',
               'job timed out': 'ignored', 'failure ends': 'ignored'},
-    UNBIND_FAILED: {'bind': 'refused', 'unbind': UNBOUND, 'delete': None,
-                    'job done': 'ignored', 'job failed': 'ignored',
-                    'job timed out': 'ignored', 'failure ends': 'ignored'},
     # Deleting is never committed; a delete finishes one, and nothing
     # else may move it.
     DELETING: {'bind': 'refused', 'unbind': 'refused', 'delete': None,

@@ -19,37 +19,38 @@ import pytest
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.common import arq_states as states
 from cyborg.common import exception
 from cyborg.conductor import binding
-from cyborg.conductor import inventory
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hardware
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_tree
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 OTHER_INSTANCE = '11111111-2222-4333-8444-555555555555'
-LEASE = binding.Lease('cond1', 30)
+LEASE = arq_db.Lease('cond1', 30)
 
 
 def _report(context, conf, host, handle_type):
     conf.set_override('handle_type', handle_type, group='fake_driver')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, host, host, wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     return next(d['rp_uuid'] for d in hardware.deployable_list(context)
                 if hardware.deployable_host(context, d['id']) == host)
 
 
 @pytest.fixture
 def profiles(database, admin_context):
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'two', 'groups': [{'resources:FPGA': '1'},
                                   {'resources:FPGA': '1'}]})
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'five', 'groups': [{'resources:FPGA': '5'}]})
 
 
@@ -126,7 +127,7 @@ def _handles_in_use(engine):
 
 
 def _bind(context, arqs, rp, **kwargs):
-    return binding.bind(context, _bindings(arqs, rp, **kwargs), None,
+    return arq_db.bind(context, _bindings(arqs, rp, **kwargs), None,
                         'cond1', LEASE)
 
 
@@ -193,7 +194,7 @@ def test_bind_without_preparation_is_one_transaction(host, admin_context,
 def test_events_without_a_lease_are_due_for_anyone(host, admin_context,
                                                    database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    outcome = binding.bind(admin_context, _bindings(arqs, host), None,
+    outcome = arq_db.bind(admin_context, _bindings(arqs, host), None,
                            'cond1')
     assert [e['claimed_by'] for e in outcome.events] == [None, None]
 
@@ -214,7 +215,7 @@ def test_batch_is_all_or_nothing(host, admin_context, database):
     _bind(admin_context, first[:1], host)
     second = arq_db.arq_create(admin_context, 'two', 'p1')
     with pytest.raises(exception.ARQBadState):
-        binding.bind(admin_context,
+        arq_db.bind(admin_context,
                      dict(_bindings(second, host),
                           **_bindings(first[:1], host,
                                       instance=OTHER_INSTANCE)),
@@ -260,9 +261,9 @@ def test_the_compute_node_name_is_the_host_too(profiles, admin_context,
     """Nova binds to its node name, which may differ from the agent's
     host: the compute node provider the agent reports under."""
     conf.set_override('handle_type', 'PCI', group='fake_driver')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(admin_context, 'host3', 'node3.example', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
     rp = hardware.deployable_list(admin_context)[0]['rp_uuid']
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     _bind(admin_context, arqs, rp, host='node3.example')
@@ -297,7 +298,7 @@ def test_one_refused_provider_refuses_the_whole_request(
     bindings.update(_bindings(arqs[1:], 'aaaaaaaa-bbbb-4ccc-8ddd-'
                                         'eeeeeeeeeeee'))
     with pytest.raises(exception.DeployableNotFound):
-        binding.bind(admin_context, bindings, None, 'cond1', LEASE)
+        arq_db.bind(admin_context, bindings, None, 'cond1', LEASE)
     _unchanged(admin_context, database, arqs)
 
 
@@ -371,10 +372,10 @@ def test_handles_only_locked_by_another_bind_start_again(host,
     ends in the 409 if it never gets them; really too few is a 409."""
     with db_api.main_context_manager.writer.using(admin_context) as session:
         connection = session.connection()
-        again = binding._too_few(connection, host, 'host1', 2, 0)
+        again = arq_db._too_few(connection, host, 'host1', 2, 0)
         assert isinstance(again, db_api.RetryRequest)
         assert isinstance(again.inner_exc, exception.NoFreeAttachHandles)
-        refused = binding._too_few(connection, host, 'host1', 5, 3)
+        refused = arq_db._too_few(connection, host, 'host1', 5, 3)
         assert isinstance(refused, exception.NoFreeAttachHandles)
         assert 'has 3 free attach handle(s); 5 ARQ(s)' in str(refused)
 
@@ -435,7 +436,7 @@ def test_other_projects_are_invisible(host, admin_context):
     with pytest.raises(exception.ARQNotFound):
         arq_db.arq_get(admin_context, arqs[0]['uuid'], 'p2')
     with pytest.raises(exception.ARQNotFound):
-        binding.bind(admin_context, _bindings(arqs, host), 'p2', 'cond1')
+        arq_db.bind(admin_context, _bindings(arqs, host), 'p2', 'cond1')
     with pytest.raises(exception.ARQNotFound):
         arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], 'p2')
     with pytest.raises(exception.ARQNotFound):
@@ -512,7 +513,7 @@ def test_prepared_handles_stay_in_use_until_released(
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     outcome = _bind(admin_context, arqs, mdev_host, host='host2')
     for uuid in outcome.jobs:
-        binding.finish(admin_context, uuid)
+        arq_db.finish(admin_context, uuid)
     held = arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None)
     assert [(h.attach_type, h.host, h.driver) for h in held] == [
         ('MDEV', 'host2', 'fake_driver')]
@@ -680,7 +681,7 @@ def test_sweeper_ends_failures_nova_did_not_act_on(mdev_host, admin_context,
 def test_sweeper_fails_stale_jobs(mdev_host, admin_context, binder,
                                   recorder, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    binding.bind(admin_context, _bindings(arqs[:1], mdev_host, host='host2'),
+    arq_db.bind(admin_context, _bindings(arqs[:1], mdev_host, host='host2'),
                  None, 'dead-conductor')
     old = datetime.datetime(2020, 1, 1)
     with database.begin() as connection:

@@ -17,13 +17,15 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
+from cyborg.db import services as services_db
 
 GROUPS = [{'resources:FPGA': '1', 'trait:CUSTOM_A': 'required'}]
 
 
 def _create(context, name, **values):
-    return db_api.device_profile_create(
+    return profiles_db.device_profile_create(
         context, dict(name=name, groups=GROUPS, **values)
     )
 
@@ -31,9 +33,9 @@ def _create(context, name, **values):
 def test_create_and_read(database, admin_context):
     created = _create(admin_context, 'dp1', description='d')
     assert created['groups'] == GROUPS
-    assert db_api.device_profile_get(admin_context, name='dp1') == created
+    assert profiles_db.device_profile_get(admin_context, name='dp1') == created
     assert (
-        db_api.device_profile_get(admin_context, uuid=created['uuid'])
+        profiles_db.device_profile_get(admin_context, uuid=created['uuid'])
         == created
     )
 
@@ -41,16 +43,18 @@ def test_create_and_read(database, admin_context):
 def test_list_keeps_id_order_and_filters(database, admin_context):
     for name in ('b', 'a', 'c'):
         _create(admin_context, name)
-    assert [p['name'] for p in db_api.device_profile_list(admin_context)] == [
+    assert [p['name'] for p in profiles_db.device_profile_list(
+        admin_context)] == [
         'b',
         'a',
         'c',
     ]
     assert [
         p['name']
-        for p in db_api.device_profile_list(admin_context, ['c', 'b', 'zz'])
+        for p in profiles_db.device_profile_list(admin_context,
+                                                 ['c', 'b', 'zz'])
     ] == ['b', 'c']
-    assert db_api.device_profile_list(admin_context, []) == []
+    assert profiles_db.device_profile_list(admin_context, []) == []
 
 
 def test_duplicates_conflict(database, admin_context):
@@ -59,12 +63,12 @@ def test_duplicates_conflict(database, admin_context):
         _create(admin_context, 'dp1')
     with pytest.raises(exception.DuplicateDeviceProfileUUID):
         _create(admin_context, 'dp2', uuid=first['uuid'])
-    assert len(db_api.device_profile_list(admin_context)) == 1
+    assert len(profiles_db.device_profile_list(admin_context)) == 1
 
 
 def test_missing_profile(database, admin_context):
     with pytest.raises(exception.DeviceProfileNotFound) as error:
-        db_api.device_profile_get(admin_context, name='nope')
+        profiles_db.device_profile_get(admin_context, name='nope')
     assert str(error.value) == 'Device Profile not found with name=nope'
 
 
@@ -72,12 +76,13 @@ def test_delete_is_atomic(database, admin_context):
     _create(admin_context, 'a')
     _create(admin_context, 'b')
     with pytest.raises(exception.DeviceProfileNotFound):
-        db_api.device_profile_delete(
+        profiles_db.device_profile_delete(
             admin_context, [('name', 'a'), ('name', 'missing')]
         )
-    assert len(db_api.device_profile_list(admin_context)) == 2
-    db_api.device_profile_delete(admin_context, [('name', 'a'), ('name', 'b')])
-    assert db_api.device_profile_list(admin_context) == []
+    assert len(profiles_db.device_profile_list(admin_context)) == 2
+    profiles_db.device_profile_delete(admin_context,
+                                      [('name', 'a'), ('name', 'b')])
+    assert profiles_db.device_profile_list(admin_context) == []
 
 
 def test_delete_refuses_profile_in_use(database, admin_context):
@@ -92,20 +97,20 @@ def test_delete_refuses_profile_in_use(database, admin_context):
             )
         )
     with pytest.raises(exception.DeviceProfileInUse) as error:
-        db_api.device_profile_delete(
+        profiles_db.device_profile_delete(
             admin_context, [('uuid', profile['uuid'])]
         )
     assert error.value.code == 409
-    assert len(db_api.device_profile_list(admin_context)) == 1
+    assert len(profiles_db.device_profile_list(admin_context)) == 1
 
 
 def test_service_heartbeat_upserts(database, admin_context):
     first = datetime.datetime(2026, 1, 1)
     later = datetime.datetime(2026, 1, 2)
-    db_api.service_heartbeat(admin_context, 'h1', 'cyborg-agent', first)
-    db_api.service_heartbeat(admin_context, 'h1', 'cyborg-agent', later)
-    db_api.service_heartbeat(admin_context, 'h2', 'cyborg-agent', first)
-    services = db_api.service_list(admin_context)
+    services_db.service_heartbeat(admin_context, 'h1', 'cyborg-agent', first)
+    services_db.service_heartbeat(admin_context, 'h1', 'cyborg-agent', later)
+    services_db.service_heartbeat(admin_context, 'h2', 'cyborg-agent', first)
+    services = services_db.service_list(admin_context)
     assert [(s['host'], s['last_seen_up']) for s in services] == [
         ('h1', later),
         ('h2', first),

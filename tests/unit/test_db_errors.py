@@ -40,6 +40,7 @@ from cyborg.conductor import rpcapi
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import errors as db_errors
 from cyborg.db import models
 
 SERVICES = models.Service.__table__
@@ -128,8 +129,7 @@ def test_deadlock_is_retried_then_succeeds(database):
         assert list(hosts) == ['h2']
 
 
-@pytest.mark.parametrize('decorator', [db_api.writer,
-                                       db_api.connection_writer,
+@pytest.mark.parametrize('decorator', [db_api.connection_writer,
                                        db_api.retrying_writer])
 def test_deadlock_every_time_raises_after_the_retries(database, decorator,
                                                      pauses):
@@ -153,7 +153,7 @@ def test_serialization_failure_and_lock_wait_are_retried(database):
                                      pgcode='40001')),
                db_exc.DBError(_Inner(1205, 'Lock wait timeout exceeded'))]
 
-    @db_api.writer
+    @db_api.connection_writer
     def write(context):
         if errors_:
             raise errors_.pop(0)
@@ -294,9 +294,9 @@ def test_arq_create_deadlock_every_time_is_503(manager, database, profile):
 @pytest.mark.parametrize('method, args, target', [
     ('arq_create', ('dp',), 'cyborg.db.arqs.arq_create'),
     ('device_profile_create', ({'name': 'x', 'groups': []},),
-     'cyborg.db.api.device_profile_create'),
+     'cyborg.db.device_profiles.device_profile_create'),
     ('device_profile_delete', ([['name', 'x']],),
-     'cyborg.db.api.device_profile_delete'),
+     'cyborg.db.device_profiles.device_profile_delete'),
     ('device_set_status', ('u', 'disabled'),
      'cyborg.db.hardware.device_set_status'),
     ('attribute_create', ({},), 'cyborg.db.hardware.attribute_create'),
@@ -327,7 +327,7 @@ def test_binder_database_errors_are_answers(method, args):
 
 
 def test_duplicate_message_names_the_columns(manager):
-    with mock.patch('cyborg.db.api.device_profile_create',
+    with mock.patch('cyborg.db.device_profiles.device_profile_create',
                     side_effect=db_exc.DBDuplicateEntry(['name'])):
         error = _expected_exception(lambda: manager.device_profile_create(
             cyborg_context.get_admin_context(), {}))
@@ -384,7 +384,7 @@ def test_api_read_database_error_is_503(conf, database, db_error):
      'The conductor could not be reached (MessageDeliveryFailure); nothing '
      'was changed, retry later.'),
     (exception.ServiceUnavailable(
-        reason=conductor_manager.DB_UNAVAILABLE),
+        reason=db_errors.DB_UNAVAILABLE),
      'Service is unavailable: the database is unavailable, retry later'),
     (messaging.RemoteError('DBDeadlock', 'deadlock', 'Traceback...'),
      errors.DB_UNAVAILABLE),

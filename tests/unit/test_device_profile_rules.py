@@ -13,7 +13,7 @@
 import pytest
 
 from cyborg.common import exception
-from cyborg.objects import device_profile as rules
+from cyborg.domain import device_profile as rules
 
 BITSTREAM = '0b4e8b6c-6a62-4b5b-9d3c-2a6b1b7e3f11'
 

@@ -16,8 +16,8 @@ import os
 
 import pytest
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.domain import device_tree
 
 
 def _mdev_handle(conf):
@@ -41,10 +41,10 @@ def test_prepare_creates_and_release_removes_the_mdev(conf, tmp_path):
 def test_pci_handles_need_nothing(conf, tmp_path):
     conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
     driver = fake.FakeDriver(conf)
-    driver.prepare_attach_handle(base.AttachHandle('PCI', {}), 'h-2')
+    driver.prepare_attach_handle(device_tree.AttachHandle('PCI', {}), 'h-2')
     assert os.listdir(tmp_path) == []
-    assert not base.needs_preparation('PCI')
-    assert base.needs_preparation('MDEV')
+    assert not device_tree.needs_preparation('PCI')
+    assert device_tree.needs_preparation('MDEV')
 
 
 def test_prepare_failures_by_device_address(conf, tmp_path):
@@ -74,8 +74,8 @@ def test_prepare_failures_everywhere_spare_unprepared_handles(conf,
     with pytest.raises(fake.PrepareFailed):
         driver.prepare_attach_handle(_mdev_handle(conf), 'h-3')
     # PCI handles need no preparation: nothing can fail.
-    driver.prepare_attach_handle(base.AttachHandle(
-        'PCI', base.pci_address_info('0000:10:00.1')), 'h-4')
+    driver.prepare_attach_handle(device_tree.AttachHandle(
+        'PCI', device_tree.pci_address_info('0000:10:00.1')), 'h-4')
     assert os.listdir(tmp_path) == []
 
 

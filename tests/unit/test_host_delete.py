@@ -19,16 +19,16 @@ import datetime
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
 from cyborg.cmd import manage
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
-from cyborg.db import api as db_api
 from cyborg.db import arqs
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hosts
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import device_tree
 from tests.unit.test_placement_sync import FakePlacement
 
 HOST, OTHER = 'gone-host', 'other-host'
@@ -52,11 +52,11 @@ def hosts_synced(database, conf, admin_context, placement):
     """Two hosts of two fake devices each, synced to ``placement``, whose
     agents last reported long ago."""
     conf.set_override('num_devices', 2, group='fake_driver')
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     sync = placement_sync.PlacementSync(placement)
     for host in (HOST, OTHER):
         inventory.apply_report(admin_context, host, host + '.node', wire,
-                               base.tree_digest(wire), [])
+                               device_tree.tree_digest(wire), [])
         assert sync.sync_host(admin_context, host)
     _set_heartbeat(database, LONG_AGO)
     yield
@@ -102,7 +102,7 @@ def _arq_on(engine, admin_context, state, with_handle=True, host=HOST):
     """An ARQ in ``state`` on ``host`` (holding one of its handles if
     ``with_handle``); its uuid."""
     profile = 'dp-%s-%s' % (state, with_handle)
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': profile, 'groups': [{'resources:FPGA': '1'}]})
     arq = arqs.arq_create(admin_context, profile, 'p1')[0]
     t = models
@@ -163,7 +163,7 @@ def test_delete_removes_every_row_of_the_host_only(
 
 @pytest.mark.parametrize('state,with_handle', [
     ('Bound', True), ('BindStarted', False), ('BindFailing', True),
-    ('BindFailed', True), ('UnbindFailed', True)])
+    ('BindFailed', True)])
 def test_delete_refused_while_a_request_holds_or_binds_the_host(
         database, admin_context, hosts_synced, state, with_handle):
     uuid = _arq_on(database, admin_context, state, with_handle)

@@ -15,13 +15,12 @@
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.conductor import binding
-from cyborg.conductor import inventory
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import device_tree
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 
@@ -36,8 +35,8 @@ def fake_conf(conf):
 
 
 def _report(conf):
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
-    return wire, base.tree_digest(wire)
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
+    return wire, device_tree.tree_digest(wire)
 
 
 def _count(engine, model, **filters):
@@ -95,16 +94,16 @@ def test_removed_device_is_deleted_unless_in_use(
     wire, digest = _report(fake_conf)
     _apply(admin_context, wire, digest)
     # An ARQ holds a handle of the first device.
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     arq = arq_db.arq_create(admin_context, 'one', 'p1')[0]
-    binding.bind(admin_context, {arq['uuid']: {
+    arq_db.bind(admin_context, {arq['uuid']: {
         'hostname': 'host1', 'instance_uuid': INSTANCE,
         'device_rp_uuid': inventory.provider_uuid(
             'host1', wire[0]['address'], wire[0]['deployables'][0]['name'])}},
         None, 'c1')
     assert _count(database, models.AttachHandle, in_use=True) == 1
-    summary = _apply(admin_context, [], base.tree_digest([]))
+    summary = _apply(admin_context, [], device_tree.tree_digest([]))
     assert (summary.removed, summary.kept_missing) == (1, 1)
     assert _count(database, models.Device, missing=True) == 1
     assert _count(database, models.AttachHandle) == 3

@@ -20,15 +20,14 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.common import arq_states as states
-from cyborg.conductor import binding
-from cyborg.conductor import inventory
 from cyborg.conductor import manager as conductor_manager
-from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.domain import arq_states as states
+from cyborg.domain import device_tree
 from tests.unit.test_placement_sync import FakePlacement
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
@@ -42,7 +41,7 @@ def full(conf):
     handles each."""
     conf.set_override('num_devices', 2, group='fake_driver')
     conf.set_override('accelerators_per_device', 2, group='fake_driver')
-    yield base.tree_to_wire(fake.FakeDriver(conf).discover())
+    yield device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     conf.clear_override('num_devices', group='fake_driver')
     conf.clear_override('accelerators_per_device', group='fake_driver')
 
@@ -54,7 +53,7 @@ def placement():
 
 @pytest.fixture
 def conductor(database, placement, admin_context):
-    db_api.device_profile_create(admin_context, {
+    profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     return conductor_manager.ConductorManager(
         'c1', placement_factory=lambda: placement)
@@ -62,7 +61,7 @@ def conductor(database, placement, admin_context):
 
 def _report(conductor, context, wire):
     return conductor.report_inventory(context, 'host1', 'host1.example',
-                                      wire, base.tree_digest(wire), [])
+                                      wire, device_tree.tree_digest(wire), [])
 
 
 def _rp(address):
@@ -74,7 +73,7 @@ def _rp(address):
 def _bind_one(context, address):
     """An ARQ Bound to a handle of the device at ``address``; its uuid."""
     arq = arq_db.arq_create(context, 'one', 'p1')[0]
-    binding.bind(context, {arq['uuid']: {
+    arq_db.bind(context, {arq['uuid']: {
         'hostname': 'host1', 'device_rp_uuid': _rp(address),
         'instance_uuid': INSTANCE}}, None, 'c1')
     assert arq_db.arq_get(context, arq['uuid'], None)['state'] == (
@@ -148,7 +147,7 @@ def test_a_missing_device_goes_once_released_even_if_unchanged(
     assert placement.kinds() == ['delete']
     assert set(placement.providers) == {_rp(KEPT)}
     assert inventory.report_state(admin_context, 'host1') == (
-        base.tree_digest(partial), False)
+        device_tree.tree_digest(partial), False)
     # Back to the steady state: nothing applied, nothing sent.
     placement.calls.clear()
     assert _report(conductor, admin_context, partial) == {
@@ -165,9 +164,9 @@ def test_a_missing_device_still_held_is_not_applied_again(
     partial = copy.deepcopy(full[:1])
     _report(conductor, admin_context, partial)
     assert inventory.report_state(admin_context, 'host1') == (
-        base.tree_digest(partial), False)
+        device_tree.tree_digest(partial), False)
     assert inventory.apply_report(admin_context, 'host1', 'host1.example',
-                                  partial, base.tree_digest(partial),
+                                  partial, device_tree.tree_digest(partial),
                                   []) is None
 
 

@@ -40,9 +40,9 @@ def seconds(n: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=n)
 
 
-@db_api.writer
+@db_api.connection_writer
 def _enqueue(context, items, now, status):
-    nova_events.enqueue_many(context.session, [
+    nova_events.enqueue_many(context.connection, [
         (arq, server, status) for arq, server in items], now)
 
 
@@ -304,10 +304,10 @@ def test_wake_delivers_promptly(notifier, client, admin_context):
     assert max(latencies) < 0.1, latencies
 
 
-@db_api.writer
+@db_api.connection_writer
 def _enqueue_leased(context, n, owner, now, lease_seconds):
     return nova_events.enqueue_many(
-        context.session, [(str(uuid.uuid4()), str(uuid.uuid4()),
+        context.connection, [(str(uuid.uuid4()), str(uuid.uuid4()),
                            'completed') for _ in range(n)],
         now, owner, now + seconds(lease_seconds))
 
@@ -428,9 +428,9 @@ def test_second_retry_waits_twice_as_long(database, admin_context,
     assert rows(admin_context)[0]['attempts'] == len(expected)
 
 
-@db_api.writer
+@db_api.connection_writer
 def _enqueue_repeated(context, arq, now, until):
-    nova_events.enqueue_many(context.session,
+    nova_events.enqueue_many(context.connection,
                              [(arq, str(uuid.uuid4()), 'failed')], now,
                              repeat_until=until)
 

@@ -15,14 +15,16 @@
 import pytest
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.clients import placement as placement_client
-from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
 from cyborg.db import api as db_api
 from cyborg.db import hardware
+from cyborg.db import inventory
 from cyborg.db import models
+from cyborg.db import providers as providers_db
+from cyborg.db import services as services_db
+from cyborg.domain import device_tree
 
 COMPUTE_RP = 'c0ffee00-0000-4000-8000-000000000001'
 STANDARD = {'FPGA', 'PGPU', 'OWNER_CYBORG'}
@@ -164,9 +166,9 @@ def put_sync(placement):
 
 
 def _report(context, conf):
-    wire = base.tree_to_wire(fake.FakeDriver(conf).discover())
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, 'host1', 'host1.example', wire,
-                           base.tree_digest(wire), [])
+                           device_tree.tree_digest(wire), [])
 
 
 def test_first_sync_creates_everything_once(database, admin_context,
@@ -228,12 +230,12 @@ def test_disabled_device_reserves_everything(database, admin_context,
     placement.calls.clear()
     device = hardware.device_list(admin_context, {})[0]
     hardware.device_set_status(admin_context, device['uuid'], 'maintaining')
-    placement_sync.request_sync(admin_context, 'host1')
+    services_db.request_sync(admin_context, 'host1')
     assert sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == ['get', 'inventories']
     placement.calls.clear()
     hardware.device_set_status(admin_context, device['uuid'], 'enabled')
-    placement_sync.request_sync(admin_context, 'host1')
+    services_db.request_sync(admin_context, 'host1')
     assert sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == ['inventories']  # generation known now
 
@@ -297,7 +299,7 @@ def test_unknown_compute_node_creates_nothing(database, admin_context,
     _report(admin_context, fake_conf)
     assert not sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == ['find']
-    assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
+    assert services_db.hosts_pending_sync(admin_context) == ['host1']
 
 
 def test_change_during_sync_stays_pending(database, admin_context,
@@ -306,7 +308,7 @@ def test_change_during_sync_stays_pending(database, admin_context,
     real = placement.set_traits
 
     def report_meanwhile(*args):
-        placement_sync.request_sync(admin_context, 'host1')
+        services_db.request_sync(admin_context, 'host1')
         placement.set_traits = real
         return real(*args)
 
@@ -351,7 +353,7 @@ def test_provider_left_from_before_is_adopted(database, admin_context,
     with database.begin() as connection:
         connection.execute(sa.delete(models.PlacementProvider.__table__))
     placement.calls.clear()
-    placement_sync.request_sync(admin_context, 'host1')
+    services_db.request_sync(admin_context, 'host1')
     assert sync.sync_host(admin_context, 'host1')
     assert placement.kinds() == ['create', 'get', 'traits'] * 2 + ['reshape']
     assert all(p['inventories']['FPGA']['total'] == 4
@@ -364,14 +366,14 @@ def test_concurrent_syncs_never_lose_a_change(database, admin_context,
     leave a change made meanwhile pending."""
     _report(admin_context, fake_conf)
     state = placement_sync.load_host_state(admin_context, 'host1')
-    placement_sync.request_sync(admin_context, 'host1')  # a later change
+    services_db.request_sync(admin_context, 'host1')  # a later change
     for _sync in range(2):
         with db_api.main_context_manager.writer.using(
                 admin_context) as session:
-            placement_sync._mark_synced_in(session, state.service_id,
-                                           state.sync_requested)
+            services_db.mark_synced(session, state.service_id,
+                                    state.sync_requested)
     assert inventory.report_state(admin_context, 'host1')[1] is True
-    assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
+    assert services_db.hosts_pending_sync(admin_context) == ['host1']
     assert sync.sync_host(admin_context, 'host1')
     assert inventory.report_state(admin_context, 'host1')[1] is False
 
@@ -497,7 +499,7 @@ def test_reshape_without_answer_keeps_the_rest(database, admin_context,
     with pytest.raises(placement_client.PlacementUnavailable):
         sync.sync_host(admin_context, 'host1')
     assert inventory.report_state(admin_context, 'host1')[1] is True
-    assert placement_sync.hosts_pending_sync(admin_context) == ['host1']
+    assert services_db.hosts_pending_sync(admin_context) == ['host1']
     placement.reshaper = None
     placement.calls.clear()
     assert sync.sync_host(admin_context, 'host1')
@@ -597,8 +599,8 @@ def test_rows_another_sync_recorded_are_updated(database, admin_context,
         write.created(7)
         write.inventory_written(None)
         write.traits_written(8)
-    placement_sync._save_sync(admin_context, 'host1', state.service_id,
-                              None, writes, [], None)
+    providers_db.save_sync(admin_context, state.service_id,
+                           placement_sync.sync_record('host1', writes))
     state = placement_sync.load_host_state(admin_context, 'host1')
     assert len(state.known) == 2
     assert {row.generation for row in state.known.values()} == {8}

@@ -12,7 +12,7 @@
 
 import pytest
 
-from cyborg.common import resource_names as names
+from cyborg.domain import resource_names as names
 
 
 @pytest.mark.parametrize(

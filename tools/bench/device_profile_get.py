@@ -112,9 +112,10 @@ def create_profile(workdir: str, db_url: str) -> None:
                     conf_file, 'upgrade'], check=True, capture_output=True)
     code = ('import sys; from cyborg.common import config; '
             'from cyborg.conf import CONF; from cyborg.db import api; '
+            'from cyborg.db import device_profiles; '
             'from cyborg import context; '
             'config.parse_args(["x", "--config-file", sys.argv[1]]); '
-            'api.configure(CONF); api.device_profile_create('
+            'api.configure(CONF); device_profiles.device_profile_create('
             'context.get_admin_context(), {"name": "%s", "groups": '
             '[{"resources:PGPU": "1", "trait:CUSTOM_GPU_A": "required"}]})'
             % PROFILE_NAME)

@@ -30,6 +30,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -64,20 +65,20 @@ class FakeDriver(base.AcceleratorDriver):
                 return json.load(f)
         return [{'address': _address(i)} for i in range(options.num_devices)]
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         time.sleep(self._conf.fake_driver.discover_delay)
         return [self._device(spec) for spec in self._specs()]
 
-    def _device(self, spec: dict[str, Any]) -> base.Device:
+    def _device(self, spec: dict[str, Any]) -> device_tree.Device:
         options = self._conf.fake_driver
         address = spec['address']
         handle_type = spec.get('handle_type', options.handle_type)
         count = int(spec.get('accelerators', options.accelerators_per_device))
-        health = spec.get('health', base.Health.UNHEALTHY.value
+        health = spec.get('health', device_tree.Health.UNHEALTHY.value
                           if address in options.unhealthy_devices
-                          else base.Health.HEALTHY.value)
-        pf = base.pci_address_info(address)
-        deployable = base.Deployable(
+                          else device_tree.Health.HEALTHY.value)
+        pf = device_tree.pci_address_info(address)
+        deployable = device_tree.Deployable(
             name=address.replace(':', '_').replace('.', '_'),
             num_accelerators=count,
             resource_class=spec.get('resource_class',
@@ -86,12 +87,12 @@ class FakeDriver(base.AcceleratorDriver):
             attach_handles=[self._handle(handle_type, pf, i)
                             for i in range(1, count + 1)],
             driver_name='fake')
-        return base.Device(
+        return device_tree.Device(
             type=spec.get('type', options.device_type),
             vendor=spec.get('vendor', options.vendor),
             model=spec.get('model', options.model),
             address=address,
-            controlpath_ids=[base.ControlPathID('PCI', pf)],
+            controlpath_ids=[device_tree.ControlPathID('PCI', pf)],
             deployables=[deployable],
             std_board_info={'device_id': '0xabcd', 'class': 'Fake class'},
             vendor_board_info='fake_vendor_info',
@@ -99,23 +100,24 @@ class FakeDriver(base.AcceleratorDriver):
             driver=self.name)
 
     def _handle(self, handle_type: str, pf: dict[str, str],
-                index: int) -> base.AttachHandle:
-        if handle_type == base.AttachType.MDEV.value:
+                index: int) -> device_tree.AttachHandle:
+        if handle_type == device_tree.AttachType.MDEV.value:
             info = dict(pf, asked_type=self._conf.fake_driver.mdev_type,
                         vgpu_mark='%s_%d' % (self._conf.fake_driver.mdev_type,
                                              index))
         else:
             info = dict(pf, device='%02x' % (index // 8),
                         function=str(index % 8))
-        return base.AttachHandle(attach_type=handle_type, attach_info=info)
+        return device_tree.AttachHandle(attach_type=handle_type,
+                                        attach_info=info)
 
     def _mdev_path(self, handle_uuid: str) -> str | None:
         directory = self._conf.fake_driver.mdev_dir
         return os.path.join(directory, handle_uuid) if directory else None
 
-    def prepare_attach_handle(self, handle: base.AttachHandle,
+    def prepare_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if not base.needs_preparation(handle.attach_type):
+        if not device_tree.needs_preparation(handle.attach_type):
             return
         time.sleep(self._conf.fake_driver.prepare_delay)
         failures = self._conf.fake_driver.prepare_failures
@@ -133,9 +135,9 @@ class FakeDriver(base.AcceleratorDriver):
         LOG.info('Created fake mdev %s (%s)', handle_uuid,
                  handle.attach_info.get('asked_type'))
 
-    def release_attach_handle(self, handle: base.AttachHandle,
+    def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if not base.needs_preparation(handle.attach_type):
+        if not device_tree.needs_preparation(handle.attach_type):
             return
         path = self._mdev_path(handle_uuid)
         if path is not None and os.path.exists(path):

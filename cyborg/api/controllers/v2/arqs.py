@@ -30,11 +30,11 @@ from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as schema
 from cyborg.api import validation
-from cyborg.common import arq_states as states
+from cyborg.domain import arq_states as states
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
-from cyborg.objects import device_profile as dp_rules
+from cyborg.domain import device_profile as dp_rules
 
 COLLECTION = 'accelerator_requests'
 PROJECT_ID_VERSION = (2, 1)

@@ -22,8 +22,8 @@ from cyborg.api.controllers import routing
 from cyborg.api.schemas import device_profile as schema
 from cyborg.api import validation
 from cyborg.common import exception
-from cyborg.db import api as db_api
-from cyborg.objects import device_profile as dp_rules
+from cyborg.db import device_profiles as profiles_db
+from cyborg.domain import device_profile as dp_rules
 
 COLLECTION = 'device_profiles'
 NAME_LOOKUP_VERSION = (2, 2)
@@ -70,7 +70,7 @@ def _creation_values(body) -> dict:
     values['groups'] = dp_rules.normalize_groups(
         values['groups'],
         pecan.request.conf.api.max_accelerators_per_profile)
-    # As the database stores them (db.api.device_profile_create).
+    # As the database stores them (db.device_profiles.device_profile_create).
     validation.check_text_size(json.dumps({'groups': values['groups']}),
                                'groups')
     return values
@@ -82,7 +82,7 @@ def _list_one_name(context, name: str) -> list[dict]:
     profile = cache.get(name)
     if profile is not None:
         return [profile]
-    profiles = db_api.device_profile_list(context, [name])
+    profiles = profiles_db.device_profile_list(context, [name])
     if len(profiles) == 1:
         cache.put(profiles[0])
     return profiles
@@ -103,7 +103,7 @@ class DeviceProfilesController(routing.Resource):
         if names is not None and len(names) == 1:
             profiles = _list_one_name(context, names[0])
         else:
-            profiles = db_api.device_profile_list(context, names)
+            profiles = profiles_db.device_profile_list(context, names)
         return base.render({COLLECTION: [view(p) for p in profiles]})
 
     @pecan.expose(content_type=base.JSON)
@@ -111,10 +111,10 @@ class DeviceProfilesController(routing.Resource):
         context = base.authorize('cyborg:device_profile:get_one')
         validation.check_query(base.query(), frozenset())
         if uuidutils.is_uuid_like(ident):
-            profile = db_api.device_profile_get(
+            profile = profiles_db.device_profile_get(
                 context, uuid=validation.canonical_uuid(ident))
         elif base.version_at_least(NAME_LOOKUP_VERSION):
-            profile = db_api.device_profile_get(context, name=ident)
+            profile = profiles_db.device_profile_get(context, name=ident)
         else:
             raise exception.MicroversionTooLow(version='2.2')
         return base.render({'device_profile': view(profile)})

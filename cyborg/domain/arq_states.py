@@ -35,8 +35,10 @@ refuses (422, no host yet) a ``failed`` event that arrives before its
 compute waits. A BindFailing ARQ reads as ``BindStarted`` in the API
 (:func:`shown`) while its ``failed`` event is repeated, until Nova
 unbinds or deletes it or ``[conductor] bind_timeout`` after the bind
-started, when it becomes BindFailed. ``UnbindFailed`` is reached when
-an agent cannot release a prepared handle.
+started, when it becomes BindFailed. There is no ``UnbindFailed``
+(upstream lists it but never stores it): an unbind always succeeds for
+Nova, and a prepared handle its agent cannot release at once is
+kept in use and released later by the conductor's sweeper.
 
 Every state write is a compare-and-swap on the state column against the
 allowed sources listed here, so concurrent API calls, bind jobs and
@@ -49,11 +51,10 @@ BOUND = 'Bound'
 BIND_FAILING = 'BindFailing'
 BIND_FAILED = 'BindFailed'
 UNBOUND = 'Unbound'
-UNBIND_FAILED = 'UnbindFailed'
 DELETING = 'Deleting'
 
 ALL = (INITIAL, BIND_STARTED, BOUND, BIND_FAILING, BIND_FAILED, UNBOUND,
-       UNBIND_FAILED, DELETING)
+       DELETING)
 
 # target state -> states it may be entered from
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -62,10 +63,9 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     BIND_FAILING: frozenset([BIND_STARTED]),
     BIND_FAILED: frozenset([BIND_STARTED, BIND_FAILING]),
     UNBOUND: frozenset([INITIAL, BIND_STARTED, BOUND, BIND_FAILING,
-                        BIND_FAILED, UNBOUND, UNBIND_FAILED]),
-    UNBIND_FAILED: frozenset([BOUND, BIND_FAILED, BIND_STARTED]),
+                        BIND_FAILED, UNBOUND]),
     DELETING: frozenset([INITIAL, BIND_STARTED, BOUND, BIND_FAILING,
-                         BIND_FAILED, UNBOUND, UNBIND_FAILED]),
+                         BIND_FAILED, UNBOUND]),
 }
 
 # States whose bind has an outcome Nova can act on (bind_state=resolved).

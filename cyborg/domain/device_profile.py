@@ -18,7 +18,7 @@ from typing import Any
 from oslo_utils import uuidutils
 
 from cyborg.common import exception
-from cyborg.common import resource_names
+from cyborg.domain import resource_names
 
 RESOURCES = 'resources'
 # Most accelerators one group may request (each becomes an ARQ).

@@ -1,0 +1,451 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Applying an agent's device tree to the database.
+
+A report is the whole tree of one host. An unchanged tree (same digest as
+the last one applied) costs one indexed read. A changed tree is diffed
+against the host's rows in one transaction that first locks the host's
+service row, so reports of one host are applied one at a time by any
+number of conductors. The host's rows are read with one query per table,
+and new rows are written with one or two statements per table, however
+many devices a report adds.
+
+Devices vanish from the database only when nothing holds them: a device
+that disappears while one of its attach handles is in use is kept and
+marked ``missing`` until the handle is released; the first report after
+that removes it, even a report unchanged since (see :func:`report_state`).
+Devices of a driver that failed during discovery are left as they are.
+"""
+
+import dataclasses
+import uuid as uuid_lib
+from typing import Any
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from cyborg.common import constants
+from cyborg.db import api as db_api
+from cyborg.db.models import ARQS
+from cyborg.db.models import ATTRIBUTES
+from cyborg.db.models import CPIDS
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
+from cyborg.db.models import HANDLES
+from cyborg.db.models import SERVICES
+from cyborg.db import services
+from cyborg.domain import device_tree
+
+LOG = logging.getLogger(__name__)
+
+# Namespace of the resource provider UUIDs of deployables.
+RP_NAMESPACE = uuid_lib.UUID('7c9b7e1e-1f43-4d8e-9a43-6c2f1d8e5b2a')
+
+
+def provider_uuid(host: str, address: str, deployable: str) -> str:
+    """A deployable's resource provider UUID, stable across reports."""
+    return str(uuid_lib.uuid5(RP_NAMESPACE,
+                              '%s/%s/%s' % (host, address, deployable)))
+
+
+def provider_name(host: str, deployable: str) -> str:
+    return '%s_%s' % (host, deployable)
+
+
+@dataclasses.dataclass
+class DiffSummary:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    kept_missing: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed
+                    or self.kept_missing)
+
+
+def _removal_pending(host):
+    """Whether a device of ``host`` kept ``missing`` while in use holds
+    no handle in use any more: the next report, changed or not, must be
+    applied to remove it."""
+    in_use = sa.exists().where(DEPLOYABLES.c.device_id == DEVICES.c.id,
+                               HANDLES.c.deployable_id == DEPLOYABLES.c.id,
+                               HANDLES.c.in_use == sa.true())
+    return sa.exists().where(DEVICES.c.hostname == host,
+                             DEVICES.c.missing == sa.true(), ~in_use)
+
+
+@db_api.main_context_manager.reader.connection
+def report_state(context, host: str) -> tuple[str | None, bool] | None:
+    """(digest, Placement sync pending) of the host's last report; the
+    digest is None when a released missing device waits for a report to
+    remove it, so that even an unchanged report is applied."""
+    row = context.connection.execute(
+        sa.select(SERVICES.c.report_hash, SERVICES.c.sync_requested,
+                  SERVICES.c.sync_done,
+                  _removal_pending(host).label('removal')).where(
+            SERVICES.c.host == host,
+            SERVICES.c.binary == constants.BINARY_AGENT)).first()
+    if row is None:
+        return None
+    return (None if row.removal else row.report_hash,
+            row.sync_requested > row.sync_done)
+
+
+@db_api.connection_writer
+def apply_report(context, host: str, rp_name: str,
+                 devices: list[dict[str, Any]], digest: str,
+                 failed_drivers: list[str]) -> DiffSummary | None:
+    """Apply a report; None if it was already applied (same digest) and
+    no released missing device waits for removal."""
+    connection = context.connection
+    service = services.lock_agent(connection, host)
+    if service.report_hash == digest and not connection.execute(
+            sa.select(_removal_pending(host))).scalar():
+        return None
+    summary = _HostDiff(connection, host, failed_drivers).apply(devices)
+    services.record_report(connection, service.id, digest, rp_name)
+    return summary
+
+
+def _attributes(deployable: dict[str, Any]) -> dict[str, str]:
+    """The attribute rows a reported deployable should have."""
+    values = {'rc': deployable['resource_class']}
+    for index, trait in enumerate(sorted(deployable['traits'])):
+        values['trait%d' % index] = trait
+    values.update(deployable.get('attributes') or {})
+    return values
+
+
+def _is_managed_attribute(key: str) -> bool:
+    """Keys the diff removes when unreported; others come from the API."""
+    return key == 'rc' or key.startswith('trait')
+
+
+def _board_info(value) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return device_tree.canonical_json(value)
+
+
+class _HostDiff:
+    """Diff of one host's reported tree against its rows."""
+
+    def __init__(self, connection, host: str, failed_drivers: list[str]):
+        self.connection = connection
+        self.host = host
+        self.failed_drivers = set(failed_drivers)
+        self.summary = DiffSummary()
+        self.now = timeutils.utcnow()
+        self._load()
+
+    def _rows(self, table, column, values) -> list:
+        if not values:
+            return []
+        return list(self.connection.execute(
+            sa.select(table).where(column.in_(list(values)))))
+
+    def _load(self) -> None:
+        self.devices = {row.address: row for row in self.connection.execute(
+            sa.select(DEVICES).where(DEVICES.c.hostname == self.host))}
+        device_ids = [row.id for row in self.devices.values()]
+        self.deployables = self._rows(DEPLOYABLES, DEPLOYABLES.c.device_id,
+                                      device_ids)
+        deployable_ids = [row.id for row in self.deployables]
+        self.handles = self._rows(HANDLES, HANDLES.c.deployable_id,
+                                  deployable_ids)
+        self.attributes = self._rows(ATTRIBUTES, ATTRIBUTES.c.deployable_id,
+                                     deployable_ids)
+        self.cpids = self._rows(CPIDS, CPIDS.c.device_id, device_ids)
+
+    def _children(self, rows, column: str, parent_id: int) -> list:
+        return [row for row in rows if getattr(row, column) == parent_id]
+
+    def apply(self, reported: list[dict[str, Any]]) -> DiffSummary:
+        wanted = {device['address']: device for device in reported}
+        for address, row in self.devices.items():
+            if address in wanted:
+                self._update_device(row, wanted[address])
+            elif row.driver not in self.failed_drivers:
+                self._remove_device(row)
+        self._add_devices([device for address, device in wanted.items()
+                           if address not in self.devices])
+        return self.summary
+
+    def _insert(self, table, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert rows (each with its ``uuid``) with one statement; their
+        ids, in order (read back with a second statement)."""
+        if not rows:
+            return []
+        self.connection.execute(sa.insert(table), rows)
+        ids = dict(self.connection.execute(
+            sa.select(table.c.uuid, table.c.id).where(
+                table.c.uuid.in_([row['uuid'] for row in rows]))).all())
+        return [ids[row['uuid']] for row in rows]
+
+    # Devices
+
+    def _device_values(self, device: dict[str, Any]) -> dict[str, Any]:
+        return {
+            'type': device['type'], 'vendor': device['vendor'],
+            'model': device['model'],
+            'std_board_info': _board_info(device.get('std_board_info')),
+            'vendor_board_info': _board_info(
+                device.get('vendor_board_info')),
+            'health': device.get('health') or 'healthy',
+            'driver': device.get('driver'), 'missing': False,
+        }
+
+    def _add_devices(self, devices: list[dict[str, Any]]) -> None:
+        """Add new devices and everything under them, with one statement
+        (or two) per table whatever their number."""
+        device_ids = self._insert(DEVICES, [dict(
+            self._device_values(device), uuid=uuidutils.generate_uuid(),
+            hostname=self.host, address=device['address'],
+            created_at=self.now) for device in devices])
+        cpids = [(device_id, cpid) for device, device_id
+                 in zip(devices, device_ids, strict=True)
+                 for cpid in device['controlpath_ids']]
+        cpid_ids = self._insert(CPIDS, [self._cpid_values(device_id, cpid)
+                                        for device_id, cpid in cpids])
+        first_cpid: dict[int, int] = {}
+        for (device_id, _cpid), cpid_id in zip(cpids, cpid_ids,
+                                                strict=True):
+            first_cpid.setdefault(device_id, cpid_id)
+        self._add_deployables([
+            (device_id, device['address'], first_cpid.get(device_id),
+             deployable)
+            for device, device_id in zip(devices, device_ids, strict=True)
+            for deployable in device['deployables']])
+        self.summary.added += len(devices)
+
+    def _update_device(self, row, device: dict[str, Any]) -> None:
+        values = self._device_values(device)
+        changes = {key: value for key, value in values.items()
+                   if getattr(row, key) != value}
+        if changes:
+            self.connection.execute(sa.update(DEVICES).where(
+                DEVICES.c.id == row.id).values(updated_at=self.now,
+                                               **changes))
+        changed = bool(changes)
+        cpid_ids = self._sync_cpids(row.id, device['controlpath_ids'])
+        existing = {dep.name: dep for dep in self._children(
+            self.deployables, 'device_id', row.id)}
+        wanted = {dep['name']: dep for dep in device['deployables']}
+        new = []
+        for name, deployable in wanted.items():
+            if name in existing:
+                changed |= self._update_deployable(existing[name],
+                                                   deployable, cpid_ids[0])
+            else:
+                new.append((row.id, row.address, cpid_ids[0], deployable))
+                changed = True
+        self._add_deployables(new)
+        for name, dep_row in existing.items():
+            if name not in wanted:
+                changed |= self._remove_deployable(dep_row)
+        if changed:
+            self.summary.updated += 1
+
+    def _remove_device(self, row) -> None:
+        deployables = self._children(self.deployables, 'device_id', row.id)
+        if any(handle.in_use for dep in deployables
+               for handle in self._children(self.handles, 'deployable_id',
+                                            dep.id)):
+            if not row.missing:
+                self.connection.execute(sa.update(DEVICES).where(
+                    DEVICES.c.id == row.id).values(missing=True,
+                                                   updated_at=self.now))
+                LOG.warning('Device %s of host %s vanished while in use; '
+                            'keeping it until it is released', row.address,
+                            self.host)
+            self.summary.kept_missing += 1
+            return
+        for dep in deployables:
+            self._delete_deployable(dep.id)
+        self.connection.execute(sa.delete(CPIDS).where(
+            CPIDS.c.device_id == row.id))
+        self.connection.execute(sa.delete(DEVICES).where(
+            DEVICES.c.id == row.id))
+        self.summary.removed += 1
+
+    # Control paths
+
+    def _cpid_values(self, device_id: int,
+                     cpid: dict[str, Any]) -> dict[str, Any]:
+        return dict(uuid=uuidutils.generate_uuid(), device_id=device_id,
+                    cpid_type=cpid['cpid_type'],
+                    cpid_info=device_tree.canonical_json(cpid['cpid_info']),
+                    created_at=self.now)
+
+    def _add_cpid(self, device_id: int, cpid: dict[str, Any]) -> int:
+        return self.connection.execute(sa.insert(CPIDS).values(
+            **self._cpid_values(device_id, cpid))).inserted_primary_key[0]
+
+    def _sync_cpids(self, device_id: int,
+                    wanted: list[dict[str, Any]]) -> list[int]:
+        existing = {row.cpid_info: row.id for row in self._children(
+            self.cpids, 'device_id', device_id)}
+        ids = []
+        for cpid in wanted:
+            key = device_tree.canonical_json(cpid['cpid_info'])
+            ids.append(existing.get(key) or self._add_cpid(device_id, cpid))
+        return ids
+
+    # Deployables
+
+    def _add_deployables(self, new: list[tuple[int, str, int | None,
+                                               dict[str, Any]]]) -> None:
+        """Add deployables, given as (device id, device address, control
+        path id, reported deployable), with their handles and attributes:
+        one statement (or two) per table."""
+        ids = self._insert(DEPLOYABLES, [dict(
+            uuid=uuidutils.generate_uuid(), name=deployable['name'],
+            num_accelerators=deployable['num_accelerators'],
+            device_id=device_id, driver_name=deployable.get('driver_name'),
+            rp_uuid=provider_uuid(self.host, address, deployable['name']),
+            created_at=self.now)
+            for device_id, address, _cpid, deployable in new])
+        handles, attributes = [], []
+        for (_device, _address, cpid_id, deployable), deployable_id in zip(
+                new, ids, strict=True):
+            handles += self._handle_rows(deployable_id, cpid_id,
+                                         deployable['attach_handles'])
+            attributes += self._attribute_rows(deployable_id,
+                                               _attributes(deployable))
+        if handles:
+            self.connection.execute(sa.insert(HANDLES), handles)
+        if attributes:
+            self.connection.execute(sa.insert(ATTRIBUTES), attributes)
+
+    def _update_deployable(self, row, deployable: dict[str, Any],
+                           cpid_id: int) -> bool:
+        changes = {key: deployable.get(key) for key in
+                   ('num_accelerators', 'driver_name')
+                   if getattr(row, key) != deployable.get(key)}
+        if changes:
+            self.connection.execute(sa.update(DEPLOYABLES).where(
+                DEPLOYABLES.c.id == row.id).values(updated_at=self.now,
+                                                   **changes))
+        handles = self._sync_handles(row.id, cpid_id,
+                                     deployable['attach_handles'])
+        attributes = self._sync_attributes(row.id, _attributes(deployable))
+        return bool(changes) or handles or attributes
+
+    def _remove_deployable(self, row) -> bool:
+        handles = self._children(self.handles, 'deployable_id', row.id)
+        if any(handle.in_use for handle in handles):
+            return False
+        self._delete_deployable(row.id)
+        return True
+
+    def _delete_deployable(self, deployable_id: int) -> None:
+        self.connection.execute(sa.update(ARQS).where(
+            ARQS.c.deployable_id == deployable_id,
+            ARQS.c.attach_handle_id.is_(None)).values(deployable_id=None))
+        self.connection.execute(sa.delete(HANDLES).where(
+            HANDLES.c.deployable_id == deployable_id))
+        self.connection.execute(sa.delete(ATTRIBUTES).where(
+            ATTRIBUTES.c.deployable_id == deployable_id))
+        self.connection.execute(sa.update(DEPLOYABLES).where(
+            DEPLOYABLES.c.parent_id == deployable_id).values(parent_id=None))
+        self.connection.execute(sa.update(DEPLOYABLES).where(
+            DEPLOYABLES.c.root_id == deployable_id).values(root_id=None))
+        self.connection.execute(sa.delete(DEPLOYABLES).where(
+            DEPLOYABLES.c.id == deployable_id))
+
+    # Attach handles
+
+    def _handle_rows(self, deployable_id: int, cpid_id: int | None,
+                     handles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {'uuid': uuidutils.generate_uuid(),
+             'deployable_id': deployable_id, 'cpid_id': cpid_id,
+             'in_use': False, 'attach_type': handle['attach_type'],
+             'attach_info': device_tree.canonical_json(handle['attach_info']),
+             'created_at': self.now} for handle in handles]
+
+    def _add_handles(self, deployable_id: int, cpid_id: int,
+                     handles: list[dict[str, Any]]) -> None:
+        """Insert handles with one statement."""
+        if handles:
+            self.connection.execute(sa.insert(HANDLES), self._handle_rows(
+                deployable_id, cpid_id, handles))
+
+    def _sync_handles(self, deployable_id: int, cpid_id: int,
+                      wanted: list[dict[str, Any]]) -> bool:
+        existing = {row.attach_info: row for row in self._children(
+            self.handles, 'deployable_id', deployable_id)}
+        wanted_by_key = {device_tree.canonical_json(h['attach_info']): h
+                         for h in wanted}
+        new = [handle for key, handle in wanted_by_key.items()
+               if key not in existing]
+        self._add_handles(deployable_id, cpid_id, new)
+        changed = bool(new)
+        for key, handle in wanted_by_key.items():
+            row = existing.get(key)
+            if row is not None and row.attach_type != handle['attach_type']:
+                self.connection.execute(sa.update(HANDLES).where(
+                    HANDLES.c.id == row.id).values(
+                        attach_type=handle['attach_type'],
+                        updated_at=self.now))
+                changed = True
+        stale = [row.id for key, row in existing.items()
+                 if key not in wanted_by_key and not row.in_use]
+        if stale:
+            self.connection.execute(sa.delete(HANDLES).where(
+                HANDLES.c.id.in_(stale)))
+            changed = True
+        return changed
+
+    # Attributes
+
+    def _attribute_rows(self, deployable_id: int,
+                        values: dict[str, str]) -> list[dict[str, Any]]:
+        return [{'uuid': uuidutils.generate_uuid(),
+                 'deployable_id': deployable_id, 'key': key, 'value': value,
+                 'created_at': self.now} for key, value in values.items()]
+
+    def _add_attributes(self, deployable_id: int,
+                        values: dict[str, str]) -> None:
+        """Insert attributes with one statement."""
+        if values:
+            self.connection.execute(sa.insert(ATTRIBUTES),
+                                    self._attribute_rows(deployable_id,
+                                                         values))
+
+    def _sync_attributes(self, deployable_id: int,
+                         wanted: dict[str, str]) -> bool:
+        existing = {row.key: row for row in self._children(
+            self.attributes, 'deployable_id', deployable_id)}
+        new = {key: value for key, value in wanted.items()
+               if key not in existing}
+        self._add_attributes(deployable_id, new)
+        changed = bool(new)
+        for key, value in wanted.items():
+            row = existing.get(key)
+            if row is not None and row.value != value:
+                self.connection.execute(sa.update(ATTRIBUTES).where(
+                    ATTRIBUTES.c.id == row.id).values(value=value,
+                                                      updated_at=self.now))
+                changed = True
+        stale = [row.id for key, row in existing.items()
+                 if key not in wanted and _is_managed_attribute(key)]
+        if stale:
+            self.connection.execute(sa.delete(ATTRIBUTES).where(
+                ATTRIBUTES.c.id.in_(stale)))
+            changed = True
+        return changed

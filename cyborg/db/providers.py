@@ -1,0 +1,140 @@
+# Copyright 2026 The Cyborg Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Placement provider bookkeeping: what a host's sync reads and records.
+
+``placement_providers`` holds what cyborg last wrote to each resource
+provider (its parent, generation and hashes of its inventory and
+traits), so that a sync sends only what changed (see
+:mod:`cyborg.conductor.placement_sync`). :func:`host_rows` reads
+everything a sync of one host starts from in one transaction;
+:func:`save_sync` records what it wrote in one transaction.
+"""
+
+import dataclasses
+from typing import Any
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from cyborg.db import api as db_api
+from cyborg.db.models import ATTRIBUTES
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
+from cyborg.db.models import PROVIDERS
+from cyborg.db import services
+
+
+@dataclasses.dataclass
+class HostRows:
+    """The rows a sync of one host starts from."""
+
+    #: The agent's service row (``id``, ``sync_requested``,
+    #: ``sync_done``, ``rp_name``, ``compute_rp_uuid``...).
+    service: Any
+    #: The host's deployables with their device's ``status``, ``health``
+    #: and ``missing``.
+    deployables: list[Any]
+    #: Attributes per deployable id: {key: value}.
+    attributes: dict[int, dict[str, str]]
+    #: The providers' last written rows, by uuid.
+    known: dict[str, Any]
+
+
+@db_api.main_context_manager.reader.connection
+def host_rows(context, host: str) -> HostRows | None:
+    """What the database holds for a sync of ``host``; None for a host
+    without an agent."""
+    connection = context.connection
+    service = services.agent_row(connection, host)
+    if service is None:
+        return None
+    rows = list(connection.execute(
+        sa.select(DEPLOYABLES.c.id, DEPLOYABLES.c.name,
+                  DEPLOYABLES.c.rp_uuid, DEPLOYABLES.c.num_accelerators,
+                  DEVICES.c.status, DEVICES.c.health, DEVICES.c.missing)
+        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+        .where(DEVICES.c.hostname == host)))
+    attributes: dict[int, dict[str, str]] = {}
+    if rows:
+        for attr in connection.execute(sa.select(
+                ATTRIBUTES.c.deployable_id, ATTRIBUTES.c.key,
+                ATTRIBUTES.c.value).where(ATTRIBUTES.c.deployable_id.in_(
+                    [row.id for row in rows]))):
+            attributes.setdefault(attr.deployable_id, {})[attr.key] = (
+                attr.value)
+    known = {row.uuid: row for row in connection.execute(
+        sa.select(PROVIDERS).where(PROVIDERS.c.host == host))}
+    return HostRows(service, rows, attributes, known)
+
+
+@dataclasses.dataclass
+class SyncRecord:
+    """What a sync of one host wrote.
+
+    ``providers``: the rows of the providers written (``uuid``, ``host``,
+    ``name``, ``parent_uuid``, ``generation``, ``inventory_hash``,
+    ``traits_hash``); ``recorded``: the uuids among them that had a row
+    when the sync started; ``compute_rp_uuid``: the host's compute node
+    provider, when newly found; ``forgotten``: providers deleted from
+    Placement; ``seen``: the change count to mark synced, if complete.
+    """
+
+    providers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    recorded: set[str] = dataclasses.field(default_factory=set)
+    compute_rp_uuid: str | None = None
+    forgotten: list[str] = dataclasses.field(default_factory=list)
+    seen: int | None = None
+
+
+@db_api.connection_writer
+def save_sync(context, service_id: int, record: SyncRecord) -> None:
+    """Record a sync's progress in one transaction.
+
+    Locks the host's service row first, so that syncs of the host by
+    several conductors record one after the other: a row another sync
+    inserted meanwhile is updated, not inserted twice.
+    """
+    connection = context.connection
+    services.lock(connection, service_id)
+    if record.compute_rp_uuid is not None:
+        services.set_compute_rp(connection, service_id,
+                                record.compute_rp_uuid)
+    _save_providers(connection, record.providers, record.recorded)
+    if record.forgotten:
+        connection.execute(sa.delete(PROVIDERS).where(
+            PROVIDERS.c.uuid.in_(record.forgotten)))
+    if record.seen is not None:
+        services.mark_synced(connection, service_id, record.seen)
+
+
+def _save_providers(connection, rows: list[dict[str, Any]],
+                    recorded: set[str]) -> None:
+    """Update ``rows``, inserting the missing ones with one statement."""
+    now = timeutils.utcnow()
+    unrecorded = [row['uuid'] for row in rows if row['uuid'] not in recorded]
+    found = set(connection.execute(sa.select(PROVIDERS.c.uuid).where(
+        PROVIDERS.c.uuid.in_(unrecorded))).scalars()) if unrecorded else set()
+    new = []
+    for row in rows:
+        values = dict(row)
+        uuid = values.pop('uuid')
+        if uuid in recorded or uuid in found:
+            updated = connection.execute(sa.update(PROVIDERS).where(
+                PROVIDERS.c.uuid == uuid).values(updated_at=now, **values))
+            if updated.rowcount:
+                continue
+        new.append(dict(values, uuid=uuid, created_at=now, updated_at=now))
+    if new:
+        connection.execute(sa.insert(PROVIDERS), new)

@@ -1,0 +1,123 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The database layer holds every SQL statement: no module of cyborg/
+outside cyborg/db/ imports SQLAlchemy or oslo.db's database code
+(``oslo_db.sqlalchemy``, ``oslo_db.exception``, ``oslo_db.api``).
+
+Two imports are allowed: the option registration (``oslo_db.options``,
+in cyborg/conf/) and enginefacade's transaction-context decorator on the
+request context (``cyborg/context.py``), as placement's context has."""
+
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+PACKAGE = os.path.join(ROOT, 'cyborg')
+DB_PACKAGE = os.path.join(PACKAGE, 'db')
+
+#: Forbidden outside cyborg/db/: these modules and everything under them.
+FORBIDDEN = ('sqlalchemy', 'oslo_db')
+#: Allowed everywhere: oslo.db's option registration is configuration.
+ALLOWED = ('oslo_db.options',)
+#: (module path relative to the repository, imported name) allowed there.
+ALLOWED_IN = {
+    ('cyborg/context.py', 'oslo_db.sqlalchemy.enginefacade'),
+}
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == prefix or name.startswith(prefix + '.')
+               for prefix in prefixes)
+
+
+def imported_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, dotted name) of every absolute import in ``tree``; a
+    ``from X import Y`` gives ``X.Y``."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and (
+                not node.level):
+            names += [(node.lineno, '%s.%s' % (node.module, alias.name))
+                      for alias in node.names]
+    return sorted(names)
+
+
+def violations(path: str, source: str) -> list[str]:
+    """'path:line imports name' for each forbidden import of a module
+    outside cyborg/db/ (``path`` relative to the repository)."""
+    found = []
+    for line, name in imported_names(ast.parse(source, path)):
+        if not _under(name, FORBIDDEN) or _under(name, ALLOWED):
+            continue
+        if (path, name) in ALLOWED_IN:
+            continue
+        found.append('%s:%d imports %s' % (path, line, name))
+    return found
+
+
+def _modules():
+    for directory, subdirectories, files in os.walk(PACKAGE):
+        subdirectories.sort()
+        if directory == DB_PACKAGE or directory.startswith(
+                DB_PACKAGE + os.sep):
+            continue
+        for name in sorted(files):
+            if name.endswith('.py'):
+                path = os.path.join(directory, name)
+                yield os.path.relpath(path, ROOT).replace(os.sep, '/'), path
+
+
+def test_no_sql_outside_the_database_layer():
+    found = []
+    checked = 0
+    for relative, path in _modules():
+        with open(path, encoding='utf-8') as source:
+            found += violations(relative, source.read())
+        checked += 1
+    assert checked > 50  # the walk found the package
+    assert not found, ('SQLAlchemy and oslo.db belong in cyborg/db/ '
+                       '(add a function there):\n' + '\n'.join(found))
+
+
+def test_the_check_sees_every_form_of_import():
+    source = '\n'.join([
+        'import sqlalchemy as sa',
+        'import sqlalchemy.exc',
+        'from sqlalchemy import exc',
+        'from sqlalchemy.orm import Session',
+        'from oslo_db import exception as db_exc',
+        'from oslo_db.sqlalchemy import enginefacade',
+        'import oslo_db.api',
+        'from oslo_db import options',
+        'import sqlalchemyish',
+        'from . import sqlalchemy',
+    ])
+    assert violations('cyborg/conductor/x.py', source) == [
+        'cyborg/conductor/x.py:1 imports sqlalchemy',
+        'cyborg/conductor/x.py:2 imports sqlalchemy.exc',
+        'cyborg/conductor/x.py:3 imports sqlalchemy.exc',
+        'cyborg/conductor/x.py:4 imports sqlalchemy.orm.Session',
+        'cyborg/conductor/x.py:5 imports oslo_db.exception',
+        'cyborg/conductor/x.py:6 imports oslo_db.sqlalchemy.enginefacade',
+        'cyborg/conductor/x.py:7 imports oslo_db.api',
+    ]
+
+
+def test_the_request_context_may_keep_the_transaction_decorator():
+    source = ('from oslo_db.sqlalchemy import enginefacade\n'
+              'from oslo_db.sqlalchemy import session\n')
+    assert violations('cyborg/context.py', source) == [
+        'cyborg/context.py:2 imports oslo_db.sqlalchemy.session']
