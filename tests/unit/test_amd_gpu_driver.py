@@ -19,11 +19,11 @@ import logging
 from oslo_config import cfg
 import pytest
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.amd_gpu import driver as amd
 from cyborg.agent import discovery
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import amd_gpu as amd_conf
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 
 
@@ -52,7 +52,7 @@ def summary(devices):
                ['%(bus)s:%(device)s.%(function)s' % h['attach_info']
                 for h in dep['attach_handles']])
               for dep in d['deployables']])
-            for d in base.tree_to_wire(devices)]
+            for d in device_tree.tree_to_wire(devices)]
 
 
 def test_discovery(make, caplog):
@@ -73,7 +73,7 @@ def test_discovery(make, caplog):
              ['c1:00.0'])])]
     # The V520 the host's amdgpu holds is skipped, said once.
     assert caplog.text.count('0000:05:00.0 is bound to amdgpu') == 1
-    wire = base.tree_to_wire(devices)
+    wire = device_tree.tree_to_wire(devices)
     assert wire[1]['std_board_info'] == {
         'vendor_id': '0x1002', 'device_id': '0x740f', 'class': '0x038000',
         'numa_node': 1, 'mode': 'passthrough'}
@@ -83,10 +83,10 @@ def test_discovery(make, caplog):
 
 def test_discovery_is_deterministic(make):
     tree, conf = make()
-    first = base.tree_to_wire(amd.AmdGpuDriver(conf).discover())
+    first = device_tree.tree_to_wire(amd.AmdGpuDriver(conf).discover())
     driver = amd.AmdGpuDriver(conf)
-    assert base.tree_to_wire(driver.discover()) == first
-    assert base.tree_to_wire(driver.discover()) == first
+    assert device_tree.tree_to_wire(driver.discover()) == first
+    assert device_tree.tree_to_wire(driver.discover()) == first
 
 
 def test_options_choose_the_drivers(make):

@@ -21,7 +21,6 @@ import time
 from oslo_config import cfg
 import pytest
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.utils import mdev
@@ -30,6 +29,7 @@ from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import nvidia_gpu as nvidia_conf
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import tools
 
@@ -68,7 +68,7 @@ def summary(devices):
              [(dep['name'], dep['num_accelerators'], dep['resource_class'],
                dep['traits'], len(dep['attach_handles']))
               for dep in d['deployables']])
-            for d in base.tree_to_wire(devices)]
+            for d in device_tree.tree_to_wire(devices)]
 
 
 def handle_infos(device, index=0):
@@ -99,7 +99,7 @@ def test_pgpu_on_vfio_pci(make):
     tree, conf = make(hosts.nvidia_gpu_host)
     tree.bind(hosts.PGPU, 'vfio-pci')
     (device,) = driver_for(tree, conf).discover()
-    wire = base.tree_to_wire([device])[0]
+    wire = device_tree.tree_to_wire([device])[0]
     assert wire == {
         'type': 'GPU', 'vendor': '0x10de', 'model': 'Tesla T4',
         'address': hosts.PGPU,
@@ -218,12 +218,12 @@ def test_max_instances_caps_the_capacity(make):
 def test_discovery_is_deterministic(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     tree.bind(hosts.PGPU, 'vfio-pci')
-    first = base.tree_to_wire(driver_for(tree, conf).discover())
+    first = device_tree.tree_to_wire(driver_for(tree, conf).discover())
     driver = driver_for(tree, conf)
-    assert base.tree_to_wire(driver.discover()) == first
-    assert base.tree_to_wire(driver.discover()) == first
-    assert base.tree_digest(first) == base.tree_digest(
-        base.tree_to_wire(driver.discover()))
+    assert device_tree.tree_to_wire(driver.discover()) == first
+    assert device_tree.tree_to_wire(driver.discover()) == first
+    assert device_tree.tree_digest(first) == device_tree.tree_digest(
+        device_tree.tree_to_wire(driver.discover()))
 
 
 # Discovery: mdev on the VFs (Ampere) --------------------------------------
@@ -513,7 +513,7 @@ def test_a_passthrough_handle_needs_no_preparation(make):
 def test_a_handle_without_an_address_is_refused(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     driver = driver_for(tree, conf)
-    handle = base.AttachHandle('MDEV', {'asked_type': 'nvidia-222'})
+    handle = device_tree.AttachHandle('MDEV', {'asked_type': 'nvidia-222'})
     with pytest.raises(nvidia.PrepareError, match='no PCI address'):
         driver.prepare_attach_handle(handle, UUID1)
 

@@ -39,6 +39,7 @@ from cyborg.accelerator.drivers.gpu_passthrough import trait
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class AmdGpuDriver(base.AcceleratorDriver):
                                             classes=GPU_CLASSES)
                 if not d.is_vf]
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         devices = []
         for gpu in self._gpus():
             vfs = sriov.vfs(self._host, gpu.address)
@@ -114,38 +115,39 @@ class AmdGpuDriver(base.AcceleratorDriver):
         return [OWNER_TRAIT, VENDOR_TRAIT, trait('AMD', product),
                 *(trait('AMD', product, e) for e in extra)]
 
-    def _pgpu(self, gpu: pci.PCIDevice) -> base.Deployable:
-        return base.Deployable(
+    def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
+        return device_tree.Deployable(
             name=deployable_name(gpu.address), num_accelerators=1,
             resource_class='PGPU', traits=self._traits(gpu),
-            attach_handles=[base.AttachHandle(
-                base.AttachType.PCI.value, gpu.address.attach_info())],
+            attach_handles=[device_tree.AttachHandle(
+                device_tree.AttachType.PCI.value, gpu.address.attach_info())],
             driver_name=self.name)
 
     def _mxgpu(self, gpu: pci.PCIDevice,
-               vfs: list[pci.PCIAddress]) -> list[base.Deployable]:
+               vfs: list[pci.PCIAddress]) -> list[device_tree.Deployable]:
         """One VGPU deployable of the usable VFs; none when no VF is
         (Placement takes no inventory of 0)."""
         allowed = self._conf.amd_gpu.vf_drivers
-        handles = [base.AttachHandle(base.AttachType.PCI.value,
+        handles = [device_tree.AttachHandle(device_tree.AttachType.PCI.value,
                                      vf.attach_info())
                    for vf in vfs
                    if pci.driver(self._host, vf) in [None, *allowed]]
         if not handles:
             return []
-        return [base.Deployable(
+        return [device_tree.Deployable(
             name=deployable_name(gpu.address, 'vf'),
             num_accelerators=len(handles), resource_class='VGPU',
             traits=self._traits(gpu, 'MXGPU'), attach_handles=handles,
             driver_name=self.name)]
 
-    def _device(self, gpu: pci.PCIDevice, deployables: list[base.Deployable],
-                mode: str) -> base.Device:
-        return base.Device(
+    def _device(self, gpu: pci.PCIDevice,
+                deployables: list[device_tree.Deployable],
+                mode: str) -> device_tree.Device:
+        return device_tree.Device(
             type='GPU', vendor='0x%04x' % AMD,
             model=MODELS.get(gpu.device_id, '0x%04x' % gpu.device_id),
             address=str(gpu.address),
-            controlpath_ids=[base.ControlPathID(
+            controlpath_ids=[device_tree.ControlPathID(
                 'PCI', gpu.address.attach_info())],
             deployables=deployables,
             std_board_info={
@@ -156,20 +158,20 @@ class AmdGpuDriver(base.AcceleratorDriver):
             vendor_board_info={'host_driver': gpu.driver or ''},
             driver=self.name)
 
-    def health(self, devices: list[base.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
         return {device.address: self._health(device) for device in devices}
 
-    def _health(self, device: base.Device) -> str:
+    def _health(self, device: device_tree.Device) -> str:
         """Unhealthy when the GPU is gone, an MxGPU GPU lost its host
         driver (its VFs with it) or a passthrough GPU was taken by the
         host."""
         address = pci.parse_address(device.address)
         if not pci.exists(self._host, address):
-            return base.Health.UNHEALTHY.value
+            return device_tree.Health.UNHEALTHY.value
         driver = pci.driver(self._host, address)
         mode = (device.std_board_info or {}).get('mode')
         allowed = self._conf.amd_gpu.passthrough_drivers
         if (mode == MODE_MXGPU and driver is None) or (
                 mode == MODE_PASSTHROUGH and driver not in [None, *allowed]):
-            return base.Health.UNHEALTHY.value
-        return base.Health.HEALTHY.value
+            return device_tree.Health.UNHEALTHY.value
+        return device_tree.Health.HEALTHY.value

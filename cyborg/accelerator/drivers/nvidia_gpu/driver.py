@@ -46,6 +46,7 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     # Discovery ----------------------------------------------------------
 
-    def discover(self) -> list[base.Device]:
+    def discover(self) -> list[device_tree.Device]:
         plan = self._plan()
         devices = []
         names: dict[pci.PCIAddress, str] | None = None
@@ -208,7 +209,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     def _deployables(self, gpu: pci.PCIDevice,
                      vgpu_type: vgpu_config.VgpuTypeConfig | None
-                     ) -> list[base.Deployable] | None:
+                     ) -> list[device_tree.Deployable] | None:
         """The GPU's deployables; None when the GPU is not reported."""
         if vgpu_type is None:
             if not self._passthrough_ok(gpu):
@@ -242,16 +243,16 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         return [OWNER_TRAIT, VENDOR_TRAIT,
                 trait('NVIDIA', '%04X' % gpu.device_id)]
 
-    def _pgpu(self, gpu: pci.PCIDevice) -> base.Deployable:
-        return base.Deployable(
+    def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
+        return device_tree.Deployable(
             name=deployable_name(gpu.address), num_accelerators=1,
             resource_class='PGPU', traits=self._product_traits(gpu),
-            attach_handles=[base.AttachHandle(
-                base.AttachType.PCI.value, gpu.address.attach_info())],
+            attach_handles=[device_tree.AttachHandle(
+                device_tree.AttachType.PCI.value, gpu.address.attach_info())],
             driver_name=self.name)
 
     def _vgpu(self, gpu: pci.PCIDevice,
-              vgpu_type: vgpu_config.VgpuTypeConfig) -> base.Deployable:
+              vgpu_type: vgpu_config.VgpuTypeConfig) -> device_tree.Deployable:
         mode = probe_mode(self._host, gpu.address)
         if mode == MODE_MDEV:
             handles, count, label = self._mdev_handles(gpu.address,
@@ -271,7 +272,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         traits = self._product_traits(gpu) + [
             trait('NVIDIA', '%04X' % gpu.device_id, label),
             trait('VGPU', self._type_key(mode, vgpu_type.name))]
-        return base.Deployable(
+        return device_tree.Deployable(
             name=deployable_name(gpu.address, vgpu_type.name),
             num_accelerators=count, resource_class=vgpu_type.resource_class,
             traits=traits, attach_handles=handles, driver_name=self.name,
@@ -287,7 +288,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                               else int(type_name))
 
     def _mdev_handles(self, gpu: pci.PCIAddress, type_id: str
-                      ) -> tuple[list[base.AttachHandle], int, str]:
+                      ) -> tuple[list[device_tree.AttachHandle], int, str]:
         """One MDEV handle per instance the GPU can run (capacity =
         available + existing)."""
         mdev_type = mdev.get_type(self._host, gpu, type_id)
@@ -297,7 +298,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         return handles, capacity, _mdev_label(mdev_type, type_id)
 
     def _mdev_vf_handles(self, gpu: pci.PCIAddress, type_id: str
-                         ) -> tuple[list[base.AttachHandle], int, str]:
+                         ) -> tuple[list[device_tree.AttachHandle], int, str]:
         """One MDEV handle per VF offering the type (one vGPU each); at
         most ``max_instance`` of the type's description can run."""
         handles, limit, found = [], None, None
@@ -314,7 +315,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         return handles, count, _mdev_label(found, type_id)
 
     def _vgpu17_handles(self, gpu: pci.PCIAddress, type_name: str
-                        ) -> tuple[list[base.AttachHandle], int, str]:
+                        ) -> tuple[list[device_tree.AttachHandle], int, str]:
         """One PCI handle per VF that runs the type or can take it now."""
         type_id = self._vgpu17_id(gpu, type_name)
         handles = []
@@ -323,8 +324,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             creatable = {t.type_id for t in mdev.creatable_vgpu_types(
                 self._host, vf)}
             if current == type_id or (current == 0 and type_id in creatable):
-                handles.append(base.AttachHandle(
-                    base.AttachType.PCI.value,
+                handles.append(device_tree.AttachHandle(
+                    device_tree.AttachType.PCI.value,
                     dict(vf.attach_info(), vgpu_type=str(type_id))))
         label = self._vgpu17_names.get(type_id, type_name)
         return handles, len(handles), label
@@ -342,16 +343,16 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         return info
 
     def _device(self, gpu: pci.PCIDevice, model: str,
-                deployables: list[base.Deployable],
+                deployables: list[device_tree.Deployable],
                 vgpu_type: vgpu_config.VgpuTypeConfig | None
-                ) -> base.Device:
+                ) -> device_tree.Device:
         mode = (probe_mode(self._host, gpu.address) if vgpu_type
                 else MODE_PASSTHROUGH)
         gpu_uuid = self._proc_info(gpu.address).get('GPU UUID')
-        return base.Device(
+        return device_tree.Device(
             type='GPU', vendor='0x%04x' % NVIDIA, model=model,
             address=str(gpu.address),
-            controlpath_ids=[base.ControlPathID(
+            controlpath_ids=[device_tree.ControlPathID(
                 'PCI', gpu.address.attach_info())],
             deployables=deployables,
             std_board_info={
@@ -366,7 +367,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     # Health -------------------------------------------------------------
 
-    def health(self, devices: list[base.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
         problems = self._tool_problems(devices)
         result = {}
         for device in devices:
@@ -375,7 +376,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             result[device.address] = self._judge(device.address, reasons)
         return result
 
-    def _sysfs_problems(self, device: base.Device) -> list[str]:
+    def _sysfs_problems(self, device: device_tree.Device) -> list[str]:
         address = pci.parse_address(device.address)
         if not pci.exists(self._host, address):
             return ['the GPU is gone']
@@ -389,7 +390,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             return ['bound to %s, not to a passthrough driver' % driver]
         return []
 
-    def _tool_problems(self, devices: list[base.Device]
+    def _tool_problems(self, devices: list[device_tree.Device]
                        ) -> dict[str, list[str]]:
         """Problems nvidia-smi and the kernel log report, by address.
 
@@ -417,7 +418,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                         'Xid %s' % ', '.join(str(x) for x in xids[slot]))
         return found
 
-    def _held_by_nvidia(self, device: base.Device) -> bool:
+    def _held_by_nvidia(self, device: device_tree.Device) -> bool:
         try:
             return pci.driver(self._host, device.address) == 'nvidia'
         except host_errors.HostError:
@@ -431,29 +432,29 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                 LOG.warning('nvidia_gpu_driver: device %s is unhealthy: %s',
                             address, text)
             self._unhealthy[address] = text
-            return base.Health.UNHEALTHY.value
+            return device_tree.Health.UNHEALTHY.value
         if self._unhealthy.pop(address, None) is not None:
             LOG.info('nvidia_gpu_driver: device %s is healthy again',
                      address)
-        return base.Health.HEALTHY.value
+        return device_tree.Health.HEALTHY.value
 
     # Preparation ------------------------------------------------------------
 
-    def prepare_attach_handle(self, handle: base.AttachHandle,
+    def prepare_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if handle.attach_type == base.AttachType.MDEV.value:
+        if handle.attach_type == device_tree.AttachType.MDEV.value:
             self._create_mdev(handle, handle_uuid)
         elif 'vgpu_type' in handle.attach_info:
             self._set_vgpu_type(handle)
 
-    def release_attach_handle(self, handle: base.AttachHandle,
+    def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if handle.attach_type == base.AttachType.MDEV.value:
+        if handle.attach_type == device_tree.AttachType.MDEV.value:
             self._remove_mdev(handle_uuid)
         elif 'vgpu_type' in handle.attach_info:
             self._reset_vgpu_type(handle)
 
-    def _create_mdev(self, handle: base.AttachHandle,
+    def _create_mdev(self, handle: device_tree.AttachHandle,
                      handle_uuid: str) -> None:
         parent = _handle_address(handle)
         type_id = handle.attach_info.get('asked_type', '')
@@ -491,7 +492,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                                % (handle_uuid, exc))
         LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
-    def _set_vgpu_type(self, handle: base.AttachHandle) -> None:
+    def _set_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
         vf = _handle_address(handle)
         type_id = _vgpu_type_id(handle)
         try:
@@ -507,7 +508,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                                % (type_id, vf, exc))
         LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
 
-    def _reset_vgpu_type(self, handle: base.AttachHandle) -> None:
+    def _reset_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
         vf = _handle_address(handle)
         type_id = _vgpu_type_id(handle)
         try:
@@ -529,9 +530,9 @@ def _hex(value: int | None) -> str | None:
 
 
 def _mdev_handle(parent: pci.PCIAddress, type_id: str,
-                 index: int) -> base.AttachHandle:
-    return base.AttachHandle(
-        base.AttachType.MDEV.value,
+                 index: int) -> device_tree.AttachHandle:
+    return device_tree.AttachHandle(
+        device_tree.AttachType.MDEV.value,
         dict(parent.attach_info(), asked_type=type_id,
              vgpu_mark='%s_%d' % (type_id, index)))
 
@@ -543,7 +544,7 @@ def _mdev_label(mdev_type: mdev.MdevType | None, type_id: str) -> str:
     return type_id
 
 
-def _handle_address(handle: base.AttachHandle) -> pci.PCIAddress:
+def _handle_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
     info = handle.attach_info
     try:
         return pci.parse_address('%s:%s:%s.%s' % (
@@ -553,7 +554,7 @@ def _handle_address(handle: base.AttachHandle) -> pci.PCIAddress:
                            % (info, exc))
 
 
-def _vgpu_type_id(handle: base.AttachHandle) -> int:
+def _vgpu_type_id(handle: device_tree.AttachHandle) -> int:
     value = handle.attach_info.get('vgpu_type', '')
     if not value.isdigit():
         raise PrepareError('attach handle %r has no vGPU type id'
