@@ -30,6 +30,7 @@ from cyborg.common import exception
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import nvidia_gpu as nvidia_conf
 from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import tools
 
@@ -724,3 +725,22 @@ def test_xid_lines_are_read_by_slot():
         '[  14.0] pci 0000:3b:00.0: [10de:1eb8] type 00 class 0x030200'])
     assert gpu_health.parse_xids(log) == {(0, 0x3b, 0): {13, 79},
                                           (0x10000, 0xd8, 0): {48}}
+
+
+@pytest.mark.parametrize('builder, ini', [
+    (hosts.nvidia_gpu_host, MDEV_222 + '[nvidia_gpu]\n'
+     'passthrough_drivers = nvidia\n'),
+    (hosts.nvidia_ampere_host, '[nvidia_gpu]\nenabled_vgpu_types = '
+     'nvidia-566\n[vgpu_nvidia-566]\nresource_class = CUSTOM_A40_12Q\n'),
+    (hosts.nvidia_vgpu17_host, '[nvidia_gpu]\nenabled_vgpu_types = '
+     'NVIDIA H200X-141C\n'),
+])
+def test_placement_accepts_every_name(make, builder, ini):
+    tree, conf = make(builder, ini)
+    deployables = [dep for device in driver_for(tree, conf).discover()
+                   for dep in device.deployables]
+    assert deployables
+    for dep in deployables:
+        assert resource_names.is_valid_resource_class(dep.resource_class)
+        assert all(resource_names.is_valid_trait(t) for t in dep.traits)
+        assert 0 < dep.num_accelerators <= len(dep.attach_handles)

@@ -18,6 +18,7 @@ import re
 
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import resource_names
 
 PCI_BRIDGE = 0x0604
 GPU_CLASSES = (0x0300, 0x0302)
@@ -25,7 +26,7 @@ GPU_CLASSES = (0x0300, 0x0302)
 
 def trait(*parts: str) -> str:
     """``CUSTOM_<PARTS>`` upper-cased, other characters as ``_``."""
-    return 'CUSTOM_' + re.sub(r'[^A-Z0-9_]', '_', '_'.join(parts).upper())
+    return resource_names.custom_name('_'.join(parts))
 
 
 def deployable_name(address: pci.PCIAddress, suffix: str = '') -> str:

@@ -40,13 +40,14 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
 AMD = 0x1002
 # VGA, 3D and "Display controller" (Instinct accelerators).
 GPU_CLASSES = gpu_passthrough.GPU_CLASSES + (0x0380,)
-OWNER_TRAIT = 'OWNER_CYBORG'
+OWNER_TRAIT = resource_names.OWNER_TRAIT
 VENDOR_TRAIT = 'CUSTOM_GPU_AMD'
 MODE_PASSTHROUGH = 'passthrough'
 MODE_MXGPU = 'mxgpu'

@@ -47,12 +47,13 @@ from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
+from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
 NVIDIA = 0x10de
 GPU_CLASSES = gpu_passthrough.GPU_CLASSES
-OWNER_TRAIT = 'OWNER_CYBORG'
+OWNER_TRAIT = resource_names.OWNER_TRAIT
 VENDOR_TRAIT = 'CUSTOM_GPU_NVIDIA'
 PROC_GPUS = '/proc/driver/nvidia/gpus'
 
