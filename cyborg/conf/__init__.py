@@ -15,6 +15,7 @@
 from oslo_config import cfg
 
 from cyborg.conf import agent
+from cyborg.conf import amd_gpu
 from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import database
@@ -24,6 +25,7 @@ from cyborg.conf import inspur_nvme_ssd_driver
 from cyborg.conf import intel_nic_driver
 from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
+from cyborg.conf import nvidia_gpu
 from cyborg.conf import pci_driver
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
@@ -31,9 +33,6 @@ from cyborg.conf import upgrade_levels
 CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, fake_driver, placement, nova,
-                database, upgrade_levels):
-    _module.register_opts(CONF)
-
-for _module in (intel_qat_driver, intel_nic_driver, inspur_nvme_ssd_driver,
-                pci_driver):
+                database, upgrade_levels, intel_qat_driver, intel_nic_driver,
+                inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu):
     _module.register_opts(CONF)

@@ -17,6 +17,7 @@ import collections
 from oslo_config import cfg
 
 from cyborg.conf import agent
+from cyborg.conf import amd_gpu
 from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
@@ -25,13 +26,14 @@ from cyborg.conf import inspur_nvme_ssd_driver
 from cyborg.conf import intel_nic_driver
 from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
+from cyborg.conf import nvidia_gpu
 from cyborg.conf import pci_driver
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
 
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
             upgrade_levels, intel_qat_driver, intel_nic_driver,
-            inspur_nvme_ssd_driver, pci_driver)
+            inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu)
 
 
 def list_opts():

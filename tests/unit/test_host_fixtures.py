@@ -29,6 +29,7 @@ from tests.fixtures.hosts import hosts
 BUILDERS = [hosts.nvidia_gpu_host, hosts.nvidia_vgpu17_host,
             hosts.qat_4xxx_host, hosts.sriov_nic_host, hosts.nvme_host,
             hosts.alveo_host, hosts.ascend_host, hosts.intel_fpga_dfl_host]
+BUILDERS += [hosts.nvidia_ampere_host, hosts.amd_gpu_host]
 HEX_ATTRS = {'vendor': r'0x[0-9a-f]{4}', 'device': r'0x[0-9a-f]{4}',
              'subsystem_vendor': r'0x[0-9a-f]{4}',
              'subsystem_device': r'0x[0-9a-f]{4}',
@@ -205,3 +206,44 @@ def test_lspci_agrees_with_sysfs(tmp_path, build):
         assert (dev.class_code >> 8, dev.vendor_id, dev.device_id) == (
             int(cls, 16), int(vendor, 16), int(device, 16))
         assert pci.revision(host, addr) == int(rev or '0', 16)
+
+
+def test_lspci_agrees_with_sysfs_on_the_amd_host(tmp_path):
+    test_lspci_agrees_with_sysfs(tmp_path, hosts.amd_gpu_host)
+
+
+def test_ampere_vfs_offer_the_types_one_instance_each(tmp_path):
+    from cyborg.accelerator.drivers.utils import mdev
+    from cyborg.accelerator.drivers.utils import sriov
+    tree = hosts.nvidia_ampere_host(str(tmp_path))
+    host = sysfs.HostRoot(tree.root)
+    assert [str(vf) for vf in sriov.vfs(host, hosts.AMPERE_PF)] == (
+        hosts.AMPERE_VFS)
+    assert mdev.supported_type_ids(host, hosts.AMPERE_PF) == []
+    for vf in hosts.AMPERE_VFS:
+        types = mdev.supported_types(host, vf)
+        assert [(t.type_id, t.capacity) for t in types] == [
+            ('nvidia-566', 1), ('nvidia-568', 1)]
+        assert types[1].description_fields()['max_instance'] == '2'
+
+
+def test_nvidia_smi_health_queries_and_dmesg(tmp_path):
+    from tests.fixtures.hosts import tools
+    tree = hosts.nvidia_gpu_host(str(tmp_path))
+    run = runner.CommandRunner(search_path=[tree.tools_dir])
+    args = tools.health_query_args(('remapped_rows.pending',
+                                    'remapped_rows.failure'))
+    out = run.run(['nvidia-smi', *args]).check().stdout
+    assert out.splitlines() == ['00000000:3B:00.0, No, No',
+                                '00000000:D8:00.0, No, No']
+    tools.write_tool(tree.tools_dir, 'nvidia-smi', tools.health_replies(
+        [], invalid=('retired_pages.pending',)))
+    failed = run.run(['nvidia-smi', *tools.health_query_args(
+        ('retired_pages.pending',))])
+    assert failed.returncode == 2 and 'not a valid field' in failed.stdout
+    tools.write_dmesg(tree.tools_dir, [tools.xid_line(hosts.PGPU, 79)])
+    log = run.run(['dmesg']).check().stdout
+    assert 'NVRM: Xid (PCI:0000:3b:00): 79, pid=' in log
+    tools.write_dmesg(tree.tools_dir, [], rc=1)
+    assert run.run(['dmesg']).returncode == 1
+

@@ -1,0 +1,178 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""amd_gpu_driver: AMD GPUs for passthrough and MxGPU virtual functions.
+
+Every AMD GPU (vendor ``0x1002``, class ``0x0300``, ``0x0302`` or
+``0x0380``, never a virtual function) under ``[agent] host_root`` is one
+device:
+
+* without virtual functions: one ``PGPU`` deployable whose PCI handle is
+  the GPU, reported while it is unbound or bound to one of ``[amd_gpu]
+  passthrough_drivers`` and no other function of its IOMMU group is held
+  by the host;
+* with virtual functions (MxGPU: AMD's GIM host driver created them):
+  one ``VGPU`` deployable whose PCI handles are the VFs that are unbound
+  or bound to one of ``[amd_gpu] vf_drivers``. There is no mdev.
+
+Nothing needs preparing: libvirt attaches the GPU or the VF.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import gpu_passthrough
+from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
+from cyborg.accelerator.drivers.gpu_passthrough import trait
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import sriov
+from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
+
+LOG = logging.getLogger(__name__)
+
+AMD = 0x1002
+# VGA, 3D and "Display controller" (Instinct accelerators).
+GPU_CLASSES = gpu_passthrough.GPU_CLASSES + (0x0380,)
+OWNER_TRAIT = resource_names.OWNER_TRAIT
+VENDOR_TRAIT = 'CUSTOM_GPU_AMD'
+MODE_PASSTHROUGH = 'passthrough'
+MODE_MXGPU = 'mxgpu'
+# Names of the boards the hardware notes list (pci.ids spelling).
+MODELS = {
+    0x6929: 'FirePro S7150', 0x6860: 'Radeon Instinct MI25',
+    0x7362: 'Radeon Pro V520', 0x738c: 'Instinct MI100',
+    0x740f: 'Instinct MI210',
+}
+
+
+class AmdGpuDriver(base.AcceleratorDriver):
+
+    name = 'amd_gpu_driver'
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self._conf = conf
+        self._host = sysfs.HostRoot.from_conf(conf)
+        self._noted: set[str] = set()
+
+    def _first(self, key: str) -> bool:
+        if key in self._noted:
+            return False
+        self._noted.add(key)
+        return True
+
+    def _gpus(self) -> list[pci.PCIDevice]:
+        return [d for d in pci.list_devices(self._host, vendor=AMD,
+                                            classes=GPU_CLASSES)
+                if not d.is_vf]
+
+    def discover(self) -> list[device_tree.Device]:
+        devices = []
+        for gpu in self._gpus():
+            vfs = sriov.vfs(self._host, gpu.address)
+            if vfs:
+                deployables = self._mxgpu(gpu, vfs)
+                mode = MODE_MXGPU
+            elif self._passthrough_ok(gpu):
+                deployables = [self._pgpu(gpu)]
+                mode = MODE_PASSTHROUGH
+            else:
+                continue
+            devices.append(self._device(gpu, deployables, mode))
+        return devices
+
+    def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
+        drivers = self._conf.amd_gpu.passthrough_drivers
+        if gpu.driver is not None and gpu.driver not in drivers:
+            if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+                LOG.warning('amd_gpu_driver: device %s is bound to %s, not '
+                            'to one of [amd_gpu] passthrough_drivers; it is '
+                            'not reported', gpu.address, gpu.driver)
+            return False
+        held = gpu_passthrough.held_group_members(self._host, gpu, drivers)
+        if held:
+            if self._first('group-%s-%s' % (gpu.address, held)):
+                LOG.warning('amd_gpu_driver: device %s shares its '
+                            'iommu_group with %s, which the host holds; it '
+                            'is not reported', gpu.address, held)
+            return False
+        return True
+
+    def _traits(self, gpu: pci.PCIDevice, *extra: str) -> list[str]:
+        product = '%04X' % gpu.device_id
+        return [OWNER_TRAIT, VENDOR_TRAIT, trait('AMD', product),
+                *(trait('AMD', product, e) for e in extra)]
+
+    def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
+        return device_tree.Deployable(
+            name=deployable_name(gpu.address), num_accelerators=1,
+            resource_class='PGPU', traits=self._traits(gpu),
+            attach_handles=[device_tree.AttachHandle(
+                device_tree.AttachType.PCI.value, gpu.address.attach_info())],
+            driver_name=self.name)
+
+    def _mxgpu(self, gpu: pci.PCIDevice,
+               vfs: list[pci.PCIAddress]) -> list[device_tree.Deployable]:
+        """One VGPU deployable of the usable VFs; none when no VF is
+        (Placement takes no inventory of 0)."""
+        allowed = self._conf.amd_gpu.vf_drivers
+        handles = [device_tree.AttachHandle(device_tree.AttachType.PCI.value,
+                                     vf.attach_info())
+                   for vf in vfs
+                   if pci.driver(self._host, vf) in [None, *allowed]]
+        if not handles:
+            return []
+        return [device_tree.Deployable(
+            name=deployable_name(gpu.address, 'vf'),
+            num_accelerators=len(handles), resource_class='VGPU',
+            traits=self._traits(gpu, 'MXGPU'), attach_handles=handles,
+            driver_name=self.name)]
+
+    def _device(self, gpu: pci.PCIDevice,
+                deployables: list[device_tree.Deployable],
+                mode: str) -> device_tree.Device:
+        return device_tree.Device(
+            type='GPU', vendor='0x%04x' % AMD,
+            model=MODELS.get(gpu.device_id, '0x%04x' % gpu.device_id),
+            address=str(gpu.address),
+            controlpath_ids=[device_tree.ControlPathID(
+                'PCI', gpu.address.attach_info())],
+            deployables=deployables,
+            std_board_info={
+                'vendor_id': '0x%04x' % gpu.vendor_id,
+                'device_id': '0x%04x' % gpu.device_id,
+                'class': '0x%06x' % gpu.class_code,
+                'numa_node': gpu.numa_node, 'mode': mode},
+            vendor_board_info={'host_driver': gpu.driver or ''},
+            driver=self.name)
+
+    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+        return {device.address: self._health(device) for device in devices}
+
+    def _health(self, device: device_tree.Device) -> str:
+        """Unhealthy when the GPU is gone, an MxGPU GPU lost its host
+        driver (its VFs with it) or a passthrough GPU was taken by the
+        host."""
+        address = pci.parse_address(device.address)
+        if not pci.exists(self._host, address):
+            return device_tree.Health.UNHEALTHY.value
+        driver = pci.driver(self._host, address)
+        mode = (device.std_board_info or {}).get('mode')
+        allowed = self._conf.amd_gpu.passthrough_drivers
+        if (mode == MODE_MXGPU and driver is None) or (
+                mode == MODE_PASSTHROUGH and driver not in [None, *allowed]):
+            return device_tree.Health.UNHEALTHY.value
+        return device_tree.Health.HEALTHY.value

@@ -1,0 +1,55 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the GPU drivers share: trait names and the passthrough checks."""
+
+from __future__ import annotations
+
+import re
+
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import resource_names
+
+PCI_BRIDGE = 0x0604
+GPU_CLASSES = (0x0300, 0x0302)
+
+
+def trait(*parts: str) -> str:
+    """``CUSTOM_<PARTS>`` upper-cased, other characters as ``_``."""
+    return resource_names.custom_name('_'.join(parts))
+
+
+def deployable_name(address: pci.PCIAddress, suffix: str = '') -> str:
+    """``0000_3b_00_0``, with ``_<suffix>`` when given."""
+    name = str(address).replace(':', '_').replace('.', '_')
+    return name + ('_' + re.sub(r'\s+', '_', suffix) if suffix else '')
+
+
+def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
+                       drivers: list[str]) -> str:
+    """The other endpoints of the device's IOMMU group (a GPU's HDMI
+    audio function...) bound to a driver outside ``drivers``: libvirt
+    cannot assign a group part of which the host holds. Bridges do not
+    count."""
+    if device.iommu_group is None:
+        return ''
+    held = []
+    for member in pci.iommu_group_devices(host, device.iommu_group):
+        if member == device.address:
+            continue
+        code = pci.class_code(host, member)
+        bound = pci.driver(host, member)
+        is_bridge = code is not None and code >> 8 == PCI_BRIDGE
+        if not is_bridge and bound is not None and bound not in drivers:
+            held.append('%s (%s)' % (member, bound))
+    return ', '.join(held)

@@ -1,0 +1,563 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nvidia_gpu_driver: NVIDIA GPUs for passthrough and their vGPUs.
+
+Every NVIDIA GPU (vendor ``0x10de``, class ``0x0300`` or ``0x0302``,
+never a virtual function) under ``[agent] host_root`` is one device:
+
+* with no enabled vGPU type: one ``PGPU`` deployable whose PCI handle is
+  the GPU, reported only while the GPU is unbound or bound to one of
+  ``[nvidia_gpu] passthrough_drivers`` (a GPU the host's ``nvidia``
+  driver holds is in use by the host);
+* with an enabled type, one ``VGPU`` deployable of that type, in the
+  mode the host runs the GPU in (probed, never guessed from the device
+  id): mdev types on the GPU (MDEV handles, the mdev created at
+  preparation), mdev types on its virtual functions (one MDEV handle per
+  VF), or vGPU 17+ type files on its virtual functions (one PCI handle
+  per VF; preparation writes the type to ``current_vgpu_type``).
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import gpu_passthrough
+from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
+from cyborg.accelerator.drivers.gpu_passthrough import trait
+from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
+from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
+from cyborg.accelerator.drivers.utils import errors as host_errors
+from cyborg.accelerator.drivers.utils import mdev
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner as runner_mod
+from cyborg.accelerator.drivers.utils import sriov
+from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
+from cyborg.domain import resource_names
+
+LOG = logging.getLogger(__name__)
+
+NVIDIA = 0x10de
+GPU_CLASSES = gpu_passthrough.GPU_CLASSES
+OWNER_TRAIT = resource_names.OWNER_TRAIT
+VENDOR_TRAIT = 'CUSTOM_GPU_NVIDIA'
+PROC_GPUS = '/proc/driver/nvidia/gpus'
+
+MODE_PASSTHROUGH = 'passthrough'
+MODE_MDEV = 'mdev'
+MODE_MDEV_VF = 'mdev-vf'
+MODE_VGPU_VF = 'sriov-vgpu'
+VGPU_MODES = (MODE_MDEV, MODE_MDEV_VF, MODE_VGPU_VF)
+
+
+class PrepareError(RuntimeError):
+    """An attach handle cannot be prepared or released."""
+
+
+def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
+    """How the host runs the GPU, probed in the order that tells the
+    three vGPU frameworks apart: vGPU 17+ files on a VF, mdev types on
+    a VF, mdev types on the GPU."""
+    vfs = sriov.vfs(host, gpu)
+    if any(mdev.has_vendor_vgpu(host, vf) for vf in vfs):
+        return MODE_VGPU_VF
+    if any(mdev.supported_type_ids(host, vf) for vf in vfs):
+        return MODE_MDEV_VF
+    if mdev.supported_type_ids(host, gpu):
+        return MODE_MDEV
+    return MODE_PASSTHROUGH
+
+
+class NvidiaGpuDriver(base.AcceleratorDriver):
+
+    name = 'nvidia_gpu_driver'
+
+    def __init__(self, conf: cfg.ConfigOpts,
+                 runner: runner_mod.Runner | None = None) -> None:
+        self._conf = conf
+        self._host = sysfs.HostRoot.from_conf(conf)
+        self._runner = runner if runner is not None else (
+            runner_mod.CommandRunner())
+        self._types = vgpu_config.load(conf)
+        self._vgpu17_ids: dict[str, int] = {}
+        self._vgpu17_names: dict[int, str] = {}
+        self._noted: set[str] = set()
+        self._unhealthy: dict[str, str] = {}
+        self._plan(strict=True)
+
+    # Configuration against the host -----------------------------------
+
+    def _gpus(self) -> list[pci.PCIDevice]:
+        """The NVIDIA GPUs of the host (physical functions only: NVIDIA
+        VFs reuse their GPU's device id)."""
+        return [d for d in pci.list_devices(self._host, vendor=NVIDIA,
+                                            classes=GPU_CLASSES)
+                if not d.is_vf]
+
+    def _plan(self, strict: bool = False
+              ) -> dict[pci.PCIAddress, vgpu_config.VgpuTypeConfig]:
+        """The vGPU type of each GPU that has one.
+
+        Raises ``NvidiaGpuConfigError`` for a listed address that is no
+        NVIDIA GPU or whose GPU does not offer the type; at discovery
+        (``strict`` false) a listed GPU that is gone is only skipped.
+        """
+        gpus = {gpu.address: gpu for gpu in self._gpus()}
+        plan = {}
+        for vgpu_type in self._types:
+            for address in vgpu_type.addresses:
+                if address not in gpus:
+                    self._check_listed(address, vgpu_type, strict)
+                    continue
+                if not self._offers(address, vgpu_type):
+                    raise vgpu_config.NvidiaGpuConfigError(
+                        reason='GPU %s does not offer vGPU type %s'
+                        % (address, vgpu_type.name))
+                plan[address] = vgpu_type
+        default = next((t for t in self._types if t.is_default), None)
+        if default is not None:
+            for address in sorted(gpus):
+                if address not in plan and self._offers(address, default):
+                    plan[address] = default
+        return plan
+
+    def _check_listed(self, address: pci.PCIAddress,
+                      vgpu_type: vgpu_config.VgpuTypeConfig,
+                      strict: bool) -> None:
+        if pci.exists(self._host, address) or strict:
+            raise vgpu_config.NvidiaGpuConfigError(
+                reason='%s (in [vgpu_%s] device_addresses) is not an NVIDIA '
+                'GPU of this host' % (address, vgpu_type.name))
+        if self._first('gone-%s' % address):
+            LOG.warning('nvidia_gpu_driver: configured device %s of vGPU '
+                        'type %s is gone; it is not reported', address,
+                        vgpu_type.name)
+
+    def _offers(self, gpu: pci.PCIAddress,
+                vgpu_type: vgpu_config.VgpuTypeConfig) -> bool:
+        mode = probe_mode(self._host, gpu)
+        if mode == MODE_MDEV:
+            return vgpu_type.name in mdev.supported_type_ids(self._host, gpu)
+        if mode == MODE_MDEV_VF:
+            return any(vgpu_type.name in mdev.supported_type_ids(self._host,
+                                                                  vf)
+                       for vf in sriov.vfs(self._host, gpu))
+        if mode == MODE_VGPU_VF:
+            return self._vgpu17_id(gpu, vgpu_type.name) is not None
+        return False
+
+    def _vgpu17_id(self, gpu: pci.PCIAddress, type_name: str) -> int | None:
+        """The numeric id of a vGPU 17+ type, named by id or name; names
+        are learnt from the VFs' creatable lists and remembered."""
+        for vf in sriov.vfs(self._host, gpu):
+            for vgpu_type in mdev.creatable_vgpu_types(self._host, vf):
+                self._vgpu17_names[vgpu_type.type_id] = vgpu_type.short_name
+                self._vgpu17_ids[vgpu_type.short_name] = vgpu_type.type_id
+                self._vgpu17_ids[vgpu_type.name] = vgpu_type.type_id
+        if type_name.isdigit():
+            type_id = int(type_name)
+            in_use = any(mdev.current_vgpu_type(self._host, vf) == type_id
+                         for vf in sriov.vfs(self._host, gpu))
+            known = type_id in self._vgpu17_names
+            return type_id if known or in_use else None
+        return self._vgpu17_ids.get(type_name)
+
+    def _first(self, key: str) -> bool:
+        """Whether ``key`` is new: warnings that discovery would repeat
+        every cycle are logged once per driver lifetime."""
+        if key in self._noted:
+            return False
+        self._noted.add(key)
+        return True
+
+    # Discovery ----------------------------------------------------------
+
+    def discover(self) -> list[device_tree.Device]:
+        plan = self._plan()
+        devices = []
+        names: dict[pci.PCIAddress, str] | None = None
+        for gpu in self._gpus():
+            vgpu_type = plan.get(gpu.address)
+            deployables = self._deployables(gpu, vgpu_type)
+            if deployables is None:
+                continue
+            model = self._proc_info(gpu.address).get('Model')
+            if not model:
+                if names is None:
+                    names = gpu_health.gpu_names(self._runner,
+                                                 self._smi_timeout)
+                model = names.get(gpu.address) or '0x%04x' % gpu.device_id
+            devices.append(self._device(gpu, model, deployables, vgpu_type))
+        return devices
+
+    @property
+    def _smi_timeout(self) -> float:
+        return self._conf.nvidia_gpu.nvidia_smi_timeout
+
+    def _deployables(self, gpu: pci.PCIDevice,
+                     vgpu_type: vgpu_config.VgpuTypeConfig | None
+                     ) -> list[device_tree.Deployable] | None:
+        """The GPU's deployables; None when the GPU is not reported."""
+        if vgpu_type is None:
+            if not self._passthrough_ok(gpu):
+                return None
+            return [self._pgpu(gpu)]
+        deployable = self._vgpu(gpu, vgpu_type)
+        # Placement takes no inventory of 0: a type with no capacity
+        # left (another type in use) has no provider.
+        return [deployable] if deployable.num_accelerators > 0 else []
+
+    def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
+        drivers = self._conf.nvidia_gpu.passthrough_drivers
+        if gpu.driver is not None and gpu.driver not in drivers:
+            if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+                LOG.warning('nvidia_gpu_driver: device %s is bound to %s, '
+                            'not to one of [nvidia_gpu] passthrough_drivers, '
+                            'and has no vGPU type; it is not reported',
+                            gpu.address, gpu.driver)
+            return False
+        held = gpu_passthrough.held_group_members(self._host, gpu,
+                                                  drivers)
+        if held:
+            if self._first('group-%s-%s' % (gpu.address, held)):
+                LOG.warning('nvidia_gpu_driver: device %s shares its '
+                            'iommu_group with %s, which the host holds; it '
+                            'is not reported', gpu.address, held)
+            return False
+        return True
+
+    def _product_traits(self, gpu: pci.PCIDevice) -> list[str]:
+        return [OWNER_TRAIT, VENDOR_TRAIT,
+                trait('NVIDIA', '%04X' % gpu.device_id)]
+
+    def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
+        return device_tree.Deployable(
+            name=deployable_name(gpu.address), num_accelerators=1,
+            resource_class='PGPU', traits=self._product_traits(gpu),
+            attach_handles=[device_tree.AttachHandle(
+                device_tree.AttachType.PCI.value, gpu.address.attach_info())],
+            driver_name=self.name)
+
+    def _vgpu(self, gpu: pci.PCIDevice,
+              vgpu_type: vgpu_config.VgpuTypeConfig) -> device_tree.Deployable:
+        mode = probe_mode(self._host, gpu.address)
+        if mode == MODE_MDEV:
+            handles, count, label = self._mdev_handles(gpu.address,
+                                                       vgpu_type.name)
+        elif mode == MODE_MDEV_VF:
+            handles, count, label = self._mdev_vf_handles(gpu.address,
+                                                          vgpu_type.name)
+        else:
+            handles, count, label = self._vgpu17_handles(gpu.address,
+                                                         vgpu_type.name)
+        if vgpu_type.max_instances is not None:
+            count = min(count, vgpu_type.max_instances)
+        if mode == MODE_MDEV:
+            # Handles of one parent are alike; VF handles are not (any
+            # VF may be the free one), so all of those stay.
+            handles = handles[:count]
+        traits = self._product_traits(gpu) + [
+            trait('NVIDIA', '%04X' % gpu.device_id, label),
+            trait('VGPU', self._type_key(mode, vgpu_type.name))]
+        return device_tree.Deployable(
+            name=deployable_name(gpu.address, vgpu_type.name),
+            num_accelerators=count, resource_class=vgpu_type.resource_class,
+            traits=traits, attach_handles=handles, driver_name=self.name,
+            attributes={'vgpu_type': vgpu_type.name, 'vgpu_mode': mode})
+
+    def _type_key(self, mode: str, type_name: str) -> str:
+        """The type's id for its trait: ``nvidia-222``, or
+        ``nvidia-1414`` for a vGPU 17+ type id."""
+        if mode != MODE_VGPU_VF:
+            return type_name
+        type_id = self._vgpu17_ids.get(type_name)
+        return 'nvidia-%d' % (type_id if type_id is not None
+                              else int(type_name))
+
+    def _mdev_handles(self, gpu: pci.PCIAddress, type_id: str
+                      ) -> tuple[list[device_tree.AttachHandle], int, str]:
+        """One MDEV handle per instance the GPU can run (capacity =
+        available + existing)."""
+        mdev_type = mdev.get_type(self._host, gpu, type_id)
+        capacity = mdev_type.capacity if mdev_type is not None else 0
+        handles = [_mdev_handle(gpu, type_id, index)
+                   for index in range(capacity)]
+        return handles, capacity, _mdev_label(mdev_type, type_id)
+
+    def _mdev_vf_handles(self, gpu: pci.PCIAddress, type_id: str
+                         ) -> tuple[list[device_tree.AttachHandle], int, str]:
+        """One MDEV handle per VF offering the type (one vGPU each); at
+        most ``max_instance`` of the type's description can run."""
+        handles, limit, found = [], None, None
+        for index, vf in sriov.vf_map(self._host, gpu).items():
+            mdev_type = mdev.get_type(self._host, vf, type_id)
+            if mdev_type is None or mdev_type.capacity < 1:
+                continue
+            found = found or mdev_type
+            handles.append(_mdev_handle(vf, type_id, index))
+            value = mdev_type.description_fields().get('max_instance', '')
+            if value.isdigit():
+                limit = int(value)
+        count = len(handles) if limit is None else min(limit, len(handles))
+        return handles, count, _mdev_label(found, type_id)
+
+    def _vgpu17_handles(self, gpu: pci.PCIAddress, type_name: str
+                        ) -> tuple[list[device_tree.AttachHandle], int, str]:
+        """One PCI handle per VF that runs the type or can take it now."""
+        type_id = self._vgpu17_id(gpu, type_name)
+        handles = []
+        for vf in sriov.vfs(self._host, gpu):
+            current = mdev.current_vgpu_type(self._host, vf)
+            creatable = {t.type_id for t in mdev.creatable_vgpu_types(
+                self._host, vf)}
+            if current == type_id or (current == 0 and type_id in creatable):
+                handles.append(device_tree.AttachHandle(
+                    device_tree.AttachType.PCI.value,
+                    dict(vf.attach_info(), vgpu_type=str(type_id))))
+        label = self._vgpu17_names.get(type_id, type_name)
+        return handles, len(handles), label
+
+    def _proc_info(self, gpu: pci.PCIAddress) -> dict[str, str]:
+        """``/proc/driver/nvidia/gpus/<addr>/information`` as a dict
+        (empty when the nvidia driver does not hold the GPU)."""
+        lines = sysfs.read_lines(
+            self._host, sysfs.path(PROC_GPUS, str(gpu), 'information'))
+        info = {}
+        for line in lines or []:
+            key, sep, value = line.partition(':')
+            if sep:
+                info[key.strip()] = value.strip()
+        return info
+
+    def _device(self, gpu: pci.PCIDevice, model: str,
+                deployables: list[device_tree.Deployable],
+                vgpu_type: vgpu_config.VgpuTypeConfig | None
+                ) -> device_tree.Device:
+        mode = (probe_mode(self._host, gpu.address) if vgpu_type
+                else MODE_PASSTHROUGH)
+        gpu_uuid = self._proc_info(gpu.address).get('GPU UUID')
+        return device_tree.Device(
+            type='GPU', vendor='0x%04x' % NVIDIA, model=model,
+            address=str(gpu.address),
+            controlpath_ids=[device_tree.ControlPathID(
+                'PCI', gpu.address.attach_info())],
+            deployables=deployables,
+            std_board_info={
+                'vendor_id': '0x%04x' % gpu.vendor_id,
+                'device_id': '0x%04x' % gpu.device_id,
+                'subsystem_vendor_id': _hex(gpu.subsystem_vendor_id),
+                'subsystem_device_id': _hex(gpu.subsystem_device_id),
+                'class': '0x%06x' % gpu.class_code,
+                'numa_node': gpu.numa_node, 'mode': mode},
+            vendor_board_info={'gpu_uuid': gpu_uuid} if gpu_uuid else {},
+            driver=self.name)
+
+    # Health -------------------------------------------------------------
+
+    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+        problems = self._tool_problems(devices)
+        result = {}
+        for device in devices:
+            reasons = self._sysfs_problems(device) + problems.get(
+                device.address, [])
+            result[device.address] = self._judge(device.address, reasons)
+        return result
+
+    def _sysfs_problems(self, device: device_tree.Device) -> list[str]:
+        address = pci.parse_address(device.address)
+        if not pci.exists(self._host, address):
+            return ['the GPU is gone']
+        driver = pci.driver(self._host, address)
+        mode = (device.std_board_info or {}).get('mode')
+        if mode in VGPU_MODES and driver != 'nvidia':
+            return ['its vGPUs need the nvidia driver; it is bound to %s'
+                    % driver]
+        allowed = self._conf.nvidia_gpu.passthrough_drivers
+        if mode == MODE_PASSTHROUGH and driver not in [None, *allowed]:
+            return ['bound to %s, not to a passthrough driver' % driver]
+        return []
+
+    def _tool_problems(self, devices: list[device_tree.Device]
+                       ) -> dict[str, list[str]]:
+        """Problems nvidia-smi and the kernel log report, by address.
+
+        Both only know GPUs the nvidia driver holds: with none of those
+        (a passthrough host), no tool runs.
+        """
+        found: dict[str, list[str]] = {}
+        if not any(self._held_by_nvidia(d) for d in devices):
+            return found
+        try:
+            smi = gpu_health.smi_problems(self._runner, self._smi_timeout)
+        except gpu_health.ToolUnusable as exc:
+            if self._first('smi-%s' % type(exc.__cause__).__name__):
+                LOG.warning('nvidia_gpu_driver: nvidia-smi cannot be used '
+                            '(%s); health comes from sysfs only', exc)
+            smi = {}
+        for address, reasons in smi.items():
+            found.setdefault(str(address), []).extend(reasons)
+        if self._conf.nvidia_gpu.xid_health:
+            xids = gpu_health.fatal_xids(self._runner, self._smi_timeout)
+            for device in devices:
+                slot = gpu_health.slot_of(pci.parse_address(device.address))
+                if slot in xids:
+                    found.setdefault(device.address, []).append(
+                        'Xid %s' % ', '.join(str(x) for x in xids[slot]))
+        return found
+
+    def _held_by_nvidia(self, device: device_tree.Device) -> bool:
+        try:
+            return pci.driver(self._host, device.address) == 'nvidia'
+        except host_errors.HostError:
+            return False
+
+    def _judge(self, address: str, reasons: list[str]) -> str:
+        """The health, logged when it changes."""
+        if reasons:
+            text = '; '.join(reasons)
+            if self._unhealthy.get(address) != text:
+                LOG.warning('nvidia_gpu_driver: device %s is unhealthy: %s',
+                            address, text)
+            self._unhealthy[address] = text
+            return device_tree.Health.UNHEALTHY.value
+        if self._unhealthy.pop(address, None) is not None:
+            LOG.info('nvidia_gpu_driver: device %s is healthy again',
+                     address)
+        return device_tree.Health.HEALTHY.value
+
+    # Preparation ------------------------------------------------------------
+
+    def prepare_attach_handle(self, handle: device_tree.AttachHandle,
+                              handle_uuid: str) -> None:
+        if handle.attach_type == device_tree.AttachType.MDEV.value:
+            self._create_mdev(handle, handle_uuid)
+        elif 'vgpu_type' in handle.attach_info:
+            self._set_vgpu_type(handle)
+
+    def release_attach_handle(self, handle: device_tree.AttachHandle,
+                              handle_uuid: str) -> None:
+        if handle.attach_type == device_tree.AttachType.MDEV.value:
+            self._remove_mdev(handle_uuid)
+        elif 'vgpu_type' in handle.attach_info:
+            self._reset_vgpu_type(handle)
+
+    def _create_mdev(self, handle: device_tree.AttachHandle,
+                     handle_uuid: str) -> None:
+        parent = _handle_address(handle)
+        type_id = handle.attach_info.get('asked_type', '')
+        try:
+            if mdev.mdev_exists(self._host, handle_uuid):
+                self._check_existing(parent, type_id, handle_uuid)
+                return
+            mdev.create_mdev(self._host, parent, type_id, handle_uuid)
+        except (host_errors.HostError, ValueError) as exc:
+            raise PrepareError('cannot create mdev %s of type %s on %s: %s'
+                               % (handle_uuid, type_id, parent, exc))
+        LOG.info('nvidia_gpu_driver: created mdev %s of type %s on %s',
+                 handle_uuid, type_id, parent)
+
+    def _check_existing(self, parent: pci.PCIAddress, type_id: str,
+                        handle_uuid: str) -> None:
+        """An mdev with the handle's uuid exists: fine if it is the one
+        asked for (a repeated preparation)."""
+        wanted = str(uuid_mod.UUID(handle_uuid))
+        for existing in mdev.list_mdevs(self._host, parent):
+            if existing.uuid == wanted and existing.type_id == type_id:
+                return
+        raise PrepareError('mdev %s exists, but not as type %s on %s'
+                           % (handle_uuid, type_id, parent))
+
+    def _remove_mdev(self, handle_uuid: str) -> None:
+        try:
+            if not mdev.mdev_exists(self._host, handle_uuid):
+                return
+            mdev.remove_mdev(self._host, handle_uuid)
+        except host_errors.DeviceNotFound:
+            return  # removed meanwhile
+        except (host_errors.HostError, ValueError) as exc:
+            raise PrepareError('cannot remove mdev %s: %s'
+                               % (handle_uuid, exc))
+        LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
+
+    def _set_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
+        vf = _handle_address(handle)
+        type_id = _vgpu_type_id(handle)
+        try:
+            current = mdev.current_vgpu_type(self._host, vf)
+            if current == type_id:
+                return
+            if current:
+                raise PrepareError('VF %s runs vGPU type %d, not %d'
+                                   % (vf, current, type_id))
+            mdev.set_vgpu_type(self._host, vf, type_id)
+        except (host_errors.HostError, ValueError) as exc:
+            raise PrepareError('cannot set vGPU type %d on %s: %s'
+                               % (type_id, vf, exc))
+        LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
+
+    def _reset_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
+        vf = _handle_address(handle)
+        type_id = _vgpu_type_id(handle)
+        try:
+            current = mdev.current_vgpu_type(self._host, vf)
+            if not current:
+                return
+            if current != type_id:
+                raise PrepareError('VF %s runs vGPU type %d, not %d; left '
+                                   'as it is' % (vf, current, type_id))
+            mdev.set_vgpu_type(self._host, vf, 0)
+        except (host_errors.HostError, ValueError) as exc:
+            raise PrepareError('cannot reset the vGPU type of %s: %s'
+                               % (vf, exc))
+        LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
+
+
+def _hex(value: int | None) -> str | None:
+    return None if value is None else '0x%04x' % value
+
+
+def _mdev_handle(parent: pci.PCIAddress, type_id: str,
+                 index: int) -> device_tree.AttachHandle:
+    return device_tree.AttachHandle(
+        device_tree.AttachType.MDEV.value,
+        dict(parent.attach_info(), asked_type=type_id,
+             vgpu_mark='%s_%d' % (type_id, index)))
+
+
+def _mdev_label(mdev_type: mdev.MdevType | None, type_id: str) -> str:
+    """``GRID T4-1B`` -> ``T4-1B``; the type id without a name."""
+    if mdev_type is not None and mdev_type.name:
+        return mdev.short_vgpu_name(mdev_type.name)
+    return type_id
+
+
+def _handle_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
+    info = handle.attach_info
+    try:
+        return pci.parse_address('%s:%s:%s.%s' % (
+            info['domain'], info['bus'], info['device'], info['function']))
+    except (KeyError, host_errors.InvalidPCIAddress) as exc:
+        raise PrepareError('attach handle %r has no PCI address: %s'
+                           % (info, exc))
+
+
+def _vgpu_type_id(handle: device_tree.AttachHandle) -> int:
+    value = handle.attach_info.get('vgpu_type', '')
+    if not value.isdigit():
+        raise PrepareError('attach handle %r has no vGPU type id'
+                           % (handle.attach_info,))
+    return int(value)

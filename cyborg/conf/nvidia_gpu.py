@@ -1,0 +1,100 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Options of the NVIDIA GPU driver ([nvidia_gpu], [vgpu_<type>]).
+
+The syntax follows Nova's libvirt vGPU options, which operators know:
+``[nvidia_gpu] enabled_vgpu_types`` is Nova's ``[devices]
+enabled_mdev_types`` and each enabled type has a group ``[vgpu_<type>]``
+(Nova's ``[mdev_<type>]``) with ``device_addresses``, registered when the
+driver starts.
+"""
+
+from oslo_config import cfg
+
+group = cfg.OptGroup(
+    'nvidia_gpu', title='NVIDIA GPU driver',
+    help='Options of nvidia_gpu_driver, which reports NVIDIA GPUs for '
+         'passthrough (PGPU) and their virtual GPUs (VGPU).')
+
+opts = [
+    cfg.ListOpt('enabled_vgpu_types', default=[],
+                help='vGPU types offered on this host. An mdev type id '
+                     '(as in /sys/class/mdev_bus/<address>/'
+                     'mdev_supported_types, e.g. nvidia-222), or, for GPUs '
+                     'whose virtual functions carry nvidia/'
+                     'creatable_vgpu_types (vGPU 17 and later), the vGPU '
+                     'type name without its "NVIDIA " prefix (e.g. '
+                     'H200X-1-18C) or its numeric id. Each type has a group '
+                     '[vgpu_<type>] (e.g. [vgpu_nvidia-222]) with the '
+                     'options device_addresses (the PCI addresses of the '
+                     'GPUs that offer the type; one type without it '
+                     'applies to every other GPU that offers it), '
+                     'resource_class (VGPU, the default, or a custom '
+                     'class) and max_instances (at most this many vGPUs '
+                     'per GPU). GPUs with no type are reported for '
+                     'passthrough.'),
+    cfg.ListOpt('passthrough_drivers', default=['vfio-pci'],
+                help='Host drivers a GPU with no vGPU type may be bound to '
+                     'and still be reported for passthrough (PGPU). An '
+                     'unbound GPU is always reported (libvirt binds it to '
+                     'vfio-pci); a GPU bound to another driver (nvidia, '
+                     'nouveau) is in use by the host and not reported.'),
+    cfg.FloatOpt('nvidia_smi_timeout', default=10.0, min=1.0,
+                 help='Seconds each nvidia-smi query of the health check '
+                      'may take before it is killed and ignored.'),
+    cfg.BoolOpt('xid_health', default=True,
+                help='Read the kernel log (dmesg) for NVIDIA Xid errors: a '
+                     'GPU with a device-fatal Xid (any but 13, 31, 43, 45, '
+                     '68 and 109) is reported unhealthy until the log line '
+                     'is gone (dmesg --clear or a reboot).'),
+]
+
+type_opts = [
+    cfg.ListOpt('device_addresses', default=[],
+                help='PCI addresses of the GPUs (physical functions) that '
+                     'offer this vGPU type, e.g. 0000:84:00.0.'),
+    cfg.StrOpt('resource_class', default='VGPU',
+               regex=r'^(VGPU|CUSTOM_[A-Z0-9_]+)$',
+               help='Placement resource class of the vGPUs of this type: '
+                    'VGPU or a custom class such as CUSTOM_T4_16Q (as '
+                    'Nova\'s mdev_class).'),
+    cfg.IntOpt('max_instances', min=1,
+               help='At most this many vGPUs of this type per GPU, for GPUs '
+                    'whose virtual functions outnumber the vGPUs they can '
+                    'run (as Nova\'s max_instances); unset: as many as the '
+                    'host offers.'),
+]
+
+TYPE_GROUP_PREFIX = 'vgpu_'
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group)
+    conf.register_opts(opts, group=group)
+
+
+def register_dynamic_opts(conf: cfg.ConfigOpts) -> None:
+    """One ``[vgpu_<type>]`` group per ``enabled_vgpu_types`` entry."""
+    for type_name in conf.nvidia_gpu.enabled_vgpu_types:
+        conf.register_opts(type_opts, group=TYPE_GROUP_PREFIX + type_name)
+
+
+def type_options(conf: cfg.ConfigOpts, type_name: str):
+    """The ``[vgpu_<type>]`` group of an enabled type."""
+    return conf[TYPE_GROUP_PREFIX + type_name]
+
+
+def list_opts():
+    # The [vgpu_<type>] groups exist only for the types an operator
+    # enables; enabled_vgpu_types' help documents them.
+    return {group: opts}
