@@ -16,6 +16,12 @@ Runs on embedded defaults: SQLite in the state directory, an in-process
 RPC transport, ``noauth``, and a real Placement service (the
 openstack-placement package) holding a compute node provider for this
 host, as nova-compute would. Everything else comes from --config-file.
+
+--host-root DIR sets ``[agent] host_root``: the drivers read their
+hardware under DIR. --demo-hardware builds a demo host (two NVIDIA GPUs,
+a QAT with 4 VFs, a NIC with 4 VFs on physnet1, fake vendor commands) in
+the state directory, enables the matching drivers and runs a stand-in
+for the kernel that makes the vGPUs the driver creates appear.
 """
 
 import argparse
@@ -26,6 +32,7 @@ import time
 from oslo_log import log as logging
 
 from cyborg.agent import discovery
+from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.agent import service as agent_service
 from cyborg.api import app as api_app
 from cyborg.common import config
@@ -55,6 +62,9 @@ CONDUCTOR_PLACEMENT_ROLES = ('admin', 'service')
 # finds the host's devices already listed.
 FIRST_REPORT_TIMEOUT = 60
 
+# Where --demo-hardware builds its host, under the state directory.
+DEMO_DIR = 'demo-host'
+
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser('~'), '.local', 'share',
                                  'cyborg')
 
@@ -69,6 +79,11 @@ Use the OpenStack client against it (no Keystone; you act as an admin):
 
   export OS_AUTH_TYPE=none OS_ENDPOINT={endpoint}
   openstack accelerator device list
+{examples}
+Press Ctrl-C to stop.
+"""
+
+FAKE_EXAMPLES = """\
   openstack accelerator device profile create my-fpga \\
       '[{{"resources:FPGA": "1", "trait:CUSTOM_FAKE_DEVICE": "required"}}]'
   openstack accelerator device profile list
@@ -78,10 +93,29 @@ Ask Placement where such a profile fits:
   curl -s -H 'X-Auth-Token: admin' \\
       -H 'OpenStack-API-Version: placement 1.26' \\
       '{placement}/allocation_candidates?resources=FPGA:1&required={trait}'
-
-Press Ctrl-C to stop.
 """
 
+DEMO_EXAMPLES = """\
+  openstack accelerator device profile create demo-qat \\
+      '[{{"resources:CUSTOM_QAT": "1"}}]'
+
+The demo hardware (fake, in {root}; a thread stands in for the
+kernel and makes the vGPUs the driver creates), and what a device profile
+group asks to get each:
+
+  {pgpu}  NVIDIA Tesla T4, passthrough    resources:PGPU=1
+  {vgpu}  NVIDIA Tesla T4, vGPUs          resources:VGPU=1,
+                {vtype}                   trait:{vtrait}=required
+  {qat}  Intel QAT 4xxx, 4 VFs           resources:CUSTOM_QAT=1
+  {nic}  Intel E810, 4 VFs               resources:CUSTOM_NIC=1,
+                on {physnet}                 trait:{ptrait}=required
+
+Ask Placement where a QAT VF fits:
+
+  curl -s -H 'X-Auth-Token: admin' \\
+      -H 'OpenStack-API-Version: placement 1.26' \\
+      '{placement}/allocation_candidates?resources=CUSTOM_QAT:1'
+"""
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(
@@ -97,7 +131,45 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument('--state-dir', default=DEFAULT_STATE_DIR,
                         help='Directory for the database and other state '
                              '(%(default)s).')
+    parser.add_argument('--host-root',
+                        help='Root under which the drivers read the '
+                             'host\'s sys, proc and dev trees ([agent] '
+                             'host_root).')
+    parser.add_argument('--demo-hardware', action='store_true',
+                        help='Build a demo host (GPUs, QAT, NIC) in the '
+                             'state directory and report it with the real '
+                             'drivers.')
     return parser.parse_known_args(argv)
+
+
+def _set_demo_hardware(state_dir: str) -> demo_host.DemoKernel:
+    """Build the demo host, point the agent and its drivers at it and
+    start the demo's kernel stand-in."""
+    tree = demo_host.build(os.path.join(state_dir, DEMO_DIR))
+    CONF.set_override('host_root', tree.root, group='agent')
+    CONF.set_override('enabled_drivers', demo_host.DRIVERS, group='agent')
+    for group, options in demo_host.OPTIONS.items():
+        for name, value in options.items():
+            CONF.set_override(name, value, group=group)
+    # The drivers run vendor commands found in PATH: the fake ones first.
+    os.environ['PATH'] = os.pathsep.join(
+        [tree.tools_dir, os.environ.get('PATH', os.defpath)])
+    return demo_host.DemoKernel(tree).start()
+
+
+def _examples(kernel: demo_host.DemoKernel | None, placement: str) -> str:
+    """What the ready message suggests trying: the fake driver's device,
+    or the demo hardware."""
+    if kernel is None:
+        return FAKE_EXAMPLES.format(placement=placement,
+                                    trait='CUSTOM_FAKE_DEVICE')
+    root = kernel.tree.root
+    return DEMO_EXAMPLES.format(
+        root=root, pgpu=demo_host.DEMO_PGPU,
+        vgpu=demo_host.DEMO_VGPU_PARENT, vtype=demo_host.DEMO_VGPU_TYPE,
+        vtrait=demo_host.DEMO_VGPU_TRAIT, qat=demo_host.DEMO_QAT_PF,
+        nic=demo_host.DEMO_NIC_PF, physnet=demo_host.DEMO_PHYSNET,
+        ptrait=demo_host.DEMO_PHYSNET_TRAIT, placement=placement)
 
 
 def _set_embedded_defaults(state_dir: str) -> None:
@@ -116,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     config.register_logging_opts()
     config.parse_args([argv[0]] + rest)
     _set_embedded_defaults(state_dir)
+    if args.host_root:
+        CONF.set_override('host_root', os.path.abspath(args.host_root),
+                          group='agent')
+    kernel = _set_demo_hardware(state_dir) if args.demo_hardware else None
     config.setup_logging()
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
     handler = signals.install('cyborg-all-in-one', CONF,
@@ -150,12 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     endpoint = 'http://%s:%d' % (args.host, server.port)
     print(USAGE.format(endpoint=endpoint, placement=placement.url,
-                       state_dir=state_dir, trait='CUSTOM_FAKE_DEVICE'),
+                       state_dir=state_dir,
+                       examples=_examples(kernel, placement.url)),
           flush=True)
     handler.wait()
     print('Stopping...', flush=True)
-    return handler.exit(_stop(server, services, placement, transport,
-                              handler.grace()))
+    finished = _stop(server, services, placement, transport,
+                     handler.grace())
+    if kernel is not None:
+        kernel.stop()
+    return handler.exit(finished)
 
 
 def _stop(server, services, placement, transport, grace: float) -> bool:

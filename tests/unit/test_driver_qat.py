@@ -24,7 +24,7 @@ from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
-from tests.fixtures.hosts import tools
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 
 GROUP = 'intel_qat_driver'
 

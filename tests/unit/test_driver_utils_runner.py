@@ -22,7 +22,7 @@ import pytest
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import runner
 from tests.fixtures.hosts import hosts
-from tests.fixtures.hosts import tools
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 
 
 @pytest.fixture

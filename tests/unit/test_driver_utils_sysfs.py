@@ -25,7 +25,7 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.conf import agent as agent_conf
 from tests.fixtures.hosts import hosts
-from tests.fixtures.hosts.tree import HostTree
+from cyborg.accelerator.drivers.utils.host_tree import HostTree
 
 
 @pytest.fixture

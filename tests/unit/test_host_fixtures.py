@@ -228,7 +228,7 @@ def test_ampere_vfs_offer_the_types_one_instance_each(tmp_path):
 
 
 def test_nvidia_smi_health_queries_and_dmesg(tmp_path):
-    from tests.fixtures.hosts import tools
+    from cyborg.accelerator.drivers.utils import fake_tools as tools
     tree = hosts.nvidia_gpu_host(str(tmp_path))
     run = runner.CommandRunner(search_path=[tree.tools_dir])
     args = tools.health_query_args(('remapped_rows.pending',
