@@ -676,13 +676,17 @@ class CyborgProcess:
 
     ``config`` is ``{section: {option: value}}``; its output (the service
     log) goes to ``<work_dir>/<name>.log``. :meth:`stop` sends SIGTERM to
-    the process group and waits, then SIGKILLs what is left.
+    the process group and waits, then SIGKILLs what is left. ``env``
+    replaces entries of the test's environment (e.g. ``PATH``, for a
+    process that must find fake vendor commands only).
     """
 
     def __init__(self, script: str, config: Mapping[str, Mapping] | None,
                  work_dir: str, args: Sequence[str] = (),
-                 name: str | None = None):
+                 name: str | None = None,
+                 env: Mapping[str, str] | None = None):
         self.script = script
+        self.env = dict(env or {})
         self.name = name or script
         self.work_dir = work_dir
         os.makedirs(work_dir, exist_ok=True)
@@ -702,7 +706,7 @@ class CyborgProcess:
         return argv + self.args
 
     def start(self) -> CyborgProcess:
-        env = dict(os.environ, PYTHONUNBUFFERED='1')
+        env = dict(os.environ, PYTHONUNBUFFERED='1', **self.env)
         self.process = spawn(self.argv, self.log, env=env, cwd=self.work_dir)
         return self
 

@@ -1,0 +1,262 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The real drivers, end to end: host tree, agent, Placement, Nova's flow.
+
+One host tree (an NVIDIA T4 on vfio-pci for passthrough, a T4 offering
+the mdev type nvidia-223, a QAT 4xxx with 4 VFs, an E810 with 4 VFs on
+physnet1) is read by ``cyborg-all-in-one --host-root`` with the NVIDIA,
+QAT and NIC drivers enabled, and the process's PATH holding only the
+tree's fake vendor commands. For each kind a device profile finds its
+provider through Placement's allocation candidates, and Nova's flow
+(create, bind with that provider, the event, the resolved ARQ, delete)
+gives the device Nova attaches. A thread calls the tree's ``settle()``
+every 0.1 s in place of the kernel, so the vGPU's mdev appears when the
+driver writes to ``create`` and goes when it writes to ``remove``.
+"""
+
+import os
+import re
+import uuid
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from cyborg.accelerator.drivers.utils import demo_host
+from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.clients import placement as placement_client
+from tests.functional import conftest
+from tests.functional import servers
+from tests.functional.fake_nova import FakeNova
+
+HOST = 'hw-host'
+SERVICE = {'X-Service-Roles': 'service'}
+TIMEOUT = 30
+VGPU_GROUP = 'vgpu_' + demo_host.DEMO_VGPU_TYPE
+
+
+class Flow:
+    """The running all-in-one, its tree, its Placement and its Nova."""
+
+    def __init__(self, process, url, tree, nova):
+        self.process = process
+        self.url = url
+        self.api = url + '/v2'
+        self.tree = tree
+        self.nova = nova
+        with open(process.log) as f:
+            match = re.search(r'Placement:\s+(http://\S+)', f.read())
+        assert match, process.log_text()
+        self.placement = placement_client.PlacementClient.for_endpoint(
+            match.group(1))
+
+    def rp_uuids(self) -> dict[str, str]:
+        """Deployable name -> its resource provider."""
+        deployables = requests.get(self.api + '/deployables',
+                                   timeout=TIMEOUT).json()['deployables']
+        return {d['name']: d['rp_uuid'] for d in deployables}
+
+    def candidates(self, query: str) -> set[str]:
+        """The providers of Placement's allocation candidates for
+        ``query``."""
+        response = self.placement.request(
+            'GET', '/allocation_candidates?' + query)
+        return {rp for request in response.json()['allocation_requests']
+                for rp in request['allocations']}
+
+    def bind(self, group: dict[str, str], rp: str) -> tuple[str, dict]:
+        """Nova's flow for a one-group profile bound on ``rp``: the
+        instance and its ARQ once resolved (its event accepted)."""
+        name = 'hw-%s' % uuid.uuid4().hex[:8]
+        response = requests.post(self.api + '/device_profiles',
+                                 timeout=TIMEOUT,
+                                 json=[{'name': name, 'groups': [group]}])
+        assert response.status_code == 201, response.text
+        response = requests.post(self.api + '/accelerator_requests',
+                                 timeout=TIMEOUT,
+                                 json={'device_profile_name': name})
+        assert response.status_code == 201, response.text
+        (arq,) = response.json()['arqs']
+        instance = str(uuid.uuid4())
+        response = requests.patch(
+            self.api + '/accelerator_requests', headers=SERVICE,
+            timeout=TIMEOUT, json={arq['uuid']: [
+                {'op': 'add', 'path': '/hostname', 'value': HOST},
+                {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
+                {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
+        assert response.status_code == 202, response.text
+        self.nova.wait_tags([arq['uuid']], TIMEOUT)
+        response = requests.get(self.api + '/accelerator_requests',
+                                timeout=TIMEOUT,
+                                params={'instance': instance,
+                                        'bind_state': 'resolved'})
+        assert response.status_code == 200, response.text
+        (resolved,) = response.json()['arqs']
+        assert resolved['state'] == 'Bound', resolved
+        return instance, resolved
+
+    def delete(self, instance: str) -> None:
+        response = requests.delete(self.api + '/accelerator_requests',
+                                   params={'instance': instance},
+                                   headers=SERVICE, timeout=TIMEOUT)
+        assert response.status_code == 204, response.text
+
+    def handles_in_use(self) -> int:
+        engine = sa.create_engine('sqlite:///' + os.path.join(
+            self.process.work_dir, 'state', 'cyborg.sqlite'),
+            poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as connection:
+                return connection.execute(sa.text(
+                    'SELECT count(*) FROM attach_handles WHERE in_use = 1'
+                )).scalar()
+        finally:
+            engine.dispose()
+
+
+def _config(nova_url: str) -> dict:
+    return {
+        'DEFAULT': {'host': HOST},
+        'agent': {'enabled_drivers': ','.join(demo_host.DRIVERS)},
+        'nvidia_gpu': {'enabled_vgpu_types': demo_host.DEMO_VGPU_TYPE},
+        VGPU_GROUP: {'device_addresses': demo_host.DEMO_VGPU_PARENT},
+        'intel_nic_driver': {'physical_device_mappings': '%s:%s' % (
+            demo_host.DEMO_PHYSNET, demo_host.DEMO_NIC_PF)},
+        'nova': {'auth_type': 'admin_token', 'endpoint': nova_url,
+                 'token': 'admin', 'endpoint_override': nova_url,
+                 'timeout': 5},
+    }
+
+
+@pytest.fixture(scope='module')
+def flow(work_dir):
+    directory = os.path.join(work_dir, 'hardware-flow')
+    tree = demo_host.build(os.path.join(directory, 'host'))
+    port = servers.free_port()
+    with FakeNova() as nova, demo_host.DemoKernel(tree):
+        process = servers.CyborgProcess(
+            'cyborg-all-in-one', _config(nova.url), directory,
+            args=['--host', servers.LOOPBACK, '--port', str(port),
+                  '--placement-port', '0', '--host-root', tree.root,
+                  '--state-dir', os.path.join(directory, 'state')],
+            # The vendor commands the drivers find are the tree's only.
+            env={'PATH': tree.tools_dir})
+        try:
+            process.start()
+            process.wait_log('Cyborg all-in-one is running.',
+                             conftest.START_TIMEOUT)
+            yield Flow(process, 'http://%s:%d' % (servers.LOOPBACK, port),
+                       tree, nova)
+        finally:
+            process.stop()
+
+
+def _address(info: dict) -> str:
+    return '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
+
+
+def _wait(predicate, what: str, process) -> None:
+    servers.wait_for(predicate, TIMEOUT, what, process.process, process.log)
+
+
+def test_devices_of_the_tree_are_reported(flow):
+    devices = conftest.api_devices(flow.url)
+    assert sorted((d['type'], d['hostname']) for d in devices) == [
+        ('GPU', HOST), ('GPU', HOST), ('NIC', HOST), ('QAT', HOST)]
+    # The drivers' health reads ran the tree's fake commands.
+    ran = {call[0] for call in fake_tools.calls(flow.tree.tools_dir)}
+    assert {'nvidia-smi', 'adf_ctl', 'dmesg'} <= ran, ran
+
+
+# (deployable, profile group, allocation candidates query)
+KINDS = {
+    'pgpu': ('0000_3b_00_0', {'resources:PGPU': '1'}, 'resources=PGPU:1'),
+    'vgpu': ('0000_d8_00_0_' + demo_host.DEMO_VGPU_TYPE,
+             {'resources:VGPU': '1',
+              'trait:' + demo_host.DEMO_VGPU_TRAIT: 'required'},
+             'resources=VGPU:1&required=' + demo_host.DEMO_VGPU_TRAIT),
+    'qat': ('0000_6b_00_0', {'resources:CUSTOM_QAT': '1'},
+            'resources=CUSTOM_QAT:1'),
+    'nic': ('0000_af_00_0', {'resources:CUSTOM_NIC': '1',
+                             'trait:' + demo_host.DEMO_PHYSNET_TRAIT:
+                                 'required'},
+            'resources=CUSTOM_NIC:1&required='
+            + demo_host.DEMO_PHYSNET_TRAIT),
+}
+
+
+@pytest.mark.parametrize('kind', sorted(KINDS))
+def test_allocation_candidates_find_each_kind(flow, kind):
+    deployable, _group, query = KINDS[kind]
+    rp = flow.rp_uuids()[deployable]
+    assert flow.candidates(query) == {rp}
+
+
+# The PCI kinds: the device Nova passes through.
+PCI_DEVICES = {
+    'pgpu': [demo_host.DEMO_PGPU],
+    'qat': demo_host.DEMO_QAT_VFS,
+    'nic': demo_host.DEMO_NIC_VFS,
+}
+
+
+@pytest.mark.parametrize('kind', sorted(PCI_DEVICES))
+def test_nova_flow_attaches_the_pci_device(flow, kind):
+    deployable, group, _query = KINDS[kind]
+    instance, arq = flow.bind(group, flow.rp_uuids()[deployable])
+    assert arq['attach_handle_type'] == 'PCI', arq
+    info = arq['attach_handle_info']
+    assert _address(info) in PCI_DEVICES[kind], arq
+    if kind == 'nic':
+        assert info['physical_network'] == demo_host.DEMO_PHYSNET
+    assert flow.handles_in_use() == 1
+    flow.delete(instance)
+    _wait(lambda: flow.handles_in_use() == 0, 'the handle free',
+          flow.process)
+
+
+def test_nova_flow_creates_and_removes_the_mdev(flow):
+    deployable, group, _query = KINDS['vgpu']
+    tree = flow.tree
+    available = tree.dev(demo_host.DEMO_VGPU_PARENT, 'mdev_supported_types',
+                         demo_host.DEMO_VGPU_TYPE, 'available_instances')
+    assert tree.read(available).strip() == str(demo_host.DEMO_VGPU_COUNT)
+    instance, arq = flow.bind(group, flow.rp_uuids()[deployable])
+    assert arq['attach_handle_type'] == 'MDEV', arq
+    info = arq['attach_handle_info']
+    assert _address(info) == demo_host.DEMO_VGPU_PARENT
+    assert info['asked_type'] == demo_host.DEMO_VGPU_TYPE
+    mdev = arq['attach_handle_uuid']
+    # What Nova's libvirt driver looks for: the mdev, of the type, on
+    # the GPU, as the kernel made it on the driver's write to create.
+    link = tree.abs('sys/bus/mdev/devices/' + mdev)
+    _wait(lambda: os.path.isdir(link), 'mdev %s' % mdev, flow.process)
+    assert tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == [mdev]
+    assert os.path.basename(os.readlink(os.path.join(
+        link, 'mdev_type'))) == demo_host.DEMO_VGPU_TYPE
+    assert tree.read(available).strip() == str(
+        demo_host.DEMO_VGPU_COUNT - 1)
+    assert flow.handles_in_use() == 1
+
+    flow.delete(instance)
+    _wait(lambda: not os.path.lexists(link), 'mdev %s removed' % mdev,
+          flow.process)
+    _wait(lambda: flow.handles_in_use() == 0, 'the handle free',
+          flow.process)
+    assert tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == []
+    assert tree.read(available).strip() == str(demo_host.DEMO_VGPU_COUNT)
+    assert tree.refused == []
+    log = flow.process.log_text()
+    assert 'nvidia_gpu_driver: created mdev %s of type %s on %s' % (
+        mdev, demo_host.DEMO_VGPU_TYPE, demo_host.DEMO_VGPU_PARENT) in log
+    assert 'nvidia_gpu_driver: removed mdev %s' % mdev in log
