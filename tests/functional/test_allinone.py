@@ -29,6 +29,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.clients import placement as placement_client
 from tests.functional import conftest
 from tests.functional import servers
@@ -243,3 +244,98 @@ def test_concurrent_nova_cycles(busy_allinone):
         engine.dispose()
     assert [tuple(row) for row in handles] == [(0, 16)], handles
     deployment.check_alive()
+
+
+# The demo: --demo-hardware ------------------------------------------------
+
+@pytest.fixture(scope='module')
+def demo_allinone(work_dir):
+    """``cyborg-all-in-one --demo-hardware``, as the README runs it."""
+    directory = os.path.join(work_dir, 'allinone-demo')
+    port = servers.free_port()
+    process = servers.CyborgProcess(
+        'cyborg-all-in-one', None, directory,
+        args=['--demo-hardware', '--host', servers.LOOPBACK,
+              '--port', str(port), '--placement-port', '0',
+              '--state-dir', os.path.join(directory, 'state')])
+    try:
+        process.start()
+        process.wait_log('Press Ctrl-C to stop.', conftest.START_TIMEOUT)
+        yield conftest.Deployment(
+            'allinone-demo', 'http://%s:%d' % (servers.LOOPBACK, port),
+            [process])
+    finally:
+        process.stop()
+
+
+def test_demo_lists_its_hardware_and_says_what_to_ask(demo_allinone):
+    devices = conftest.api_devices(demo_allinone.url)
+    assert sorted((d['type'], d['model']) for d in devices) == [
+        ('GPU', 'Tesla T4'), ('GPU', 'Tesla T4'), ('NIC', 'E810-C'),
+        ('QAT', 'QAT 4xxx')]
+    text = demo_allinone.processes[0].log_text()
+    for asked in ('resources:PGPU=1', 'resources:VGPU=1',
+                  'trait:%s=required' % demo_host.DEMO_VGPU_TRAIT,
+                  'resources:CUSTOM_QAT=1', 'resources:CUSTOM_NIC=1',
+                  'trait:%s=required' % demo_host.DEMO_PHYSNET_TRAIT):
+        assert asked in text
+
+
+def test_demo_allocation_candidates_find_a_qat_vf(demo_allinone):
+    client = placement_client.PlacementClient.for_endpoint(
+        _placement_url(demo_allinone))
+    response = client.request('GET', '/allocation_candidates'
+                                     '?resources=CUSTOM_QAT:1')
+    qat = [d for d in requests.get(
+        demo_allinone.url + '/v2/deployables',
+        timeout=10).json()['deployables'] if d['name'] == '0000_6b_00_0']
+    summaries = response.json()['provider_summaries']
+    assert [rp for rp, s in summaries.items() if 'CUSTOM_QAT' in
+            s['resources']] == [qat[0]['rp_uuid']]
+    assert summaries[qat[0]['rp_uuid']]['resources']['CUSTOM_QAT'] == {
+        'capacity': 4, 'used': 0}
+
+
+def test_demo_makes_the_vgpu_a_bind_creates(demo_allinone):
+    """The demo's kernel stand-in: the mdev the driver creates on bind
+    appears in the demo host, and goes on delete."""
+    api = demo_allinone.url + '/v2'
+    rp = {d['name']: d['rp_uuid'] for d in requests.get(
+        api + '/deployables', timeout=10).json()['deployables']}[
+        '0000_d8_00_0_' + demo_host.DEMO_VGPU_TYPE]
+    response = requests.post(api + '/device_profiles', timeout=30, json=[{
+        'name': 'demo-vgpu', 'groups': [{
+            'resources:VGPU': '1',
+            'trait:' + demo_host.DEMO_VGPU_TRAIT: 'required'}]}])
+    assert response.status_code == 201, response.text
+    response = requests.post(api + '/accelerator_requests', timeout=30,
+                             json={'device_profile_name': 'demo-vgpu'})
+    assert response.status_code == 201, response.text
+    (arq,) = response.json()['arqs']
+    hostname = conftest.api_devices(demo_allinone.url)[0]['hostname']
+    instance = str(uuid.uuid4())
+    response = requests.patch(
+        api + '/accelerator_requests', headers=SERVICE, timeout=30,
+        json={arq['uuid']: [
+            {'op': 'add', 'path': '/hostname', 'value': hostname},
+            {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
+            {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
+    assert response.status_code == 202, response.text
+
+    def bound():
+        arqs = requests.get(api + '/accelerator_requests', timeout=10,
+                            params={'instance': instance}).json()['arqs']
+        return arqs[0] if arqs[0]['state'] == 'Bound' else None
+
+    arq = _wait(bound)
+    assert arq, demo_allinone.logs()
+    mdevs = os.path.join(demo_allinone.processes[0].work_dir, 'state',
+                         'demo-host', 'sys', 'bus', 'mdev', 'devices')
+    mdev = os.path.join(mdevs, arq['attach_handle_uuid'])
+    assert _wait(lambda: os.path.isdir(mdev)), demo_allinone.logs()
+    response = requests.delete(api + '/accelerator_requests',
+                               params={'instance': instance},
+                               headers=SERVICE, timeout=30)
+    assert response.status_code == 204, response.text
+    assert _wait(lambda: not os.path.lexists(mdev)), demo_allinone.logs()
+    demo_allinone.check_alive()
