@@ -21,8 +21,8 @@ import pytest
 
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import runner
-from tests.fixtures.hosts import hosts
 from cyborg.accelerator.drivers.utils import fake_tools as tools
+from tests.fixtures.hosts import hosts
 
 
 @pytest.fixture

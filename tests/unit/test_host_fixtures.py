@@ -24,6 +24,7 @@ import pytest
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 from tests.fixtures.hosts import hosts
 
 BUILDERS = [hosts.nvidia_gpu_host, hosts.nvidia_vgpu17_host,
@@ -228,7 +229,6 @@ def test_ampere_vfs_offer_the_types_one_instance_each(tmp_path):
 
 
 def test_nvidia_smi_health_queries_and_dmesg(tmp_path):
-    from cyborg.accelerator.drivers.utils import fake_tools as tools
     tree = hosts.nvidia_gpu_host(str(tmp_path))
     run = runner.CommandRunner(search_path=[tree.tools_dir])
     args = tools.health_query_args(('remapped_rows.pending',

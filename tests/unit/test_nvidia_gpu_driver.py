@@ -31,8 +31,8 @@ from cyborg.conf import agent as agent_conf
 from cyborg.conf import nvidia_gpu as nvidia_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
-from tests.fixtures.hosts import hosts
 from cyborg.accelerator.drivers.utils import fake_tools as tools
+from tests.fixtures.hosts import hosts
 
 T4_TRAITS = ['CUSTOM_GPU_NVIDIA', 'CUSTOM_NVIDIA_1EB8', 'OWNER_CYBORG']
 UUID1 = '83b8f4f2-509f-382f-3c1e-e6bfe0fa1001'
