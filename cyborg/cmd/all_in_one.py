@@ -131,14 +131,15 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument('--state-dir', default=DEFAULT_STATE_DIR,
                         help='Directory for the database and other state '
                              '(%(default)s).')
-    parser.add_argument('--host-root',
-                        help='Root under which the drivers read the '
-                             'host\'s sys, proc and dev trees ([agent] '
-                             'host_root).')
-    parser.add_argument('--demo-hardware', action='store_true',
-                        help='Build a demo host (GPUs, QAT, NIC) in the '
-                             'state directory and report it with the real '
-                             'drivers.')
+    hardware = parser.add_mutually_exclusive_group()
+    hardware.add_argument('--host-root',
+                          help='Root under which the drivers read the '
+                               'host\'s sys, proc and dev trees ([agent] '
+                               'host_root).')
+    hardware.add_argument('--demo-hardware', action='store_true',
+                          help='Build a demo host (GPUs, QAT, NIC) in the '
+                               'state directory and report it with the '
+                               'real drivers.')
     return parser.parse_known_args(argv)
 
 

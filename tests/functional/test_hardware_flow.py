@@ -246,6 +246,9 @@ def test_nova_flow_creates_and_removes_the_mdev(flow):
         link, 'mdev_type'))) == demo_host.DEMO_VGPU_TYPE
     assert tree.read(available).strip() == str(
         demo_host.DEMO_VGPU_COUNT - 1)
+    assert os.path.islink(tree.abs(tree.dev(
+        demo_host.DEMO_VGPU_PARENT, 'mdev_supported_types',
+        demo_host.DEMO_VGPU_TYPE, 'devices', mdev)))
     assert flow.handles_in_use() == 1
 
     flow.delete(instance)
