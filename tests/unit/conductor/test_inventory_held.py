@@ -29,7 +29,7 @@ from cyborg.db import models
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_tree
 from cyborg.domain import providers
-from tests.unit.test_placement_sync import FakePlacement
+from tests.unit.conductor.test_placement_sync import FakePlacement
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 KEPT = '0000:10:00.0'    # always reported
