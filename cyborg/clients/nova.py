@@ -41,6 +41,7 @@ from oslo_context import context as oslo_context
 from oslo_log import log as logging
 
 from cyborg.clients import ksa
+from cyborg.domain import events
 
 LOG = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ NOVA_MICROVERSION = '2.82'
 SERVICE_TYPE = 'compute'
 CONF_GROUP = 'nova'
 EVENTS_PATH = '/os-server-external-events'
-EVENT_NAME = 'accelerator-request-bound'
-STATUSES = ('completed', 'failed')
+EVENT_NAME = events.EVENT_NAME
+STATUSES = events.STATUSES
 
 # Per-event outcomes of NovaClient.send_events.
 SENT = 'sent'

@@ -21,7 +21,7 @@ Each one therefore
   written for (the attribute exists, holds the kind of value expected, and
   the library's code still reads it), rather than trusting a version
   range: a new release that keeps the shape keeps the patch;
-* has a test in ``tests/unit/test_patches.py`` that fails as soon as an
+* has a test in ``tests/unit/common/test_patches.py`` that fails as soon as an
   installed library no longer has that shape, so an upgrade fails there
   instead of silently in production.
 

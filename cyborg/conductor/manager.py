@@ -33,6 +33,7 @@ from cyborg.db import device_profiles as profiles_db
 from cyborg.db import errors as db_errors
 from cyborg.db import hardware
 from cyborg.db import services as services_db
+from cyborg.domain import providers
 
 LOG = logging.getLogger(__name__)
 
@@ -61,10 +62,6 @@ def _expected(fn):
                               fn.__name__)
             raise answer from e
     return _expected_answers(wrapper)
-
-# Attribute keys that shape a deployable's resource provider.
-_PLACEMENT_KEYS = ('rc', 'trait')
-
 
 @dataclasses.dataclass(frozen=True)
 class ARQLimits:
@@ -222,7 +219,7 @@ class ConductorManager:
                                 hardware.attribute_delete(context, uuid))
 
     def _attribute_changed(self, context, attribute: dict[str, Any]) -> None:
-        if not attribute['key'].startswith(_PLACEMENT_KEYS):
+        if not providers.shapes_placement(attribute['key']):
             return
         host = hardware.deployable_host(context, attribute['deployable_id'])
         if host is not None:

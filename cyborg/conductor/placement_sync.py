@@ -52,9 +52,10 @@ from typing import Any
 from oslo_log import log as logging
 
 from cyborg.clients import placement as placement_client
-from cyborg.db import inventory as inventory_db
 from cyborg.db import providers as providers_db
 from cyborg.domain import device_tree
+from cyborg.domain import devices
+from cyborg.domain import providers
 from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
@@ -98,8 +99,8 @@ def inventory(resource_class: str, total: int,
 
 
 def is_schedulable(device) -> bool:
-    return (device.status == 'enabled' and device.health == 'healthy'
-            and not device.missing)
+    return devices.is_schedulable(device.status, device.health,
+                                  device.missing)
 
 
 @dataclasses.dataclass
@@ -132,17 +133,15 @@ def load_host_state(context, host: str) -> HostState | None:
     desired = {}
     for row in rows.deployables:
         attrs = rows.attributes.get(row.id, {})
-        if 'rc' not in attrs:
+        if providers.RESOURCE_CLASS_KEY not in attrs:
             continue
-        traits = sorted({value for key, value in attrs.items()
-                         if key.startswith('trait')}
+        traits = sorted(providers.traits_of(attrs)
                         | {resource_names.OWNER_TRAIT})
         desired[row.rp_uuid] = ProviderSpec(
-            uuid=row.rp_uuid, name=inventory_db.provider_name(host,
-                                                              row.name),
+            uuid=row.rp_uuid, name=providers.provider_name(host, row.name),
             parent_uuid=service.compute_rp_uuid,
-            inventories=inventory(attrs['rc'], row.num_accelerators,
-                                  is_schedulable(row)),
+            inventories=inventory(attrs[providers.RESOURCE_CLASS_KEY],
+                                  row.num_accelerators, is_schedulable(row)),
             traits=traits)
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,

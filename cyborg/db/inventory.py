@@ -28,7 +28,6 @@ Devices of a driver that failed during discovery are left as they are.
 """
 
 import dataclasses
-import uuid as uuid_lib
 from typing import Any
 
 from oslo_log import log as logging
@@ -47,22 +46,9 @@ from cyborg.db.models import HANDLES
 from cyborg.db.models import SERVICES
 from cyborg.db import services
 from cyborg.domain import device_tree
+from cyborg.domain import providers
 
 LOG = logging.getLogger(__name__)
-
-# Namespace of the resource provider UUIDs of deployables.
-RP_NAMESPACE = uuid_lib.UUID('7c9b7e1e-1f43-4d8e-9a43-6c2f1d8e5b2a')
-
-
-def provider_uuid(host: str, address: str, deployable: str) -> str:
-    """A deployable's resource provider UUID, stable across reports."""
-    return str(uuid_lib.uuid5(RP_NAMESPACE,
-                              '%s/%s/%s' % (host, address, deployable)))
-
-
-def provider_name(host: str, deployable: str) -> str:
-    return '%s_%s' % (host, deployable)
-
 
 @dataclasses.dataclass
 class DiffSummary:
@@ -123,16 +109,10 @@ def apply_report(context, host: str, rp_name: str,
 
 def _attributes(deployable: dict[str, Any]) -> dict[str, str]:
     """The attribute rows a reported deployable should have."""
-    values = {'rc': deployable['resource_class']}
-    for index, trait in enumerate(sorted(deployable['traits'])):
-        values['trait%d' % index] = trait
+    values = providers.placement_attributes(deployable['resource_class'],
+                                            deployable['traits'])
     values.update(deployable.get('attributes') or {})
     return values
-
-
-def _is_managed_attribute(key: str) -> bool:
-    """Keys the diff removes when unreported; others come from the API."""
-    return key == 'rc' or key.startswith('trait')
 
 
 def _board_info(value) -> str | None:
@@ -205,7 +185,8 @@ class _HostDiff:
             'std_board_info': _board_info(device.get('std_board_info')),
             'vendor_board_info': _board_info(
                 device.get('vendor_board_info')),
-            'health': device.get('health') or 'healthy',
+            'health': (device.get('health')
+                       or device_tree.Health.HEALTHY.value),
             'driver': device.get('driver'), 'missing': False,
         }
 
@@ -316,7 +297,8 @@ class _HostDiff:
             uuid=uuidutils.generate_uuid(), name=deployable['name'],
             num_accelerators=deployable['num_accelerators'],
             device_id=device_id, driver_name=deployable.get('driver_name'),
-            rp_uuid=provider_uuid(self.host, address, deployable['name']),
+            rp_uuid=providers.provider_uuid(self.host, address,
+                                            deployable['name']),
             created_at=self.now)
             for device_id, address, _cpid, deployable in new])
         handles, attributes = [], []
@@ -443,7 +425,7 @@ class _HostDiff:
                                                       updated_at=self.now))
                 changed = True
         stale = [row.id for key, row in existing.items()
-                 if key not in wanted and _is_managed_attribute(key)]
+                 if key not in wanted and providers.shapes_placement(key)]
         if stale:
             self.connection.execute(sa.delete(ATTRIBUTES).where(
                 ATTRIBUTES.c.id.in_(stale)))

@@ -23,6 +23,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy import orm
 
+from cyborg.domain import device_tree
+from cyborg.domain import devices
+
 TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
 
 # The type of every date/time column: microseconds kept on every database.
@@ -93,9 +96,10 @@ class Device(Base):
     hostname = sa.Column(sa.String(255), nullable=False)
     address = sa.Column(sa.String(255), nullable=False)
     status = sa.Column(sa.String(32), nullable=False,
-                       default='enabled', server_default='enabled')
+                       default=devices.ENABLED, server_default=devices.ENABLED)
     health = sa.Column(sa.String(32), nullable=False,
-                       default='healthy', server_default='healthy')
+                       default=device_tree.Health.HEALTHY.value,
+                       server_default=device_tree.Health.HEALTHY.value)
     # The driver that reported the device, and whether the device vanished
     # from its reports while an accelerator request still held it.
     driver = sa.Column(sa.String(100), nullable=True)

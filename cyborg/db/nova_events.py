@@ -52,10 +52,11 @@ import sqlalchemy as sa
 
 from cyborg.db import api as db_api
 from cyborg.db.models import EVENTS
+from cyborg.domain import events
 
 LOG = logging.getLogger(__name__)
 
-STATUSES = ('completed', 'failed')
+STATUSES = events.STATUSES
 REJECTED_PREFIX = 'rejected: '
 
 # Dialects whose SELECT ... FOR UPDATE SKIP LOCKED lets concurrent

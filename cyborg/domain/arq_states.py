@@ -45,6 +45,8 @@ allowed sources listed here, so concurrent API calls, bind jobs and
 sweepers can never move an ARQ along a path this table does not allow.
 """
 
+from cyborg.domain import events
+
 INITIAL = 'Initial'
 BIND_STARTED = 'BindStarted'
 BOUND = 'Bound'
@@ -75,8 +77,8 @@ RESOLVED = frozenset([BOUND, BIND_FAILED, DELETING])
 FAILED = frozenset([BIND_FAILING, BIND_FAILED])
 
 # Nova external event status per state that sends one.
-EVENT_STATUS = {BOUND: 'completed', BIND_FAILING: 'failed',
-                BIND_FAILED: 'failed', DELETING: 'failed'}
+EVENT_STATUS = {BOUND: events.COMPLETED, BIND_FAILING: events.FAILED,
+                BIND_FAILED: events.FAILED, DELETING: events.FAILED}
 
 # States clients see under another name (see the module docstring).
 _SHOWN_AS = {BIND_FAILING: BIND_STARTED}

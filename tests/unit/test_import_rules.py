@@ -10,13 +10,20 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The database layer holds every SQL statement: no module of cyborg/
-outside cyborg/db/ imports SQLAlchemy or oslo.db's database code
-(``oslo_db.sqlalchemy``, ``oslo_db.exception``, ``oslo_db.api``).
+"""The import rules of doc/source/contributor/architecture.rst.
 
-Two imports are allowed: the option registration (``oslo_db.options``,
-in cyborg/conf/) and enginefacade's transaction-context decorator on the
-request context (``cyborg/context.py``), as placement's context has."""
+* The database layer holds every SQL statement: no module of cyborg/
+  outside cyborg/db/ imports SQLAlchemy or oslo.db's database code
+  (``oslo_db.sqlalchemy``, ``oslo_db.exception``, ``oslo_db.api``). Two
+  imports are allowed: the option registration (``oslo_db.options``, in
+  cyborg/conf/) and enginefacade's transaction-context decorator on the
+  request context (``cyborg/context.py``), as placement's context has.
+* The domain rules (cyborg/domain/) import nothing of the service but
+  the exceptions.
+* Each layer imports only the layers below it (:data:`FORBIDDEN_LAYERS`):
+  the database layer and the conductor never import the drivers, the
+  agent never touches the database, the drivers know nothing of the
+  services."""
 
 import ast
 import os
@@ -121,3 +128,80 @@ def test_the_request_context_may_keep_the_transaction_decorator():
               'from oslo_db.sqlalchemy import session\n')
     assert violations('cyborg/context.py', source) == [
         'cyborg/context.py:2 imports oslo_db.sqlalchemy.session']
+
+
+#: Package -> the cyborg packages its modules may not import.
+FORBIDDEN_LAYERS = {
+    'cyborg.db': ('cyborg.accelerator', 'cyborg.agent', 'cyborg.api',
+                  'cyborg.clients', 'cyborg.conductor'),
+    'cyborg.conductor': ('cyborg.accelerator', 'cyborg.api'),
+    'cyborg.agent': ('cyborg.api', 'cyborg.clients', 'cyborg.db'),
+    'cyborg.accelerator': ('cyborg.agent', 'cyborg.api', 'cyborg.clients',
+                           'cyborg.conductor', 'cyborg.db'),
+    'cyborg.api': ('cyborg.accelerator', 'cyborg.agent', 'cyborg.clients'),
+    'cyborg.clients': ('cyborg.accelerator', 'cyborg.agent', 'cyborg.api',
+                       'cyborg.conductor', 'cyborg.db'),
+}
+#: What the domain rules may import of the service.
+DOMAIN_MAY_IMPORT = ('cyborg.domain', 'cyborg.common.exception')
+
+
+def _package_of(relative: str) -> str:
+    """``cyborg/db/arqs.py`` -> ``cyborg.db``."""
+    return '.'.join(relative[:-3].split('/')[:2])
+
+
+def layer_violations(relative: str, source: str) -> list[str]:
+    """'path:line imports name' for each import that crosses a layer
+    rule (``relative`` is the module's path in the repository)."""
+    package = _package_of(relative)
+    found = []
+    for line, name in imported_names(ast.parse(source, relative)):
+        if not _under(name, ('cyborg',)):
+            continue
+        if package == 'cyborg.domain':
+            # "from cyborg.common import exception" names the module.
+            bad = not _under(name, DOMAIN_MAY_IMPORT)
+        else:
+            bad = _under(name, FORBIDDEN_LAYERS.get(package, ()))
+        if bad:
+            found.append('%s:%d imports %s' % (relative, line, name))
+    return found
+
+
+def _all_modules():
+    for directory, subdirectories, files in os.walk(PACKAGE):
+        subdirectories.sort()
+        for name in sorted(files):
+            if name.endswith('.py'):
+                path = os.path.join(directory, name)
+                yield os.path.relpath(path, ROOT).replace(os.sep, '/'), path
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    found = []
+    for relative, path in _all_modules():
+        with open(path, encoding='utf-8') as source:
+            found += layer_violations(relative, source.read())
+    assert not found, ('imports across the layers of '
+                       'doc/source/contributor/architecture.rst:\n'
+                       + '\n'.join(found))
+
+
+def test_the_layer_check_sees_each_rule():
+    source = '\n'.join([
+        'from cyborg.accelerator.drivers import base',
+        'from cyborg.domain import device_tree',
+        'import cyborg.db.arqs',
+        'from cyborg.common import exception',
+        'from cyborg.common import rpc',
+    ])
+    assert layer_violations('cyborg/conductor/x.py', source) == [
+        'cyborg/conductor/x.py:1 imports cyborg.accelerator.drivers.base']
+    assert layer_violations('cyborg/agent/x.py', source) == [
+        'cyborg/agent/x.py:3 imports cyborg.db.arqs']
+    assert layer_violations('cyborg/domain/x.py', source) == [
+        'cyborg/domain/x.py:1 imports cyborg.accelerator.drivers.base',
+        'cyborg/domain/x.py:3 imports cyborg.db.arqs',
+        'cyborg/domain/x.py:5 imports cyborg.common.rpc']
+    assert layer_violations('cyborg/cmd/x.py', source) == []

@@ -20,6 +20,7 @@ from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import device as schema
 from cyborg.db import hardware
 from cyborg.db import models
+from cyborg.domain import devices
 from cyborg.policies import device as policy
 
 COLLECTION = 'devices'
@@ -62,9 +63,9 @@ class DevicesController(routing.Resource):
     @base.endpoint(policy.GET_ALL, query=_list_query)
     def get_all(self, *, context, query):
         filters = query.pop('filters')
-        devices = hardware.device_list(
+        rows = hardware.device_list(
             context, query, **filters_lib.paging(filters, _COLUMNS))
-        return base.render({COLLECTION: [view(d) for d in devices]})
+        return base.render({COLLECTION: [view(d) for d in rows]})
 
     @pecan.expose(content_type=base.JSON)
     @base.endpoint(policy.GET_ONE)
@@ -74,12 +75,12 @@ class DevicesController(routing.Resource):
     @pecan.expose(content_type=base.JSON)
     @base.endpoint(policy.DISABLE)
     def disable(self, uuid, *, context, query):
-        return _set_status(context, uuid, 'maintaining')
+        return _set_status(context, uuid, devices.MAINTAINING)
 
     @pecan.expose(content_type=base.JSON)
     @base.endpoint(policy.ENABLE)
     def enable(self, uuid, *, context, query):
-        return _set_status(context, uuid, 'enabled')
+        return _set_status(context, uuid, devices.ENABLED)
 
 
 def _set_status(context, uuid: str, status: str) -> str:

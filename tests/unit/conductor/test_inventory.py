@@ -21,6 +21,7 @@ from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.domain import device_tree
+from cyborg.domain import providers
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 
@@ -99,7 +100,7 @@ def test_removed_device_is_deleted_unless_in_use(
     arq = arq_db.arq_create(admin_context, 'one', 'p1')[0]
     arq_db.bind(admin_context, {arq['uuid']: {
         'hostname': 'host1', 'instance_uuid': INSTANCE,
-        'device_rp_uuid': inventory.provider_uuid(
+        'device_rp_uuid': providers.provider_uuid(
             'host1', wire[0]['address'], wire[0]['deployables'][0]['name'])}},
         None, 'c1')
     assert _count(database, models.AttachHandle, in_use=True) == 1
@@ -115,12 +116,6 @@ def test_failed_driver_keeps_its_devices(database, admin_context, fake_conf):
     summary = _apply(admin_context, [], 'other', failed=['fake_driver'])
     assert not summary.changed
     assert _count(database, models.Device) == 2
-
-
-def test_provider_uuids_are_stable_and_host_scoped():
-    first = inventory.provider_uuid('h1', '0000:10:00.0', 'd')
-    assert first == inventory.provider_uuid('h1', '0000:10:00.0', 'd')
-    assert first != inventory.provider_uuid('h2', '0000:10:00.0', 'd')
 
 
 class _Statements:
@@ -192,7 +187,7 @@ def test_new_rows_are_linked_to_their_parents(
         bus = row.address.split(':')[1]
         assert '"bus":"%s"' % bus in row.attach_info
         assert '"bus":"%s"' % bus in row.cpid_info
-        assert row.rp_uuid == inventory.provider_uuid(
+        assert row.rp_uuid == providers.provider_uuid(
             'host1', row.address, row.name)
 
 

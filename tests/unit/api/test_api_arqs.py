@@ -302,7 +302,7 @@ def real_app(conf, database):
     """The API in front of a real conductor manager (no RPC)."""
     from cyborg.conductor import binding
     from cyborg.conductor import manager as conductor_manager
-    from tests.unit import test_api_hostile
+    from tests.unit.api import test_api_hostile
 
     binder = binding.Binder('c1', 1, 60, test_api_hostile.NoAgents(),
                             lambda rows: None)

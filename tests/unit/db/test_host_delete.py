@@ -29,7 +29,7 @@ from cyborg.db import hosts
 from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.domain import device_tree
-from tests.unit.test_placement_sync import FakePlacement
+from tests.unit.conductor.test_placement_sync import FakePlacement
 
 HOST, OTHER = 'gone-host', 'other-host'
 ROOTS = {HOST: 'c0ffee00-0000-4000-8000-00000000000a',

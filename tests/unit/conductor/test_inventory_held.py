@@ -28,7 +28,8 @@ from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_tree
-from tests.unit.test_placement_sync import FakePlacement
+from cyborg.domain import providers
+from tests.unit.conductor.test_placement_sync import FakePlacement
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 KEPT = '0000:10:00.0'    # always reported
@@ -65,7 +66,7 @@ def _report(conductor, context, wire):
 
 
 def _rp(address):
-    return inventory.provider_uuid('host1', address,
+    return providers.provider_uuid('host1', address,
                                    address.replace(':', '_').replace('.',
                                                                      '_'))
 

@@ -19,9 +19,9 @@ import json
 
 import pytest
 
-from tests.unit import test_api_hostile as hostile
-from tests.unit.test_api_hostile import api  # noqa: F401 (fixture)
-from tests.unit.test_api_hostile import populated  # noqa: F401 (fixture)
+from tests.unit.api import test_api_hostile as hostile
+from tests.unit.api.test_api_hostile import api  # noqa: F401 (fixture)
+from tests.unit.api.test_api_hostile import populated  # noqa: F401 (fixture)
 
 # 30,000 characters (within the schema's 65,535), 90,000 bytes as UTF-8.
 WIDE = '\u20ac' * 30000

@@ -26,7 +26,7 @@ from cyborg.common import signals
 from cyborg.common import wsgi_server
 from cyborg.conductor import binding
 from cyborg import policies
-from tests.unit import test_policies
+from tests.unit.policies import test_policies
 
 HANDLED = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGUSR2)
 

@@ -29,7 +29,7 @@ from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
-from tests.unit import test_binding
+from tests.unit.conductor import test_binding
 
 INSTANCE = test_binding.INSTANCE
 OTHER_INSTANCE = test_binding.OTHER_INSTANCE
