@@ -360,7 +360,10 @@ def test_200_concurrent_binds_on_8_handles(flow, clean):
     owners = {row[0] for row in flow.db_rows(
         'SELECT DISTINCT bind_owner FROM extended_accelerator_requests '
         'WHERE bind_owner IS NOT NULL')}
-    assert len(owners) == 2, owners
+    # Both conductors took the PATCHes (RabbitMQ spreads them), but which
+    # of them won the 8 handles depends on timing: on a loaded machine one
+    # may win them all. Each winner is owned by one conductor or the other.
+    assert 1 <= len(owners) <= 2, owners
     # The refused ARQs are as they were: Initial, unbound, no event.
     lost = [u for u in instances if u not in won]
     rows = {row[0]: tuple(row[1:]) for row in flow.db_rows(
