@@ -383,3 +383,61 @@ def test_card_outside_segment_0_needs_the_segment(conf, tmp_path):
                        match='fpgaconf_segment'):
         _driver(conf, tree, addresses=['0001:5e:00.0'],
                 fpgaconf_segment=False)
+
+
+# Functions given to instances ------------------------------------------------
+
+def _to_vfio(tree, address):
+    """dfl-pci lets go of the function: its region disappears."""
+    tree.bind(address, 'vfio-pci')
+    tree.remove(tree.dev(address, 'fpga_region'))
+
+
+def test_vf_on_vfio_pci_keeps_its_deployable_and_last_function(conf,
+                                                               tmp_path):
+    tree = fpga_hosts.dfl_two_port_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    before = device_tree.tree_to_wire(driver.discover())
+    _to_vfio(tree, fpga_hosts.D5005_VFS[0])
+    after = device_tree.tree_to_wire(driver.discover())
+    assert after[0]['deployables'] == before[0]['deployables']
+    assert after[0]['health'] == 'healthy'
+    # A new agent has not seen the port: no function trait, same handle.
+    [device] = _driver(conf, tree).discover()
+    first = device.deployables[0]
+    assert first.attach_handles[0].attach_info == \
+        device_tree.pci_address_info(fpga_hosts.D5005_VFS[0])
+    assert not any(t.startswith('CUSTOM_FPGA_FUNCTION_ID')
+                   for t in first.traits)
+    assert device.health == 'healthy'
+
+
+def test_vf_on_a_host_driver_is_not_offered(conf, tmp_path):
+    tree = fpga_hosts.dfl_two_port_host(str(tmp_path))
+    tree.bind(fpga_hosts.D5005_VFS[1], 'some-host-driver')
+    tree.remove(tree.dev(fpga_hosts.D5005_VFS[1], 'fpga_region'))
+    [device] = _driver(conf, tree).discover()
+    assert [d.name for d in device.deployables] == ['0000_3b_00_1']
+
+
+def test_card_given_whole_to_an_instance_stays_healthy(conf, tmp_path):
+    tree = hosts.intel_fpga_dfl_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    before = device_tree.tree_to_wire(driver.discover())
+    _to_vfio(tree, hosts.DFL_PF)
+    after = device_tree.tree_to_wire(driver.discover())
+    assert after[0]['health'] == 'healthy'
+    assert after[0]['deployables'] == before[0]['deployables']
+
+
+def test_two_ports_left_on_the_pf_share_its_deployable(conf, tmp_path):
+    tree = hosts.intel_fpga_dfl_host(str(tmp_path))
+    port = tree.dev(hosts.DFL_PF, 'fpga_region', 'region0', 'dfl-port.1')
+    tree.write(port + '/afu_id', NEW_AFU)
+    [device] = _driver(conf, tree).discover()
+    [deployable] = device.deployables
+    assert deployable.num_accelerators == 1
+    assert sorted(t for t in deployable.traits
+                  if t.startswith('CUSTOM_FPGA_FUNCTION_ID')) == [
+        'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + AFU,
+        'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + NEW_AFU.upper()]

@@ -74,6 +74,7 @@ FME_ERRORS = ('fme_errors', 'pcie0_errors', 'pcie1_errors',
               'nonfatal_errors', 'catfatal_errors')
 GBS_MAGIC = b'XeonFPGA\xb7GBSv001'
 BUSY_TRIES = 3
+PASSTHROUGH_DRIVER = 'vfio-pci'
 BUSY_WAIT = 0.1
 _REGION = re.compile(r'^region\d+$')
 
@@ -170,6 +171,10 @@ class IntelFPGADriver(base.AcceleratorDriver):
             options.addresses, GROUP, 'addresses'))
         self._check_addresses()
         self._once = passthrough.Once()
+        # Ids last read per function, for functions on vfio-pci (given to
+        # an instance or ready to be), whose regions the host cannot see.
+        self._known_functions: dict[pci.PCIAddress, str | None] = {}
+        self._known_regions: dict[pci.PCIAddress, str | None] = {}
 
     def _check_addresses(self) -> None:
         for address in sorted(self._addresses):
@@ -226,6 +231,11 @@ class IntelFPGADriver(base.AcceleratorDriver):
         return None
 
     def _read_card(self, pf: pci.PCIDevice) -> Card:
+        """The card's FME and ports. A function on vfio-pci shows no
+        region: its port is taken as it was last read."""
+        if pf.driver == PASSTHROUGH_DRIVER:
+            return Card(pf, None, self._known_regions.get(pf.address),
+                        [self._hidden_port(pf.address)])
         region = self._base_region(pf.address)
         entries = sysfs.list_dir(self._host, region) if region else []
         fmes = ['%s/%s' % (region, e) for e in entries
@@ -234,11 +244,27 @@ class IntelFPGADriver(base.AcceleratorDriver):
         ports = [self._port(pf.address, '%s/%s' % (region, e))
                  for e in entries if e.startswith('dfl-port.')]
         for vf in passthrough.read_vfs(self._host, pf.address):
-            vf_region = self._base_region(vf.address)
-            ports += [self._port(vf.address, '%s/%s' % (vf_region, e))
-                      for e in sysfs.list_dir(self._host, vf_region or '')
-                      if vf_region and e.startswith('dfl-port.')]
-        return Card(pf, fme, self._interface_id(fme), ports)
+            ports += self._vf_ports(vf)
+        interface_id = self._interface_id(fme)
+        if fme is not None:
+            self._known_regions[pf.address] = interface_id
+        return Card(pf, fme, interface_id, ports)
+
+    def _vf_ports(self, vf: pci.PCIDevice) -> list[Port]:
+        """Each VF carries one port, seen while the VF is on dfl-pci;
+        an unbound VF or one on vfio-pci is offered with its last known
+        function, a VF on another driver is the host's."""
+        region = self._base_region(vf.address)
+        if region is None:
+            return ([self._hidden_port(vf.address)]
+                    if vf.driver in (None, PASSTHROUGH_DRIVER) else [])
+        return [self._port(vf.address, '%s/%s' % (region, e))
+                for e in sysfs.list_dir(self._host, region)
+                if e.startswith('dfl-port.')]
+
+    def _hidden_port(self, function: pci.PCIAddress) -> Port:
+        return Port(function, PASSTHROUGH_DRIVER,
+                    self._known_functions.get(function))
 
     def _interface_id(self, fme: str | None) -> str | None:
         """The PR interface id: ``compat_id`` of the FME's PR region
@@ -270,7 +296,9 @@ class IntelFPGADriver(base.AcceleratorDriver):
                 if attempt + 1 < BUSY_TRIES:
                     time.sleep(BUSY_WAIT)
                 continue
-            return Port(function, name, common.normalize_id(text))
+            afu_id = common.normalize_id(text)
+            self._known_functions[function] = afu_id
+            return Port(function, name, afu_id)
         return Port(function, name, None, busy=True)
 
     def _device(self, card: Card,
@@ -352,13 +380,14 @@ class IntelFPGADriver(base.AcceleratorDriver):
         reasons = []
         if card.pf.driver is None:
             reasons.append('no driver bound')
-        elif card.fme is None:
+        elif card.fme is None and card.pf.driver != PASSTHROUGH_DRIVER:
             reasons.append('no FME under %s' % card.pf.driver)
         else:
             reasons += self._fme_errors(card.fme)
         reasons += ['%s of %s is busy' % (p.name, p.function)
                     for p in card.ports if p.busy]
-        if listed is not None and card.fme is not None:
+        if (listed is not None and card.fme is not None
+                and card.pf.driver != PASSTHROUGH_DRIVER):
             reasons += self._fpgainfo_reasons(card, listed)
         return reasons
 
