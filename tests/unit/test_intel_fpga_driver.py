@@ -92,19 +92,19 @@ def test_two_ports_on_vfs_give_a_deployable_each(conf, tmp_path):
     tree = fpga_hosts.dfl_two_port_host(str(tmp_path))
     [device] = _driver(conf, tree).discover()
     wire = device_tree.tree_to_wire([device])[0]
-    assert wire['model'] == 'Intel FPGA PAC_D5005'
-    assert wire['address'] == fpga_hosts.D5005_PF
+    assert wire['model'] == 'Intel FPGA N6001'
+    assert wire['address'] == fpga_hosts.N6001_PF
     assert wire['vendor_board_info']['ports_num'] == '2'
     first, second = wire['deployables']
-    region = 'CUSTOM_FPGA_REGION_INTEL_' + fpga_hosts.D5005_PR.upper()
-    assert first['attach_handles'] == [_pci(fpga_hosts.D5005_VFS[0])]
+    region = 'CUSTOM_FPGA_REGION_INTEL_' + fpga_hosts.N6001_PR.upper()
+    assert first['attach_handles'] == [_pci(fpga_hosts.N6001_VFS[0])]
     assert first['traits'] == [
-        'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + fpga_hosts.D5005_AFU.upper(),
-        'CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_INTEL_PAC_D5005', region]
+        'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + fpga_hosts.N6001_AFU.upper(),
+        'CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_INTEL_N6001', region]
     # The second port is unprogrammed (afu_id of zeros): no function.
-    assert second['attach_handles'] == [_pci(fpga_hosts.D5005_VFS[1])]
+    assert second['attach_handles'] == [_pci(fpga_hosts.N6001_VFS[1])]
     assert second['traits'] == ['CUSTOM_FPGA_INTEL',
-                                'CUSTOM_FPGA_INTEL_PAC_D5005', region]
+                                'CUSTOM_FPGA_INTEL_N6001', region]
     assert 'function_id' not in second['attributes']
     # No fpgainfo on this host: health from sysfs only.
     assert wire['health'] == 'healthy'
@@ -132,7 +132,7 @@ def test_addresses_restrict_the_cards(conf, tmp_path):
 
 def test_fme_errors_make_the_card_unhealthy(conf, tmp_path, caplog):
     tree = fpga_hosts.dfl_two_port_host(str(tmp_path))
-    fpga_hosts.add_fme_errors(tree, fpga_hosts.D5005_PF, pcie0_errors=0x4)
+    fpga_hosts.add_fme_errors(tree, fpga_hosts.N6001_PF, pcie0_errors=0x4)
     [device] = _driver(conf, tree).discover()
     assert device.health == 'unhealthy'
     assert ('intel_fpga_driver: device 0000:3b:00.0 is unhealthy: '
@@ -309,10 +309,10 @@ def test_program_without_fpgaconf(conf, tmp_path):
 def test_program_refuses_an_image_for_another_interface(conf, tmp_path):
     tree, _image = _programmable(tmp_path)
     other = fpga_hosts.write_gbs(str(tmp_path / 'other.gbs'),
-                                 fpga_hosts.D5005_PR, NEW_AFU)
+                                 fpga_hosts.N6001_PR, NEW_AFU)
     with pytest.raises(common.FPGAProgramError,
                        match='built for PR interface %s'
-                       % fpga_hosts.D5005_PR):
+                       % fpga_hosts.N6001_PR):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF), other)
     assert tools.calls(tree.tools_dir) == []
 
@@ -398,7 +398,7 @@ def test_vf_on_vfio_pci_keeps_its_deployable_and_last_function(conf,
     tree = fpga_hosts.dfl_two_port_host(str(tmp_path))
     driver = _driver(conf, tree)
     before = device_tree.tree_to_wire(driver.discover())
-    _to_vfio(tree, fpga_hosts.D5005_VFS[0])
+    _to_vfio(tree, fpga_hosts.N6001_VFS[0])
     after = device_tree.tree_to_wire(driver.discover())
     assert after[0]['deployables'] == before[0]['deployables']
     assert after[0]['health'] == 'healthy'
@@ -406,7 +406,7 @@ def test_vf_on_vfio_pci_keeps_its_deployable_and_last_function(conf,
     [device] = _driver(conf, tree).discover()
     first = device.deployables[0]
     assert first.attach_handles[0].attach_info == \
-        device_tree.pci_address_info(fpga_hosts.D5005_VFS[0])
+        device_tree.pci_address_info(fpga_hosts.N6001_VFS[0])
     assert not any(t.startswith('CUSTOM_FPGA_FUNCTION_ID')
                    for t in first.traits)
     assert device.health == 'healthy'
@@ -414,8 +414,8 @@ def test_vf_on_vfio_pci_keeps_its_deployable_and_last_function(conf,
 
 def test_vf_on_a_host_driver_is_not_offered(conf, tmp_path):
     tree = fpga_hosts.dfl_two_port_host(str(tmp_path))
-    tree.bind(fpga_hosts.D5005_VFS[1], 'some-host-driver')
-    tree.remove(tree.dev(fpga_hosts.D5005_VFS[1], 'fpga_region'))
+    tree.bind(fpga_hosts.N6001_VFS[1], 'some-host-driver')
+    tree.remove(tree.dev(fpga_hosts.N6001_VFS[1], 'fpga_region'))
     [device] = _driver(conf, tree).discover()
     assert [d.name for d in device.deployables] == ['0000_3b_00_1']
 
