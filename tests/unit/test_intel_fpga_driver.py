@@ -441,3 +441,19 @@ def test_two_ports_left_on_the_pf_share_its_deployable(conf, tmp_path):
                   if t.startswith('CUSTOM_FPGA_FUNCTION_ID')) == [
         'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + AFU,
         'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + NEW_AFU.upper()]
+
+
+def test_unreadable_afu_id_is_a_health_reason(conf, tmp_path, monkeypatch,
+                                             caplog):
+    tree = hosts.intel_fpga_dfl_host(str(tmp_path))
+    real = sysfs.read_text
+
+    def read_text(host, path):
+        if path.endswith('/afu_id'):
+            raise errors.SysfsReadError(path, errno.EIO, 'I/O error')
+        return real(host, path)
+
+    monkeypatch.setattr(sysfs, 'read_text', read_text)
+    [device] = _driver(conf, tree).discover()
+    assert device.health == 'unhealthy'
+    assert 'afu_id failed: I/O error' in caplog.text

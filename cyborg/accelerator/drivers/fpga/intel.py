@@ -85,8 +85,8 @@ class Port:
 
     function: pci.PCIAddress
     name: str
-    afu_id: str | None  # None: unreadable (busy) or no such file
-    busy: bool = False
+    afu_id: str | None  # None: unreadable or no such file
+    problem: str | None = None  # why afu_id could not be read
 
 
 @dataclasses.dataclass
@@ -292,14 +292,15 @@ class IntelFPGADriver(base.AcceleratorDriver):
                 text = sysfs.read_text(self._host, path + '/afu_id')
             except errors.SysfsReadError as exc:
                 if exc.errno != errno.EBUSY:
-                    raise
+                    return Port(function, name, None, problem=str(exc))
                 if attempt + 1 < BUSY_TRIES:
                     time.sleep(BUSY_WAIT)
                 continue
             afu_id = common.normalize_id(text)
             self._known_functions[function] = afu_id
             return Port(function, name, afu_id)
-        return Port(function, name, None, busy=True)
+        return Port(function, name, None,
+                    problem='%s of %s is busy' % (name, function))
 
     def _device(self, card: Card,
                 listed: dict[pci.PCIAddress, str | None] | None
@@ -384,8 +385,7 @@ class IntelFPGADriver(base.AcceleratorDriver):
             reasons.append('no FME under %s' % card.pf.driver)
         else:
             reasons += self._fme_errors(card.fme)
-        reasons += ['%s of %s is busy' % (p.name, p.function)
-                    for p in card.ports if p.busy]
+        reasons += [p.problem for p in card.ports if p.problem]
         if (listed is not None and card.fme is not None
                 and card.pf.driver != PASSTHROUGH_DRIVER):
             reasons += self._fpgainfo_reasons(card, listed)
@@ -513,7 +513,13 @@ class IntelFPGADriver(base.AcceleratorDriver):
                 reason=common.tool_message(failed, result.stdout))
 
     def _function_after(self, address: pci.PCIAddress, gbs: GbsInfo) -> str:
-        ports = self._read_card(pci.read_device(self._host, address)).ports
+        try:
+            ports = self._read_card(pci.read_device(self._host,
+                                                    address)).ports
+        except errors.HostError as exc:
+            raise common.FPGAProgramError(
+                device=str(address), reason='fpgaconf succeeded but the '
+                'card cannot be read: %s' % exc)
         ids = [p.afu_id for p in ports
                if p.afu_id and not common.is_blank(p.afu_id)]
         expected = [i for i in ids if i in gbs.afu_ids]
