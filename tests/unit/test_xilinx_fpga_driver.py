@@ -135,6 +135,15 @@ def test_not_ready_and_unbound_management_are_unhealthy(conf, tmp_path,
     assert driver.health([device]) == {MGMT: 'unhealthy'}
 
 
+def test_user_function_gone_is_unhealthy(conf, tmp_path):
+    tree = fpga_hosts.alveo_u250_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    devices = driver.discover()
+    assert driver.health(devices) == {MGMT: 'healthy'}
+    tree.remove_pci(USER)
+    assert driver.health(devices) == {MGMT: 'unhealthy'}
+
+
 def test_discovery_is_deterministic(conf, tmp_path):
     tree = fpga_hosts.alveo_u250_host(str(tmp_path), u50_shared_group=True)
     driver = _driver(conf, tree)

@@ -200,6 +200,11 @@ class XilinxFPGADriver(base.AcceleratorDriver):
                 reasons = self._reasons(mgmt)
             except errors.DeviceNotFound:
                 reasons = ['gone']
+            board = device.vendor_board_info
+            user = (board.get('user_function')
+                    if isinstance(board, dict) else None)
+            if user and not pci.exists(self._host, user):
+                reasons.append('user function %s is gone' % user)
             states[device.address] = (
                 device_tree.Health.UNHEALTHY.value if reasons
                 else device_tree.Health.HEALTHY.value)
