@@ -22,7 +22,10 @@ from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import huawei_ascend_driver
+from cyborg.conf import inspur_fpga_driver
 from cyborg.conf import inspur_nvme_ssd_driver
+from cyborg.conf import intel_fpga_driver
 from cyborg.conf import intel_nic_driver
 from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
@@ -30,10 +33,13 @@ from cyborg.conf import nvidia_gpu
 from cyborg.conf import pci_driver
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
+from cyborg.conf import xilinx_fpga_driver
 
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
             upgrade_levels, intel_qat_driver, intel_nic_driver,
             inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu)
+_MODULES += (intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
+             huawei_ascend_driver)
 
 
 def list_opts():

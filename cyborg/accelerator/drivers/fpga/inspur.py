@@ -1,0 +1,90 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Inspur FPGA cards (vendor ``1bd4``, class "Processing accelerators"),
+passed through whole.
+
+One device per card, one deployable of ``[inspur_fpga_driver]
+resource_class`` (``FPGA``) with the card as its ``PCI`` attach handle
+and the traits ``CUSTOM_FPGA_INSPUR`` and
+``CUSTOM_FPGA_PRODUCT_ID_<device id>``. Inspur NVMe drives share the
+vendor id and are told apart by their class. The cards cannot be
+programmed through Cyborg: ``program`` raises a typed error.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.fpga import common
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.conf import inspur_fpga_driver as inspur_conf
+from cyborg.domain import device_tree
+
+GROUP = 'inspur_fpga_driver'
+INSPUR = 0x1bd4
+CLASS_ACCELERATOR = 0x1200
+
+
+class InspurFPGADriver(base.AcceleratorDriver):
+
+    name = 'inspur_fpga_driver'
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        inspur_conf.register_opts(conf)
+        options = conf[GROUP]
+        self._host = sysfs.HostRoot.from_conf(conf)
+        self._rc = passthrough.check_resource_class(
+            options.resource_class, GROUP, 'resource_class')
+        self._ids = frozenset(passthrough.parse_hex_id(v, GROUP,
+                                                       'device_ids')
+                              for v in options.device_ids)
+        self._addresses = set(passthrough.parse_addresses(
+            options.addresses, GROUP, 'addresses'))
+
+    def discover(self) -> list[device_tree.Device]:
+        return [self._device(d) for d in self._cards()]
+
+    def _cards(self) -> list[pci.PCIDevice]:
+        found = pci.list_devices(self._host, vendor=INSPUR,
+                                 classes=(CLASS_ACCELERATOR,))
+        return [d for d in found if not d.is_vf
+                and (not self._ids or d.device_id in self._ids)
+                and (not self._addresses or d.address in self._addresses)]
+
+    def _device(self, card: pci.PCIDevice) -> device_tree.Device:
+        deployable = device_tree.Deployable(
+            name=passthrough.deployable_name(card.address),
+            num_accelerators=1, resource_class=self._rc,
+            traits=['CUSTOM_FPGA_INSPUR',
+                    'CUSTOM_FPGA_PRODUCT_ID_%04X' % card.device_id],
+            attach_handles=[passthrough.pci_handle(card.address)],
+            driver_name='inspur')
+        return passthrough.make_device(
+            card, 'FPGA', 'Inspur FPGA %04x' % card.device_id, deployable)
+
+    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+        present = {str(d.address) for d in self._cards()}
+        return {d.address: (device_tree.Health.HEALTHY.value
+                            if d.address in present
+                            else device_tree.Health.UNHEALTHY.value)
+                for d in devices}
+
+    def program(self, controlpath: device_tree.ControlPathID,
+                image_path: str) -> None:
+        address = common.controlpath_address(controlpath, self.name)
+        raise common.FPGAProgramError(
+            device=str(address), reason='Inspur FPGA cards cannot be '
+            'programmed through Cyborg; use the vendor\'s tools')

@@ -1,0 +1,130 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The Huawei Ascend driver: NPUs by id, npu-smi health mapped by PCIe
+bus info (not NPU order), the tool missing or failing, options."""
+
+import pytest
+
+from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.ascend import huawei
+from cyborg.accelerator.drivers.utils import runner
+from cyborg.domain import device_tree
+from tests.fixtures.hosts import fpga_hosts
+from tests.fixtures.hosts import hosts
+from tests.fixtures.hosts import tools
+
+GROUP = 'huawei_ascend_driver'
+
+
+def _driver(conf, tree, **options):
+    conf.set_override('host_root', tree.root, group='agent')
+    for name, value in options.items():
+        conf.set_override(name, value, group=GROUP)
+    return huawei.HuaweiAscendDriver(
+        conf, runner=runner.CommandRunner(search_path=[tree.tools_dir]))
+
+
+def test_910_of_the_fact_sheet_host(conf, tmp_path, caplog):
+    tree = hosts.ascend_host(str(tmp_path))
+    devices = _driver(conf, tree).discover()
+    assert device_tree.tree_to_wire(devices) == [{
+        'type': 'AICHIP', 'vendor': '0x19e5', 'model': 'Ascend 910',
+        'address': hosts.ASCEND,
+        'controlpath_ids': [{'cpid_type': 'PCI', 'cpid_info':
+                             device_tree.pci_address_info(hosts.ASCEND)}],
+        'deployables': [{
+            'name': '0000_61_00_0', 'num_accelerators': 1,
+            'resource_class': 'CUSTOM_NPU',
+            'traits': ['CUSTOM_NPU_ASCEND', 'CUSTOM_NPU_ASCEND_910'],
+            'attach_handles': [{'attach_type': 'PCI', 'attach_info':
+                                device_tree.pci_address_info(hosts.ASCEND)}],
+            'attributes': {}, 'driver_name': 'huawei'}],
+        'std_board_info': {
+            'vendor_id': '0x19e5', 'device_id': '0xd801',
+            'class': '0x120000', 'numa_node': '0',
+            'subsystem_vendor_id': '0x19e5',
+            'subsystem_device_id': '0xd801'},
+        'vendor_board_info': None, 'health': 'healthy', 'driver': None}]
+    # That npu-smi knows no "-t health": logged, sysfs only.
+    assert ('huawei_ascend_driver: npu-smi cannot be used' in caplog.text)
+
+
+def test_health_is_mapped_by_bus_info_not_npu_order(conf, tmp_path,
+                                                    caplog):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path),
+                                       health=('Critical', 'OK'))
+    devices = {d.address: d for d in _driver(conf, tree).discover()}
+    # NPU 0 is the 310P on bus c1.
+    assert devices[fpga_hosts.ASCEND_310P].health == 'unhealthy'
+    assert devices[fpga_hosts.ASCEND_310P].model == 'Ascend 310P'
+    assert devices[fpga_hosts.ASCEND_910B].health == 'healthy'
+    assert devices[fpga_hosts.ASCEND_910B].deployables[0].traits == [
+        'CUSTOM_NPU_ASCEND', 'CUSTOM_NPU_ASCEND_910B']
+    assert ('huawei_ascend_driver: device %s is unhealthy: npu-smi reports '
+            'Critical' % fpga_hosts.ASCEND_310P) in caplog.text
+
+
+@pytest.mark.parametrize('value,state', [
+    ('Warning', 'healthy'), ('Alarm', 'unhealthy'), ('UNKNOWN', 'healthy'),
+])
+def test_health_values(conf, tmp_path, value, state):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path), health=('OK', value))
+    devices = {d.address: d for d in _driver(conf, tree).discover()}
+    assert devices[fpga_hosts.ASCEND_910B].health == state
+
+
+def test_npu_smi_failing_or_missing(conf, tmp_path, caplog):
+    tree = fpga_hosts.ascend_pair_host(
+        str(tmp_path), health=('Critical', 'Critical'),
+        list_reply=tools.Reply(stderr='dcmi module initialize failed\n',
+                               rc=255))
+    driver = _driver(conf, tree)
+    assert [d.health for d in driver.discover()] == ['healthy', 'healthy']
+    assert 'dcmi module initialize failed' in caplog.text
+    caplog.clear()
+    driver.discover()
+    assert 'npu-smi cannot be used' not in caplog.text
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path / 'other'),
+                                       health=('Critical', 'Critical'))
+    assert [d.health for d in _driver(conf, tree, use_npu_smi=False)
+            .discover()] == ['healthy', 'healthy']
+    assert tools.calls(tree.tools_dir) == []
+
+
+def test_health_of_an_npu_that_is_gone(conf, tmp_path):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    devices = driver.discover()
+    tree.remove_pci(fpga_hosts.ASCEND_910B)
+    assert driver.health(devices) == {fpga_hosts.ASCEND_910B: 'unhealthy',
+                                      fpga_hosts.ASCEND_310P: 'healthy'}
+
+
+def test_device_ids_and_determinism(conf, tmp_path):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    driver = _driver(conf, tree, device_ids=['d802'])
+    first = device_tree.tree_to_wire(driver.discover())
+    assert [d['address'] for d in first] == [fpga_hosts.ASCEND_910B]
+    assert device_tree.tree_to_wire(driver.discover()) == first
+
+
+@pytest.mark.parametrize('option,value,message', [
+    ('device_ids', ['d900'], 'd900: not an Ascend NPU id'),
+    ('device_ids', ['npu'], 'is not a PCI id'),
+    ('resource_class', 'npu', 'is not a resource class'),
+    ('addresses', ['zz'], 'is not a PCI address'),
+])
+def test_bad_options(conf, tmp_path, option, value, message):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    with pytest.raises(passthrough.DriverConfigError, match=message):
+        _driver(conf, tree, **{option: value})
