@@ -38,8 +38,7 @@ CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 database, upgrade_levels, intel_qat_driver, intel_nic_driver,
-                inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu):
-    _module.register_opts(CONF)
-for _module in (intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
+                inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu,
+                intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
                 huawei_ascend_driver):
     _module.register_opts(CONF)

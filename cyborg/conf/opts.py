@@ -37,9 +37,9 @@ from cyborg.conf import xilinx_fpga_driver
 
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
             upgrade_levels, intel_qat_driver, intel_nic_driver,
-            inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu)
-_MODULES += (intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
-             huawei_ascend_driver)
+            inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu,
+            intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
+            huawei_ascend_driver)
 
 
 def list_opts():

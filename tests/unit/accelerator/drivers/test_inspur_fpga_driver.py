@@ -15,10 +15,11 @@ options; no programming."""
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import inspur
+from cyborg.accelerator.drivers import passthrough
 from cyborg.domain import device_tree
+
 from tests.fixtures.hosts import fpga_hosts
 
 GROUP = 'inspur_fpga_driver'

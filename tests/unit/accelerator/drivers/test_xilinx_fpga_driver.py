@@ -18,14 +18,15 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import xilinx
+from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
+
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
-from tests.fixtures.hosts import tools
 
 GROUP = 'xilinx_fpga_driver'
 MGMT = hosts.ALVEO_MGMT

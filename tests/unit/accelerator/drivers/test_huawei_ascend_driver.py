@@ -15,13 +15,14 @@ bus info (not NPU order), the tool missing or failing, options."""
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.ascend import huawei
+from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
+
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
-from tests.fixtures.hosts import tools
 
 GROUP = 'huawei_ascend_driver'
 

@@ -20,18 +20,19 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import intel
+from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import errors
+from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.accelerator.drivers.utils.host_tree import HostTree
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.common import exception
 from cyborg.domain import device_tree
+
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
-from tests.fixtures.hosts import tools
-from tests.fixtures.hosts.tree import HostTree
 
 GROUP = 'intel_fpga_driver'
 PR = hosts.DFL_PR_INTERFACE_ID.upper()

@@ -23,12 +23,13 @@ from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers.fpga import inspur
 from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers.fpga import xilinx
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import opts
+
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
-from tests.fixtures.hosts import tools
 from tests.unit import test_host_fixtures as fixture_checks
 
 DRIVERS = {
