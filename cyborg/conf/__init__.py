@@ -21,6 +21,7 @@ from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import glance
 from cyborg.conf import inspur_nvme_ssd_driver
 from cyborg.conf import intel_nic_driver
 from cyborg.conf import intel_qat_driver
@@ -36,3 +37,4 @@ for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 database, upgrade_levels, intel_qat_driver, intel_nic_driver,
                 inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu):
     _module.register_opts(CONF)
+glance.register_opts(CONF)

@@ -22,6 +22,7 @@ from cyborg.conf import api
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import glance
 from cyborg.conf import inspur_nvme_ssd_driver
 from cyborg.conf import intel_nic_driver
 from cyborg.conf import intel_qat_driver
@@ -34,6 +35,7 @@ from cyborg.conf import upgrade_levels
 _MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
             upgrade_levels, intel_qat_driver, intel_nic_driver,
             inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu)
+_MODULES += (glance,)
 
 
 def list_opts():
