@@ -86,6 +86,8 @@ MAX_NAME = 255
 MAX_PATH = 1024
 MAX_TEXT = 65535
 _HEX_ID = re.compile(r'^[0-9a-f]{32}$')
+_DASHED_ID = re.compile(
+    r'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
 _NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
 _VERSION_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9.+_-]*$')
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
@@ -129,10 +131,10 @@ def canonical_id(value: str) -> str | None:
     without dashes (``'3AFB...'`` or ``'3afb....-...'``), else None."""
     if not isinstance(value, str):
         return None
-    text = value.strip().lower().replace('-', '')
-    if value.strip().count('-') not in (0, 4) or not _HEX_ID.match(text):
-        return None
-    return text
+    text = value.strip().lower()
+    if _DASHED_ID.match(text):
+        text = text.replace('-', '')
+    return text if _HEX_ID.match(text) else None
 
 
 def _check_id(key: str, value: str) -> str:
