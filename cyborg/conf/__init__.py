@@ -17,6 +17,7 @@ from oslo_config import cfg
 from cyborg.conf import agent
 from cyborg.conf import amd_gpu
 from cyborg.conf import api
+from cyborg.conf import bitstream_cache
 from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
@@ -38,3 +39,4 @@ for _module in (default, api, conductor, agent, fake_driver, placement, nova,
                 inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu):
     _module.register_opts(CONF)
 glance.register_opts(CONF)
+bitstream_cache.register_opts(CONF)

@@ -19,6 +19,7 @@ from oslo_config import cfg
 from cyborg.conf import agent
 from cyborg.conf import amd_gpu
 from cyborg.conf import api
+from cyborg.conf import bitstream_cache
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
@@ -36,6 +37,7 @@ _MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
             upgrade_levels, intel_qat_driver, intel_nic_driver,
             inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu)
 _MODULES += (glance,)
+_MODULES += (bitstream_cache,)
 
 
 def list_opts():
