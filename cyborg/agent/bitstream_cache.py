@@ -36,8 +36,9 @@ id, at most ``[agent] bitstream_cache_size_mb`` of them in all::
   :class:`~cyborg.common.exception.BitstreamCacheFull`.
 
 The limit counts the files kept; a download in flight occupies disk space
-beyond it until it is verified. Left-over temporary files (of an agent
-that died while fetching) are removed when the cache is created.
+beyond it until it is verified. Left-over temporary files (names starting
+with a dot, of an agent that died while fetching) are removed when the
+cache is created.
 """
 
 from __future__ import annotations
@@ -221,7 +222,9 @@ class BitstreamCache:
         found = []
         for name in os.listdir(self.directory):
             full = os.path.join(self.directory, name)
-            if name.startswith(TEMP_PREFIX):
+            if name.startswith('.'):
+                # A temporary file (ours, or a downloader's): image ids
+                # never start with a dot.
                 _remove(full)
             elif _IMAGE_ID.match(name) and os.path.isfile(full):
                 stat = os.stat(full)

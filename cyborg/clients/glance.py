@@ -200,6 +200,12 @@ class GlanceClient:
         return hasher.hexdigest()
 
 
+def metadata(image: Image) -> bitstream.BitstreamMetadata:
+    """The bitstream metadata of ``image``; InvalidBitstreamMetadata
+    naming the key when they break the spec."""
+    return bitstream.parse(image.properties or {})
+
+
 def expected_hash(image: Image) -> tuple[str, str]:
     """(algorithm, hex digest) the data of ``image`` must have: its
     multihash, else its md5 ``checksum``. BitstreamChecksumMismatch if it

@@ -244,8 +244,8 @@ def test_restart_keeps_files_and_order_and_drops_temporaries(tmp_path,
     cache.path_for(*source.args(A))
     cache.path_for(*source.args(B))
     os.utime(os.path.join(cache.directory, A), (time.time() + 5,) * 2)
-    temp = os.path.join(cache.directory, bitstream_cache.TEMP_PREFIX + 'x')
-    open(temp, 'wb').close()
+    for name in (bitstream_cache.TEMP_PREFIX + 'x', '.download-y'):
+        open(os.path.join(cache.directory, name), 'wb').close()
     again = make(tmp_path)
     assert again.cached() == [B, A]
     assert files(again) == sorted([A, B])

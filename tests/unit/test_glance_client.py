@@ -23,6 +23,7 @@ import socket
 import pytest
 from oslo_config import cfg
 
+from cyborg.agent import bitstream_cache
 from cyborg.clients import glance
 from cyborg.common import exception
 from cyborg.conf import glance as glance_conf
@@ -40,7 +41,7 @@ def props(**extra) -> dict[str, str]:
             'driver_path': '/opt/drivers/gzip', 'function_uuid': FUNCTION,
             'region_uuid': REGION.replace('-', ''), 'function_name': 'gzip'}
     base.update(extra)
-    return base
+    return {key: value for key, value in base.items() if value is not None}
 
 
 @pytest.fixture
@@ -108,6 +109,20 @@ def test_find_only_active_fpga_images(fake_glance, client):
 def test_find_rejects_unknown_keys(client):
     with pytest.raises(ValueError, match='colour'):
         client.find_bitstreams(colour='red')
+
+
+def test_metadata_of_an_image(fake_glance, client):
+    image = client.get(fake_glance.add_image(DATA, props()))
+    meta = glance.metadata(image)
+    assert meta.function_uuid == FUNCTION
+    assert meta.region_uuid == REGION.replace('-', '')
+    assert meta.bs_name == 'gzip.gbs'
+
+
+def test_metadata_breaking_the_spec(fake_glance, client):
+    image = client.get(fake_glance.add_image(DATA, props(vendor=None)))
+    with pytest.raises(exception.InvalidBitstreamMetadata, match='vendor'):
+        glance.metadata(image)
 
 
 # Download ------------------------------------------------------------------
@@ -182,6 +197,24 @@ def test_download_image_deleted_meanwhile(fake_glance, client, tmp_path):
     with pytest.raises(exception.BitstreamNotFound):
         client.download(image, str(tmp_path / 'bits'))
     assert os.listdir(tmp_path) == []
+
+
+def test_download_through_the_bitstream_cache(fake_glance, client,
+                                              tmp_path):
+    image = client.get(fake_glance.add_image(DATA, props()))
+    cache = bitstream_cache.BitstreamCache(str(tmp_path / 'cache'),
+                                           10 * 1024 * 1024)
+    algo, value = glance.expected_hash(image)
+
+    def fetch(dest: str) -> None:
+        client.download(image, dest)
+
+    for _ in range(2):
+        with cache.use(image.id, algo, value, fetch) as path:
+            with open(path, 'rb') as f:
+                assert f.read() == DATA
+    assert fake_glance.downloads(image.id) == 1
+    assert os.listdir(tmp_path / 'cache') == [image.id]
 
 
 # Glance down ---------------------------------------------------------------
