@@ -42,11 +42,11 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-import openstack
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from openstack import connection as sdk_connection
 from openstack import exceptions as sdk_exc
 from openstack.image.v2 import image as sdk_image
 from oslo_log import log as logging
@@ -70,13 +70,13 @@ Image = sdk_image.Image
 
 def _connection(session: ks_session.Session, conf=None,
                 endpoint: str | None = None, status_code_retries: int = 0
-                ) -> openstack.connection.Connection:
+                ) -> sdk_connection.Connection:
     if conf is not None:
         # The [glance] adapter options (endpoint_override, region_name,
         # valid_interfaces, status_code_retries...) as Nova reads them.
-        return openstack.connection.Connection(
+        return sdk_connection.Connection(
             session=session, oslo_conf=conf, service_types={SERVICE_TYPE})
-    return openstack.connection.Connection(
+    return sdk_connection.Connection(
         session=session, image_endpoint_override=endpoint,
         image_api_version='2',
         image_status_code_retries=status_code_retries)
@@ -85,7 +85,7 @@ def _connection(session: ks_session.Session, conf=None,
 class GlanceClient:
     """Bitstream lookups and downloads over an openstacksdk Connection."""
 
-    def __init__(self, connection: openstack.connection.Connection):
+    def __init__(self, connection: sdk_connection.Connection):
         self._conn = connection
 
     @classmethod
@@ -192,6 +192,8 @@ class GlanceClient:
         with _glance_errors('the data of image %s' % image.id, image.id):
             response = self._conn.image.download_image(image, stream=True)
             try:
+                # Older openstacksdk releases return an error response.
+                sdk_exc.raise_from_response(response)
                 for chunk in _chunks(response):
                     hasher.update(chunk)
                     out.write(chunk)
