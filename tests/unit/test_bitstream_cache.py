@@ -275,3 +275,17 @@ def test_options(tmp_path):
     assert group.name == 'agent'
     assert [o.name for o in opts] == ['bitstream_cache_dir',
                                       'bitstream_cache_size_mb']
+
+
+def test_registered_on_the_global_config_and_listed():
+    from cyborg import conf as cyborg_conf
+    from cyborg.conf import opts
+
+    assert 'bitstream_cache_dir' in cyborg_conf.CONF.agent
+    assert 'endpoint_override' in cyborg_conf.CONF.glance
+    listed = {getattr(group, 'name', group): [o.dest for o in group_opts]
+              for group, group_opts in opts.list_opts()}
+    assert {'enabled_drivers', 'bitstream_cache_dir',
+            'bitstream_cache_size_mb'} <= set(listed['agent'])
+    assert 'endpoint_override' in listed['glance']
+    assert list(listed).count('agent') == 1
