@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -64,6 +65,8 @@ ACTIVE = 'active'
 HASH_ALGORITHMS = ('sha256', 'sha384', 'sha512', 'sha3_256', 'sha3_384',
                    'sha3_512', 'blake2b', 'blake2s')
 CHUNK_SIZE = 1024 * 1024
+# What an image id may hold: it becomes part of a URL path.
+_IMAGE_ID = re.compile(r'^[A-Za-z0-9._-]{1,255}$')
 
 Image = sdk_image.Image
 
@@ -122,7 +125,10 @@ class GlanceClient:
     # Lookups ---------------------------------------------------------------
 
     def get(self, image_id: str) -> Image:
-        """The image ``image_id``; BitstreamNotFound if Glance has none."""
+        """The image ``image_id``; BitstreamNotFound if Glance has none
+        (or ``image_id`` cannot be an image id)."""
+        if not isinstance(image_id, str) or not _IMAGE_ID.match(image_id):
+            raise exception.BitstreamNotFound(image=repr(image_id))
         with _glance_errors('image %s' % image_id, image_id):
             return self._conn.image.get_image(image_id)
 

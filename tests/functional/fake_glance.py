@@ -25,7 +25,8 @@ It serves:
   openstacksdk's version discovery works;
 * ``GET /v2/images``: the images, filtered as Glance filters them:
   ``status``, ``tag`` (every one given), ``name``, ``visibility`` and
-  any other key as an exact match on an image property;
+  any other key as an exact match on an image property; ``page_size``
+  images a page, with a ``next`` link (``marker``) when more follow;
 * ``GET /v2/images/{id}``: one image, 404 when there is none;
 * ``GET /v2/images/{id}/file``: its data (204 when it has none), with
   ``Content-MD5``.
@@ -77,6 +78,8 @@ class FakeGlance:
         self.data: dict[str, bytes] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]]]] = []
         self.delay = 0.0
+        #: Images per page of the list (None: all on one page).
+        self.page_size: int | None = None
         #: The one token accepted when set; any other gets 401.
         self.token: str | None = None
         self._answer_503 = False
@@ -198,9 +201,7 @@ class FakeGlance:
         if parts[:2] != ['v2', 'images']:
             return _json(404, {'message': 'no such path: %s' % path})
         if len(parts) == 2:
-            return _json(200, {'images': self._list(query),
-                               'first': '/v2/images',
-                               'schema': '/v2/schemas/images'})
+            return _json(200, self._page(query))
         with self._lock:
             image = self.images.get(parts[2])
             data = self.data.get(parts[2])
@@ -225,6 +226,24 @@ class FakeGlance:
         if environ['PATH_INFO'].rstrip('/') == '/v2':
             return _json(200, {'version': version})
         return _json(300, {'versions': [version]})
+
+    def _page(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        """One page of the list: at most ``page_size`` images after
+        ``marker``, with a ``next`` link when more follow (as Glance)."""
+        images = self._list(query)
+        marker = query.get('marker', [None])[0]
+        ids = [image['id'] for image in images]
+        start = ids.index(marker) + 1 if marker in ids else 0
+        size = self.page_size or len(images) or 1
+        page = images[start:start + size]
+        body = {'images': page, 'first': '/v2/images',
+                'schema': '/v2/schemas/images'}
+        if start + size < len(images):
+            rest = {k: v for k, v in query.items() if k != 'marker'}
+            rest['marker'] = [page[-1]['id']]
+            body['next'] = '/v2/images?' + urllib.parse.urlencode(
+                rest, doseq=True)
+        return body
 
     def _list(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
         with self._lock:

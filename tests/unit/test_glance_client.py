@@ -77,6 +77,13 @@ def test_get_missing_image(client):
         client.get('nope')
 
 
+@pytest.mark.parametrize('image_id', ['a/../b', '', '?x=1', 'a b'])
+def test_get_impossible_image_ids(fake_glance, client, image_id):
+    with pytest.raises(exception.BitstreamNotFound):
+        client.get(image_id)
+    assert fake_glance.requests == []
+
+
 def test_find_by_function_sends_property_filters(fake_glance, client):
     wanted = fake_glance.add_image(DATA, props())
     fake_glance.add_image(DATA, props(function_uuid=OTHER_FUNCTION))
@@ -98,6 +105,17 @@ def test_find_by_several_keys(fake_glance, client):
     query = fake_glance.requests[-1][2]
     assert query['bs-name'] == ['gzip.gbs']
     assert query['region_uuid'] == [REGION.replace('-', '')]
+
+
+def test_find_follows_the_pages(fake_glance, client):
+    wanted = [fake_glance.add_image(DATA, props()) for _ in range(5)]
+    fake_glance.add_image(DATA, props(vendor='xilinx'))
+    fake_glance.page_size = 2
+    found = client.find_bitstreams(vendor='intel')
+    assert [image.id for image in found] == wanted
+    lists = [r for r in fake_glance.requests if r[1] == '/v2/images']
+    assert len(lists) == 3
+    assert all(query['vendor'] == ['intel'] for _, _, query in lists)
 
 
 def test_find_only_active_fpga_images(fake_glance, client):
