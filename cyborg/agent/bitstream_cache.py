@@ -181,18 +181,17 @@ class BitstreamCache:
                 raise exception.BitstreamChecksumMismatch(
                     image=image_id, reason='its %s is %s, expected %s'
                     % (algo, actual, expected))
-            size = os.path.getsize(temp)
-            self._make_room(image_id, size)
+            self._make_room(image_id, os.path.getsize(temp))
             os.replace(temp, path)
             _sync_directory(self.directory)
         except BaseException:
             _remove(temp)
+            if not os.path.exists(path):
+                self._forget(image_id)
             raise
-        with self._lock:
-            self._entries[image_id] = size
-            self._entries.move_to_end(image_id)
 
     def _make_room(self, image_id: str, size: int) -> None:
+        """Evict what must go for ``size`` more bytes, and count them."""
         if size > self.size_limit:
             raise exception.BitstreamCacheTooSmall(
                 image=image_id, size=size, limit=self.size_limit)
@@ -211,6 +210,10 @@ class BitstreamCache:
                     limit=self.size_limit)
             for victim, _ in victims:
                 del self._entries[victim]
+            # Counted at once, so that concurrent fetches of other images
+            # make room for it too.
+            self._entries[image_id] = size
+            self._entries.move_to_end(image_id)
         for victim, victim_size in victims:
             _remove(self.path(victim))
             LOG.info('Evicted bitstream %s (%d bytes) from the cache',

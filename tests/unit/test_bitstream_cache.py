@@ -188,6 +188,38 @@ def test_concurrent_requests_fetch_once(tmp_path, source):
     assert source.calls == [A]
 
 
+def test_concurrent_fetches_of_several_images_keep_the_limit(tmp_path,
+                                                             source):
+    cache = make(tmp_path)
+    source.delay = 0.3
+    results: list[str] = []
+    release = threading.Event()
+
+    def worker(image):
+        try:
+            with cache.use(*source.args(image)):
+                results.append('ok')
+                release.wait(10)
+        except exception.BitstreamCacheFull:
+            results.append('full')
+
+    threads = [threading.Thread(target=worker, args=(image,))
+               for image in (A, B, C)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(results) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert sorted(results) == ['full', 'ok', 'ok']
+        assert cache.size() == 200
+        assert len(files(cache)) == 2
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(10)
+
+
 def test_other_images_are_not_blocked_by_a_fetch(tmp_path, source):
     cache = make(tmp_path)
     source.delay = 1.0
