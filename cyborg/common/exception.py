@@ -169,3 +169,43 @@ class ServiceTokenRequired(Forbidden):
 class ARQBoundToInstance(Forbidden):
     msg_fmt = ('ARQ %(uuid)s is bound to instance %(instance)s. Use the '
                'Compute API to manage instance accelerators.')
+
+
+class GlanceNotConfigured(ConfigInvalid):
+    msg_fmt = ('Glance is not configured: set [glance] auth_type (and its '
+               'options) or endpoint_override')
+
+
+class GlanceUnavailable(ServiceUnavailable):
+    msg_fmt = 'Glance is unavailable: %(reason)s'
+
+
+class GlanceRequestFailed(CyborgException):
+    msg_fmt = 'Glance refused %(what)s: %(reason)s'
+    code = 502
+
+
+class BitstreamNotFound(NotFound):
+    msg_fmt = 'Bitstream image %(image)s not found in Glance'
+
+
+class BitstreamChecksumMismatch(CyborgException):
+    msg_fmt = 'Bitstream image %(image)s failed verification: %(reason)s'
+    code = 502
+
+
+class InvalidBitstreamMetadata(Invalid):
+    msg_fmt = 'Invalid bitstream metadata %(key)s: %(problem)s'
+
+
+class BitstreamCacheTooSmall(CyborgException):
+    msg_fmt = ('Bitstream image %(image)s (%(size)d bytes) does not fit in '
+               'the bitstream cache (%(limit)d bytes, [agent] '
+               'bitstream_cache_size_mb)')
+
+
+class BitstreamCacheFull(CyborgException):
+    msg_fmt = ('Bitstream image %(image)s (%(size)d bytes) does not fit in '
+               'the bitstream cache now: %(in_use)d of its %(limit)d bytes '
+               'hold bitstreams in use')
+    code = 503

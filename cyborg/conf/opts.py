@@ -19,9 +19,11 @@ from oslo_config import cfg
 from cyborg.conf import agent
 from cyborg.conf import amd_gpu
 from cyborg.conf import api
+from cyborg.conf import bitstream_cache
 from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import fake_driver
+from cyborg.conf import glance
 from cyborg.conf import huawei_ascend_driver
 from cyborg.conf import inspur_fpga_driver
 from cyborg.conf import inspur_nvme_ssd_driver
@@ -39,7 +41,7 @@ _MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
             upgrade_levels, intel_qat_driver, intel_nic_driver,
             inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu,
             intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
-            huawei_ascend_driver)
+            huawei_ascend_driver, glance, bitstream_cache)
 
 
 def list_opts():
