@@ -546,7 +546,13 @@ def test_evacuate_binds_new_arqs_on_the_other_host(rn, boots):
         rn.compute('POST', '/servers/%s/action' % server,
                    json={'evacuate': {}})
         after = _wait_status(rn, server, 'ACTIVE')
-        assert after['OS-EXT-SRV-ATTR:host'] == HOST_2
+        # An evacuation Nova gave up on (no valid host) leaves the server
+        # ACTIVE where it was: say why.
+        assert after['OS-EXT-SRV-ATTR:host'] == HOST_2, (
+            'evacuation did not move the server: %s\nmigrations: %s\n%s'
+            % (after.get('fault'), rn.compute(
+                'GET', '/os-migrations?instance_uuid=%s' % server),
+               rn.logs(60)))
         new = _assert_bound(rn, server, HOST_2)
         assert not set(new) & set(old)
         for arq in old:
