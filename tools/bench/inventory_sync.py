@@ -43,7 +43,6 @@ warnings.filterwarnings('ignore')
 
 import sqlalchemy as sa  # noqa: E402
 
-from cyborg.accelerator.drivers import base  # noqa: E402
 from cyborg.clients import placement as placement_client  # noqa: E402
 from cyborg.common import embedded_placement  # noqa: E402
 from cyborg.common import rpc  # noqa: E402
@@ -53,31 +52,33 @@ from cyborg.conf import CONF  # noqa: E402
 from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.db import api as db_api  # noqa: E402
 from cyborg.db import migration  # noqa: E402
+from cyborg.domain import device_tree  # noqa: E402
 from tools import bench  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 from tools.bench import placement as bench_placement  # noqa: E402
 
 
-def device_tree(devices: int, changed: bool = False) -> list[dict]:
+def bench_tree(devices: int, changed: bool = False) -> list[dict]:
     tree = []
     for index in range(devices):
         address = '0000:%02x:00.0' % (0x10 + index)
         accelerators = 5 if changed and index == 0 else 4
-        pf = base.pci_address_info(address)
-        handles = [base.AttachHandle('PCI', dict(pf, function=str(fn)))
+        pf = device_tree.pci_address_info(address)
+        handles = [device_tree.AttachHandle('PCI',
+                                            dict(pf, function=str(fn)))
                    for fn in range(1, accelerators + 1)]
-        tree.append(base.Device(
+        tree.append(device_tree.Device(
             type='FPGA', vendor='0x8086', model='bench', address=address,
-            controlpath_ids=[base.ControlPathID('PCI', pf)],
-            deployables=[base.Deployable(
+            controlpath_ids=[device_tree.ControlPathID('PCI', pf)],
+            deployables=[device_tree.Deployable(
                 name=address.replace(':', '_').replace('.', '_'),
                 num_accelerators=accelerators,
                 resource_class='CUSTOM_BENCH_ACCEL',
                 traits=['CUSTOM_BENCH_FAST'], attach_handles=handles,
                 driver_name='bench')],
             driver='bench'))
-    return base.tree_to_wire(tree)
+    return device_tree.tree_to_wire(tree)
 
 
 class StatementCounter:
@@ -116,7 +117,7 @@ def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
     def report(host):
         wire = trees[host]
         return conductor_api.report_inventory(
-            context, host, host, wire, base.tree_digest(
+            context, host, host, wire, device_tree.tree_digest(
                 {'devices': wire, 'failed': []}), [])
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
@@ -188,7 +189,7 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
         'unsynced', 'cond ms', 'plc ms', 'pg ms'))
     print('(cond/plc/pg ms: CPU milliseconds per report of the conductor, '
           'Placement and PostgreSQL)')
-    trees = {host: device_tree(args.devices) for host in hosts}
+    trees = {host: bench_tree(args.devices) for host in hosts}
     print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     try:
         run_phase('registration', conductor_api, hosts, trees, args.workers,
@@ -197,7 +198,7 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
                   counter, client, meter)
         changed = hosts[::100]
         for host in changed:
-            trees[host] = device_tree(args.devices, changed=True)
+            trees[host] = bench_tree(args.devices, changed=True)
         run_phase('1% changed', conductor_api, hosts, trees, args.workers,
                   counter, client, meter)
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
