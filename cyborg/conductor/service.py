@@ -30,8 +30,9 @@ from cyborg.domain import device_tree
 
 
 class AgentHandles:
-    """Asks a handle's agent to prepare and release it (mdevs); handles
-    that need no preparation cost nothing."""
+    """Asks a handle's agent to prepare and release it (as its
+    deployable's preparation says); handles that need none cost
+    nothing."""
 
     def __init__(self, transport, timeout: float,
                  version_cap: str | None = None):
@@ -39,7 +40,7 @@ class AgentHandles:
                                                 version_cap)
 
     def prepare(self, context, claim: arq_db.Claim) -> None:
-        if device_tree.needs_preparation(claim.attach_type):
+        if device_tree.needs_preparation(claim.preparation):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)

@@ -316,6 +316,7 @@ class _HostDiff:
             uuid=uuidutils.generate_uuid(), name=deployable['name'],
             num_accelerators=deployable['num_accelerators'],
             device_id=device_id, driver_name=deployable.get('driver_name'),
+            preparation=device_tree.reported_preparation(deployable),
             rp_uuid=provider_uuid(self.host, address, deployable['name']),
             created_at=self.now)
             for device_id, address, _cpid, deployable in new])
@@ -333,9 +334,12 @@ class _HostDiff:
 
     def _update_deployable(self, row, deployable: dict[str, Any],
                            cpid_id: int) -> bool:
-        changes = {key: deployable.get(key) for key in
-                   ('num_accelerators', 'driver_name')
-                   if getattr(row, key) != deployable.get(key)}
+        wanted = dict(num_accelerators=deployable['num_accelerators'],
+                      driver_name=deployable.get('driver_name'),
+                      preparation=device_tree.reported_preparation(
+                          deployable))
+        changes = {key: value for key, value in wanted.items()
+                   if getattr(row, key) != value}
         if changes:
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == row.id).values(updated_at=self.now,

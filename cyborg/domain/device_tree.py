@@ -20,6 +20,9 @@ A driver turns what it finds on the host into :class:`Device` trees:
   ``num_accelerators`` units of ``resource_class`` and a set of traits;
 * a deployable has **attach handles**, what Nova attaches to an instance:
   a PCI function (``PCI``) or a mediated device (``MDEV``);
+* a deployable declares its **preparation**: what its host's agent does
+  to a handle before Nova can attach it and undoes after (see
+  :class:`Preparation`);
 * a device has **control path ids** (how the host programs or manages it)
   and a deployable may carry extra **attributes** (key/value).
 """
@@ -28,6 +31,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')
@@ -39,14 +43,45 @@ class AttachType(str, enum.Enum):
     TEST_PCI = 'TEST_PCI'
 
 
-# Attach handle types whose device the host's agent prepares before Nova
-# can attach it (an mdev is created) and releases after (it is removed).
-PREPARED_TYPES = frozenset([AttachType.MDEV.value])
+class Preparation(str, enum.Enum):
+    """What the agent's driver does to an attach handle before Nova can
+    attach it (at bind), undone at unbind.
+
+    ``none``: the handle is attachable as discovered. ``mdev``: a
+    mediated device is created. ``vf``: a virtual function is configured
+    (e.g. its MAC or VLAN). ``vgpu_type``: the vGPU type is written to a
+    VF's ``current_vgpu_type`` (NVIDIA vGPU 17+). ``program``: the
+    deployable is programmed (an FPGA region).
+    """
+    NONE = 'none'
+    MDEV = 'mdev'
+    VF = 'vf'
+    VGPU_TYPE = 'vgpu_type'
+    PROGRAM = 'program'
 
 
-def needs_preparation(attach_type: str) -> bool:
-    """Whether handles of ``attach_type`` are prepared by the agent."""
-    return attach_type in PREPARED_TYPES
+PREPARATIONS = tuple(kind.value for kind in Preparation)
+
+
+def default_preparation(attach_types: Iterable[str]) -> str:
+    """The preparation of a deployable whose driver declares none (and of
+    every deployable an agent older than the declaration reports): its
+    MDEV handles are created, other handles need nothing."""
+    return (Preparation.MDEV.value if AttachType.MDEV.value in attach_types
+            else Preparation.NONE.value)
+
+
+def needs_preparation(preparation: str) -> bool:
+    """Whether the agent prepares the handles of a deployable declaring
+    ``preparation``."""
+    return preparation != Preparation.NONE.value
+
+
+def reported_preparation(deployable: dict[str, Any]) -> str:
+    """The preparation of a deployable in wire form: the declared one,
+    or :func:`default_preparation` of its handles."""
+    return deployable.get('preparation') or default_preparation(
+        handle['attach_type'] for handle in deployable['attach_handles'])
 
 
 class Health(str, enum.Enum):
@@ -74,6 +109,18 @@ class Deployable:
         default_factory=list)
     attributes: dict[str, str] = dataclasses.field(default_factory=dict)
     driver_name: str | None = None
+    #: One of :data:`PREPARATIONS`; None: :func:`default_preparation` of
+    #: the handles (left out of the wire form, so that the digest of a
+    #: tree that declares nothing is the one older agents send).
+    preparation: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.preparation is not None
+                and self.preparation not in PREPARATIONS):
+            raise ValueError('unknown preparation %r of deployable %s '
+                             '(expected one of %s)' % (
+                                 self.preparation, self.name,
+                                 ', '.join(PREPARATIONS)))
 
 
 @dataclasses.dataclass
@@ -107,6 +154,8 @@ def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
         device['deployables'].sort(key=lambda d: d['name'])
         for deployable in device['deployables']:
             deployable['traits'] = sorted(set(deployable['traits']))
+            if deployable['preparation'] is None:
+                del deployable['preparation']
             deployable['attach_handles'].sort(
                 key=lambda h: canonical_json(h['attach_info']))
     wire.sort(key=lambda d: d['address'])

@@ -14,6 +14,7 @@
 prepare), unbind and delete, on each database."""
 
 import datetime
+from unittest import mock
 
 import pytest
 from oslo_utils import timeutils
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import exception
 from cyborg.conductor import binding
+from cyborg.conductor import service as conductor_service
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
@@ -36,8 +38,9 @@ OTHER_INSTANCE = '11111111-2222-4333-8444-555555555555'
 LEASE = arq_db.Lease('cond1', 30)
 
 
-def _report(context, conf, host, handle_type):
+def _report(context, conf, host, handle_type, preparation=None):
     conf.set_override('handle_type', handle_type, group='fake_driver')
+    conf.set_override('preparation', preparation, group='fake_driver')
     wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
     inventory.apply_report(context, host, host, wire,
                            device_tree.tree_digest(wire), [])
@@ -64,6 +67,13 @@ def host(profiles, admin_context, conf):
 def mdev_host(profiles, admin_context, conf):
     """One fake device with 4 MDEV handles on host2: its rp uuid."""
     return _report(admin_context, conf, 'host2', 'MDEV')
+
+
+@pytest.fixture
+def vgpu_host(profiles, admin_context, conf):
+    """One fake device with 4 PCI handles on host3 whose deployable
+    declares the ``vgpu_type`` preparation: its rp uuid."""
+    return _report(admin_context, conf, 'host3', 'PCI', 'vgpu_type')
 
 
 class Recorder:
@@ -524,6 +534,55 @@ def test_prepared_handles_stay_in_use_until_released(
     assert _handles_in_use(database) == 2
     arq_db.free_prepared(admin_context, [h.id for h in held])
     assert _handles_in_use(database) == 0
+
+
+def test_declared_preparation_prepares_pci_handles(
+        vgpu_host, admin_context, binder, recorder, database):
+    """PCI handles of a deployable declaring a preparation are prepared
+    by a job at bind, and released by their agent at unbind."""
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, vgpu_host, host='host3')
+    assert outcome.jobs == [a['uuid'] for a in arqs]
+    _run_jobs(admin_context, binder, outcome)
+    assert [(c.attach_type, c.preparation, c.device_host)
+            for c in recorder.prepared] == [('PCI', 'vgpu_type', 'host3')] * 2
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+    held = arq_db.arq_unbind(admin_context, [a['uuid'] for a in arqs], None)
+    assert sorted(h.uuid for h in held) == sorted(
+        c.handle_uuid for c in recorder.prepared)
+    assert {(h.attach_type, h.host) for h in held} == {('PCI', 'host3')}
+    assert _handles_in_use(database) == 2  # until their agent released them
+    binder.release(admin_context, held)
+    assert len(recorder.released) == 2
+    assert _handles_in_use(database) == 0
+
+
+def test_mdev_handles_declared_unprepared_bind_at_once(
+        profiles, admin_context, conf, database):
+    rp = _report(admin_context, conf, 'host2', 'MDEV', 'none')
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, rp, host='host2')
+    assert outcome.jobs == []
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+    assert arq_db.arq_unbind(admin_context, [a['uuid'] for a in arqs],
+                             None) == []
+    assert _handles_in_use(database) == 0
+
+
+def test_agent_handles_ask_the_agent_per_declared_preparation():
+    """The conductor asks the agent to prepare a claim whose deployable
+    declares a preparation, whatever its handle type, and only then."""
+    with mock.patch.object(conductor_service.agent_rpcapi,
+                           'AgentAPI') as api:
+        handles = conductor_service.AgentHandles(object(), 7)
+    agent = api.return_value
+    context = object()
+    for preparation in ('vgpu_type', 'none'):
+        handles.prepare(context, arq_db.Claim(
+            'a', 'h', 'PCI', {'bus': '01'}, 'host3', 'fake_driver',
+            preparation))
+    agent.prepare_attach_handle.assert_called_once_with(
+        context, 'host3', 'fake_driver', 'PCI', {'bus': '01'}, 'h')
 
 
 def test_pci_handles_are_freed_at_once(host, admin_context, database):

@@ -14,11 +14,14 @@
 
 Each simulated device has one deployable with ``accelerators`` attach
 handles: PCI virtual functions on the device's bus, mdevs of the
-configured type, or ``TEST_PCI`` handles that Nova ignores. Preparing an
-MDEV handle "creates" its mdev: a file named by the handle's uuid in
-``[fake_driver] mdev_dir``, which releasing removes. ``[fake_driver]
-prepare_failures`` makes preparing the handles of some devices (or of all)
-fail, without creating anything.
+configured type, or ``TEST_PCI`` handles that Nova ignores. The
+deployable declares ``[fake_driver] preparation`` (or the device's
+``preparation``; unset: the default of its handles). Preparing a handle
+of a deployable that needs preparation "creates" it (an mdev for MDEV
+handles): a file named by the handle's uuid in ``[fake_driver]
+mdev_dir``, which releasing removes. ``[fake_driver] prepare_failures``
+makes preparing the handles of some devices (or of all) fail, without
+creating anything.
 """
 
 import json
@@ -86,7 +89,8 @@ class FakeDriver(base.AcceleratorDriver):
             traits=list(spec.get('traits', options.traits)),
             attach_handles=[self._handle(handle_type, pf, i)
                             for i in range(1, count + 1)],
-            driver_name='fake')
+            driver_name='fake',
+            preparation=spec.get('preparation', options.preparation))
         return device_tree.Device(
             type=spec.get('type', options.device_type),
             vendor=spec.get('vendor', options.vendor),
@@ -115,9 +119,23 @@ class FakeDriver(base.AcceleratorDriver):
         directory = self._conf.fake_driver.mdev_dir
         return os.path.join(directory, handle_uuid) if directory else None
 
+    def _preparation(self, handle: device_tree.AttachHandle) -> str:
+        """The preparation of the deployable ``handle`` belongs to (that
+        of the device on its PCI bus)."""
+        info = handle.attach_info
+        bus = '%s:%s:' % (info.get('domain'), info.get('bus'))
+        for spec in self._specs():
+            if spec['address'].startswith(bus):
+                declared = spec.get('preparation',
+                                    self._conf.fake_driver.preparation)
+                if declared:
+                    return declared
+        return device_tree.default_preparation([handle.attach_type])
+
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if not device_tree.needs_preparation(handle.attach_type):
+        preparation = self._preparation(handle)
+        if not device_tree.needs_preparation(preparation):
             return
         time.sleep(self._conf.fake_driver.prepare_delay)
         failures = self._conf.fake_driver.prepare_failures
@@ -132,14 +150,14 @@ class FakeDriver(base.AcceleratorDriver):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, 'w') as f:
                 json.dump(handle.attach_info, f)
-        LOG.info('Created fake mdev %s (%s)', handle_uuid,
-                 handle.attach_info.get('asked_type'))
+        LOG.info('Prepared fake handle %s (preparation %s)', handle_uuid,
+                 preparation)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if not device_tree.needs_preparation(handle.attach_type):
+        if not device_tree.needs_preparation(self._preparation(handle)):
             return
         path = self._mdev_path(handle_uuid)
         if path is not None and os.path.exists(path):
             os.remove(path)
-        LOG.info('Removed fake mdev %s', handle_uuid)
+        LOG.info('Released fake handle %s', handle_uuid)
