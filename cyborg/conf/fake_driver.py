@@ -62,6 +62,11 @@ opts = [
                      'handles that need preparation (MDEV, or any handle of '
                      'a deployable declaring a preparation) are affected. '
                      'For tests of failed binds.'),
+    cfg.ListOpt('program_failures', default=[], mutable=True,
+                help='PCI addresses of devices that fail to be programmed '
+                     '(the driver raises, as when a bitstream is refused); '
+                     '"*" makes every programming fail. For tests of failed '
+                     'binds.'),
     cfg.StrOpt('vendor', default='0xABCD', help='Vendor id reported.'),
     cfg.StrOpt('model', default='Fake Accelerator', help='Model reported.'),
     cfg.ListOpt('unhealthy_devices', default=[], mutable=True,

@@ -43,6 +43,7 @@ from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
+from cyborg.db.models import CPIDS
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
@@ -192,13 +193,33 @@ _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
 BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 
 
+def _lock_column(name: str):
+    """An ARQ column, or ``profile_json``: its device profile's groups
+    (a scalar subquery, so that only the ARQ rows are locked)."""
+    if name != 'profile_json':
+        return ARQS.c[name]
+    return (sa.select(PROFILES.c.profile_json)
+            .where(PROFILES.c.id == ARQS.c.device_profile_id)
+            .scalar_subquery().label('profile_json'))
+
+
+def _program_request(row) -> dict[str, str]:
+    """What the ARQ ``row`` (with ``profile_json`` and
+    ``device_profile_group_id``) asks its deployable to be programmed
+    with (see :func:`dp_rules.program_request`)."""
+    if row.profile_json is None:
+        return {}
+    groups = json.loads(row.profile_json)['groups']
+    return dp_rules.program_request(groups[row.device_profile_group_id])
+
+
 @functools.cache
 def _lock_query(scoped: bool, filters: tuple[str, ...],
                 columns: tuple[str, ...] | None = None):
     """ARQ rows (only ``columns`` if given) locked in id order (so
     concurrent writers cannot deadlock); see :func:`_where`."""
     query = (sa.select(ARQS) if columns is None
-             else sa.select(*[ARQS.c[column] for column in columns]))
+             else sa.select(*[_lock_column(column) for column in columns]))
     return (_where(query, scoped, filters).order_by(ARQS.c.id)
             .with_for_update())
 
@@ -209,7 +230,7 @@ def _lock_query(scoped: bool, filters: tuple[str, ...],
 DELETE_COLUMNS = ('id', 'uuid', 'state', 'instance_uuid',
                   'attach_handle_id')
 BIND_COLUMNS = ('id', 'uuid', 'state', 'hostname', 'device_rp_uuid',
-                'instance_uuid')
+                'instance_uuid', 'device_profile_group_id', 'profile_json')
 
 
 def lock_rows(connection, project_id: str | None,
@@ -492,6 +513,12 @@ class Claim:
     driver: str | None
     #: What the agent does (:class:`device_tree.Preparation`).
     preparation: str = device_tree.Preparation.NONE.value
+    #: What the ARQ's group asks the deployable to be programmed with
+    #: (``bitstream_id``, ``function_id``...); empty: nothing.
+    program: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The control path of the handle's device (``cpid_type``,
+    #: ``cpid_info``), through which it is programmed.
+    controlpath: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -667,7 +694,8 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
-        if device_tree.needs_preparation(handle.preparation):
+        if (device_tree.needs_preparation(handle.preparation)
+                or _program_request(row)):
             swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:
@@ -718,8 +746,12 @@ def job_claim(context, uuid: str) -> Claim | None:
         sa.select(ARQS.c.uuid, HANDLES.c.uuid.label('handle_uuid'),
                   HANDLES.c.attach_type, HANDLES.c.attach_info,
                   DEVICES.c.hostname, DEVICES.c.driver,
-                  DEPLOYABLES.c.preparation)
+                  DEPLOYABLES.c.preparation, PROFILES.c.profile_json,
+                  ARQS.c.device_profile_group_id, CPIDS.c.cpid_type,
+                  CPIDS.c.cpid_info)
         .join(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id)
+        .outerjoin(PROFILES, PROFILES.c.id == ARQS.c.device_profile_id)
+        .join(CPIDS, CPIDS.c.id == HANDLES.c.cpid_id)
         .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
         .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
         .where(ARQS.c.uuid == uuid,
@@ -728,7 +760,9 @@ def job_claim(context, uuid: str) -> Claim | None:
         return None
     return Claim(row.uuid, row.handle_uuid, row.attach_type,
                  json.loads(row.attach_info), row.hostname, row.driver,
-                 row.preparation)
+                 row.preparation, _program_request(row),
+                 {'cpid_type': row.cpid_type,
+                  'cpid_info': json.loads(row.cpid_info)})
 
 
 @db_api.connection_writer

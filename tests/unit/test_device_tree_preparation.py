@@ -67,3 +67,10 @@ def test_default_preparation_follows_the_handles(types, expected):
 def test_unknown_preparation_is_refused():
     with pytest.raises(ValueError, match='unknown preparation'):
         _device(preparation='flash')
+
+
+def test_the_api_neither_shows_nor_sorts_by_preparation():
+    """Showing the column would take a new microversion."""
+    from cyborg.api.controllers.v2 import deployables
+    assert 'preparation' not in deployables._COLUMNS
+    assert {'name', 'parent_id', 'root_id'} <= deployables._COLUMNS

@@ -21,7 +21,9 @@ of a deployable that needs preparation "creates" it (an mdev for MDEV
 handles): a file named by the handle's uuid in ``[fake_driver]
 mdev_dir``, which releasing removes. ``[fake_driver] prepare_failures``
 makes preparing the handles of some devices (or of all) fail, without
-creating anything.
+creating anything. Programming a device writes ``programmed-ADDRESS`` in
+``mdev_dir``, holding the image's path; ``[fake_driver]
+program_failures`` makes it fail.
 """
 
 import json
@@ -152,6 +154,21 @@ class FakeDriver(base.AcceleratorDriver):
                 json.dump(handle.attach_info, f)
         LOG.info('Prepared fake handle %s (preparation %s)', handle_uuid,
                  preparation)
+
+    def program(self, controlpath: device_tree.ControlPathID,
+                image_path: str) -> None:
+        address = _device_address(controlpath.cpid_info)
+        failures = self._conf.fake_driver.program_failures
+        if '*' in failures or address in failures:
+            LOG.warning('Simulated failure to program device %s', address)
+            raise PrepareFailed('simulated failure to program device %s '
+                                'with %s' % (address, image_path))
+        path = self._mdev_path('programmed-' + address)
+        if path is not None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write(image_path)
+        LOG.info('Programmed fake device %s with %s', address, image_path)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
