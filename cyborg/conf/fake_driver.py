@@ -40,6 +40,11 @@ opts = [
                     'the agent does to a handle at bind and undoes at '
                     'unbind); unset: the default of its handles (mdev for '
                     'MDEV handles, none for others).'),
+    cfg.IntOpt('children_per_device', default=0, min=0, max=16,
+               help='Nested report: each device\'s deployable holds this '
+                    'many child deployables (as a PF holds VFs), each with '
+                    'the handles of accelerators_per_device, the parent '
+                    'none; 0: one deployable per device, not nested.'),
     cfg.StrOpt('mdev_type', default='fake-mdev-1',
                help='mdev type of MDEV attach handles.'),
     cfg.StrOpt('mdev_dir',
@@ -76,8 +81,8 @@ opts = [
                     'replaces the options above and is re-read at every '
                     'discovery. A list of objects with "address" and '
                     'optionally "type", "resource_class", "traits", '
-                    '"accelerators", "handle_type", "preparation" and '
-                    '"health".'),
+                    '"accelerators", "handle_type", "preparation", '
+                    '"children" and "health".'),
 ]
 
 

@@ -20,6 +20,9 @@ A driver turns what it finds on the host into :class:`Device` trees:
   ``num_accelerators`` units of ``resource_class`` and a set of traits;
 * a deployable has **attach handles**, what Nova attaches to an instance:
   a PCI function (``PCI``) or a mediated device (``MDEV``);
+* a deployable may hold **child deployables** (a PF with its VFs, an
+  FPGA region with its functions, a GPU with its vGPU types), each a
+  resource provider under its parent's;
 * a deployable declares its **preparation**: what its host's agent does
   to a handle before Nova can attach it and undoes after (see
   :class:`Preparation`);
@@ -32,6 +35,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')
@@ -113,6 +117,9 @@ class Deployable:
     #: the handles (left out of the wire form, so that the digest of a
     #: tree that declares nothing is the one older agents send).
     preparation: str | None = None
+    #: Child deployables; names are unique in the whole device. Left out
+    #: of the wire form when empty.
+    children: list['Deployable'] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if (self.preparation is not None
@@ -151,15 +158,37 @@ def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
     """The JSON-able form sent to the conductor, in a stable order."""
     wire = [dataclasses.asdict(device) for device in devices]
     for device in wire:
-        device['deployables'].sort(key=lambda d: d['name'])
-        for deployable in device['deployables']:
-            deployable['traits'] = sorted(set(deployable['traits']))
-            if deployable['preparation'] is None:
-                del deployable['preparation']
-            deployable['attach_handles'].sort(
-                key=lambda h: canonical_json(h['attach_info']))
+        _normalize_deployables(device['deployables'])
     wire.sort(key=lambda d: d['address'])
     return wire
+
+
+def _normalize_deployables(deployables: list[dict[str, Any]]) -> None:
+    """Sort, and leave out what a tree of an older agent did not have
+    (an undeclared preparation, no children), so its digest is the
+    same."""
+    deployables.sort(key=lambda d: d['name'])
+    for deployable in deployables:
+        deployable['traits'] = sorted(set(deployable['traits']))
+        if deployable['preparation'] is None:
+            del deployable['preparation']
+        deployable['attach_handles'].sort(
+            key=lambda h: canonical_json(h['attach_info']))
+        if deployable['children']:
+            _normalize_deployables(deployable['children'])
+        else:
+            del deployable['children']
+
+
+def walk_wire(deployables: list[dict[str, Any]], parent: str | None = None
+              ) -> Iterator[tuple[dict[str, Any], str | None, int]]:
+    """Every deployable of a device's wire form, parents before their
+    children: (deployable, its parent's name or None, depth from 0)."""
+    for deployable in deployables:
+        yield deployable, parent, 0
+        for child, child_parent, depth in walk_wire(
+                deployable.get('children') or [], deployable['name']):
+            yield child, child_parent, depth + 1
 
 
 def tree_digest(wire: Any) -> str:

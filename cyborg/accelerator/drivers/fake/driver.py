@@ -23,7 +23,8 @@ mdev_dir``, which releasing removes. ``[fake_driver] prepare_failures``
 makes preparing the handles of some devices (or of all) fail, without
 creating anything. Programming a device writes ``programmed-ADDRESS`` in
 ``mdev_dir``, holding the image's path; ``[fake_driver]
-program_failures`` makes it fail.
+program_failures`` makes it fail. ``[fake_driver] children_per_device``
+nests the handles in child deployables of the device's deployable.
 """
 
 import json
@@ -83,23 +84,34 @@ class FakeDriver(base.AcceleratorDriver):
                           if address in options.unhealthy_devices
                           else device_tree.Health.HEALTHY.value)
         pf = device_tree.pci_address_info(address)
-        deployable = device_tree.Deployable(
-            name=address.replace(':', '_').replace('.', '_'),
-            num_accelerators=count,
-            resource_class=spec.get('resource_class',
-                                    options.resource_class),
-            traits=list(spec.get('traits', options.traits)),
-            attach_handles=[self._handle(handle_type, pf, i)
-                            for i in range(1, count + 1)],
-            driver_name='fake',
-            preparation=spec.get('preparation', options.preparation))
+        name = address.replace(':', '_').replace('.', '_')
+        children = int(spec.get('children', options.children_per_device))
+
+        def make(suffix: str, first: int,
+                       number: int) -> device_tree.Deployable:
+            return device_tree.Deployable(
+                name=name + suffix, num_accelerators=number,
+                resource_class=spec.get('resource_class',
+                                        options.resource_class),
+                traits=list(spec.get('traits', options.traits)),
+                attach_handles=[self._handle(handle_type, pf, i)
+                                for i in range(first, first + number)],
+                driver_name='fake',
+                preparation=spec.get('preparation', options.preparation))
+        if children:
+            top = make('', 1, 0)
+            top.children = [
+                make('_c%d' % child, 1 + child * count, count)
+                for child in range(children)]
+        else:
+            top = make('', 1, count)
         return device_tree.Device(
             type=spec.get('type', options.device_type),
             vendor=spec.get('vendor', options.vendor),
             model=spec.get('model', options.model),
             address=address,
             controlpath_ids=[device_tree.ControlPathID('PCI', pf)],
-            deployables=[deployable],
+            deployables=[top],
             std_board_info={'device_id': '0xabcd', 'class': 'Fake class'},
             vendor_board_info='fake_vendor_info',
             health=health,
