@@ -179,6 +179,9 @@ class _HostDiff:
         # or added, to link the children added after their parents.
         self._ids = {(row.device_id, row.name): (row.id, row.root_id)
                      for row in self.deployables}
+        # id -> (parent_id, root_id) of the known deployables, as written.
+        self._links_of = {row.id: (row.parent_id, row.root_id)
+                          for row in self.deployables}
 
     def _children(self, rows, column: str, parent_id: int) -> list:
         return [row for row in rows if getattr(row, column) == parent_id]
@@ -267,7 +270,7 @@ class _HostDiff:
                             parent, depth))
                 changed = True
         self._add_deployables(new)
-        changed |= self._relink(row.id, existing, walked)
+        changed |= self._relink(row.id, walked)
         # Children before their parents.
         for name, dep_row in sorted(existing.items(),
                                     key=lambda item: -item[1].id):
@@ -331,19 +334,22 @@ class _HostDiff:
         parent_id, parent_root = self._ids[device_id, parent]
         return {'parent_id': parent_id, 'root_id': parent_root or parent_id}
 
-    def _relink(self, device_id: int, existing: dict[str, Any],
-                walked: list) -> bool:
-        """Move known deployables reported under another parent."""
+    def _relink(self, device_id: int, walked: list) -> bool:
+        """Move the deployables reported under another parent (or whose
+        root changed), parents first: known ones moved, and new ones
+        added under a parent that moved."""
         changed = False
         for deployable, parent, _depth in walked:
-            row = existing.get(deployable['name'])
+            deployable_id = self._ids[device_id, deployable['name']][0]
             links = self._links(device_id, parent)
-            if row is not None and (row.parent_id, row.root_id) != (
-                    links['parent_id'], links['root_id']):
+            wanted = (links['parent_id'], links['root_id'])
+            if self._links_of[deployable_id] != wanted:
                 self.connection.execute(sa.update(DEPLOYABLES).where(
-                    DEPLOYABLES.c.id == row.id).values(updated_at=self.now,
-                                                       **links))
-                self._ids[device_id, row.name] = (row.id, links['root_id'])
+                    DEPLOYABLES.c.id == deployable_id).values(
+                        updated_at=self.now, **links))
+                self._links_of[deployable_id] = wanted
+                self._ids[device_id, deployable['name']] = (
+                    deployable_id, links['root_id'])
                 changed = True
         return changed
 
@@ -368,8 +374,11 @@ class _HostDiff:
         handles, attributes = [], []
         for (device_id, _address, cpid_id, deployable, parent,
              _depth), deployable_id in zip(new, ids, strict=True):
-            self._ids[device_id, deployable['name']] = (
-                deployable_id, self._links(device_id, parent)['root_id'])
+            links = self._links(device_id, parent)
+            self._ids[device_id, deployable['name']] = (deployable_id,
+                                                        links['root_id'])
+            self._links_of[deployable_id] = (links['parent_id'],
+                                             links['root_id'])
             handles += self._handle_rows(deployable_id, cpid_id,
                                          deployable['attach_handles'])
             attributes += self._attribute_rows(deployable_id,

@@ -147,3 +147,36 @@ def test_child_providers_are_created_under_their_parents_provider(
     _report(admin_context, nested_conf)
     assert sync.sync_host(admin_context, 'host1')
     assert placement.providers == {}
+
+
+def _fpga(*deployables) -> list[dict]:
+    device = device_tree.Device(
+        'FPGA', 'v', 'm', '0000:20:00.0', [device_tree.ControlPathID(
+            'PCI', device_tree.pci_address_info('0000:20:00.0'))],
+        list(deployables))
+    return device_tree.tree_to_wire([device])
+
+
+def _apply(context, wire):
+    return inventory.apply_report(context, 'host1', 'host1', wire,
+                                  device_tree.tree_digest(wire), [])
+
+
+def test_known_deployables_move_to_their_new_parent(database,
+                                                    admin_context):
+    """A function moved from one region to a new one keeps its row; a
+    child added under a moved parent gets the new root."""
+    def dep(name, *children):
+        return device_tree.Deployable(name, 1, 'FPGA',
+                                      children=list(children))
+    _apply(admin_context, _fpga(dep('r1', dep('f1', dep('vf1')))))
+    before = _rows(database)
+    assert before['vf1'][:2] == ('f1', 'r1')
+    assert _apply(admin_context, _fpga(
+        dep('r1'), dep('r2', dep('f1', dep('vf1'), dep('vf2'))))).updated == 1
+    after = _rows(database)
+    assert {name: row[:2] for name, row in after.items()} == {
+        'r1': (None, None), 'r2': (None, None), 'f1': ('r2', 'r2'),
+        'vf1': ('f1', 'r2'), 'vf2': ('f1', 'r2')}
+    assert _apply(admin_context, _fpga(
+        dep('r1'), dep('r2', dep('f1', dep('vf1'), dep('vf2'))))) is None
