@@ -149,6 +149,20 @@ class Device:
     health: str = Health.HEALTHY.value
     driver: str | None = None
 
+    def __post_init__(self) -> None:
+        names = list(_names(self.deployables))
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError('deployable names of device %s must be unique '
+                             'at every depth: %s' % (self.address,
+                                                     ', '.join(duplicates)))
+
+
+def _names(deployables: list[Deployable]) -> Iterator[str]:
+    for deployable in deployables:
+        yield deployable.name
+        yield from _names(deployable.children)
+
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(',', ':'))

@@ -180,3 +180,11 @@ def test_known_deployables_move_to_their_new_parent(database,
         'vf1': ('f1', 'r2'), 'vf2': ('f1', 'r2')}
     assert _apply(admin_context, _fpga(
         dep('r1'), dep('r2', dep('f1', dep('vf1'), dep('vf2'))))) is None
+
+
+def test_names_are_unique_in_the_whole_device():
+    with pytest.raises(ValueError, match='unique at every depth: f'):
+        device_tree.Device('FPGA', 'v', 'm', '0000:20:00.0', [], [
+            device_tree.Deployable('r1', 1, 'FPGA', children=[
+                device_tree.Deployable('f', 1, 'FPGA')]),
+            device_tree.Deployable('f', 1, 'FPGA')])
