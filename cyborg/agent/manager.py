@@ -64,6 +64,21 @@ class AgentManager:
             device_tree.AttachHandle(attach_type, attach_info), handle_uuid)
 
     @messaging.expected_exceptions(exception.CyborgException)
+    def program(self, context, driver: str | None,
+                controlpath: dict[str, Any] | None, image_path: str) -> None:
+        """Program an image through a device's control path (API 1.1)."""
+        if not controlpath:
+            raise exception.ProgramFailed(reason='no control path to program '
+                                          'through')
+        try:
+            self._driver(driver).program(
+                device_tree.ControlPathID(controlpath['cpid_type'],
+                                          controlpath['cpid_info']),
+                image_path)
+        except NotImplementedError as e:
+            raise exception.ProgramFailed(reason=str(e))
+
+    @messaging.expected_exceptions(exception.CyborgException)
     def release_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str) -> None:

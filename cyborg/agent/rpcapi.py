@@ -28,6 +28,7 @@ class AgentAPI:
     allows it, so that conductors can be upgraded before the agents):
 
     * 1.0 - Initial version: prepare_attach_handle, release_attach_handle.
+    * 1.1 - Add program.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.AGENT_RPC_API_VERSION``),
@@ -78,3 +79,18 @@ class AgentAPI:
                               handle_uuid: str) -> None:
         self._handle_call('release_attach_handle', context, host, driver,
                           attach_type, attach_info, handle_uuid)
+
+    def can_program(self) -> bool:
+        """Whether ``[upgrade_levels] agent`` lets :meth:`program` be
+        sent (API 1.1)."""
+        return self._client.can_send_version('1.1')
+
+    def program(self, context, host: str, driver: str | None,
+                controlpath: dict[str, Any] | None,
+                image_path: str) -> None:
+        """Have ``driver`` on ``host`` program the image at ``image_path``
+        (a file on that host) through ``controlpath`` (``cpid_type``,
+        ``cpid_info``). API 1.1."""
+        self._prepare('program', '1.1', host).call(
+            context, 'program', driver=driver, controlpath=controlpath,
+            image_path=image_path)

@@ -161,6 +161,14 @@ class ARQBadState(Conflict):
                '%(expected)s')
 
 
+class NoBitstreamSource(CyborgException):
+    msg_fmt = 'no bitstream source configured'
+
+
+class ProgramFailed(CyborgException):
+    msg_fmt = '%(reason)s'
+
+
 class ServiceTokenRequired(Forbidden):
     msg_fmt = ('This operation requires a service token. Use the Compute API '
                'to manage instance accelerators.')

@@ -31,8 +31,10 @@ database can decide; any failure raises a 4xx and changes nothing:
    transaction (leased to this conductor, which sends it as soon as the
    transaction commits);
 5. an ARQ whose handle must be prepared by its host's agent (an mdev is
-   created) stays BindStarted with the handle claimed: a job of the
-   :class:`Binder` asks the agent, then :func:`cyborg.db.arqs.finish`
+   created), or whose group asks for its deployable to be programmed
+   (:mod:`cyborg.conductor.programming`), stays BindStarted with the
+   handle claimed: a job of the :class:`Binder` asks the agent, then
+   :func:`cyborg.db.arqs.finish`
    ends it in one transaction: Bound and a ``completed`` event, or
    BindFailing, which Nova does not count as resolved, and a ``failed``
    event that the notifier repeats until Nova unbinds or deletes the ARQ
@@ -56,6 +58,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
+from cyborg.conductor import programming
 from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
 
@@ -80,7 +83,11 @@ def failure_reason(error: Exception) -> str:
 
 
 class HandlePreparer(Protocol):
-    """Asks a handle's agent to prepare it and to release it."""
+    """Asks a handle's agent to program its deployable, to prepare it
+    and to release it."""
+
+    def program(self, context, claim: arq_db.Claim,
+                bitstream: programming.Bitstream) -> None: ...
 
     def prepare(self, context, claim: arq_db.Claim) -> None: ...
 
@@ -92,14 +99,18 @@ class Binder:
     prepare, and the releases of prepared handles, on a thread pool.
 
     ``deliver`` receives the events each transaction queued, once it has
-    committed (the conductor's notifier sends them).
+    committed (the conductor's notifier sends them); ``bitstreams`` finds
+    the images ARQs ask to be programmed with (by default none: such
+    binds fail).
     """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,
                  agents: HandlePreparer,
                  deliver: Callable[[list[dict[str, Any]]], None],
-                 lease: arq_db.Lease | None = None):
+                 lease: arq_db.Lease | None = None,
+                 bitstreams: programming.BitstreamResolver | None = None):
         self.owner = owner
+        self._bitstreams = bitstreams or programming.NoBitstreamSource()
         self._timeout = bind_timeout
         self._agents = agents
         self._deliver = deliver
@@ -184,16 +195,29 @@ class Binder:
             LOG.exception('Bind job of ARQ %s failed unexpectedly; the '
                           'sweeper fails it after %ds', uuid, self._timeout)
 
+    def _work_on(self, context, claim: arq_db.Claim) -> str | None:
+        """Program the claim's deployable if asked, then prepare its
+        handle; the failure, if any, as the ARQ's bind error."""
+        try:
+            programming.program(context, claim, self._bitstreams,
+                                self._agents)
+        except Exception as e:
+            return 'Programming the device of attach handle %s failed: ' \
+                '%s' % (claim.handle_uuid, failure_reason(e))
+        try:
+            self._agents.prepare(context, claim)
+        except Exception as e:
+            return 'Preparing attach handle %s failed: %s' % (
+                claim.handle_uuid, failure_reason(e))
+        return None
+
     def run(self, context, uuid: str) -> None:
-        """Prepare the claimed handle of a BindStarted ARQ and finish."""
+        """Program and prepare what a BindStarted ARQ claimed, and
+        finish."""
         claim = arq_db.job_claim(context, uuid)
         failure = None
         if claim is not None:
-            try:
-                self._agents.prepare(context, claim)
-            except Exception as e:
-                failure = 'Preparing attach handle %s failed: %s' % (
-                    claim.handle_uuid, failure_reason(e))
+            failure = self._work_on(context, claim)
         outcome = arq_db.finish(context, uuid, failure, self._lease,
                          bind_timeout=self._timeout)
         self._deliver(outcome.events)

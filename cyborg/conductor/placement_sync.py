@@ -72,6 +72,9 @@ class ProviderSpec:
     parent_uuid: str
     inventories: dict[str, dict[str, Any]]
     traits: list[str]
+    #: The provider of the parent deployable; None: under the compute
+    #: node.
+    parent_deployable: str | None = None
 
     @property
     def inventory_hash(self) -> str:
@@ -114,10 +117,36 @@ class HostState:
     known: dict[str, Any]
 
     def set_compute_rp(self, uuid: str) -> None:
-        """Hang every desired provider under compute node ``uuid``."""
+        """Hang every desired top provider under compute node ``uuid``."""
         self.compute_rp_uuid = uuid
         for spec in self.desired.values():
-            spec.parent_uuid = uuid
+            if spec.parent_deployable is None:
+                spec.parent_uuid = uuid
+
+
+def _parents_first(rows: list) -> list:
+    """Deployable rows, each after its parent (Placement creates a child
+    provider only under an existing one)."""
+    by_id = {row.id: row for row in rows}
+
+    def depth(row) -> int:
+        seen = 0
+        while row.parent_id in by_id and seen <= len(by_id):
+            row, seen = by_id[row.parent_id], seen + 1
+        return seen
+    return sorted(rows, key=lambda row: (depth(row), row.id))
+
+
+def _children_first(uuids: set[str], known: dict[str, Any]) -> list[str]:
+    """Providers to remove, each before its parent (Placement refuses to
+    delete a provider that has children)."""
+    def depth(uuid: str) -> int:
+        seen = 0
+        parent = known[uuid].parent_uuid if uuid in known else None
+        while parent in known and seen <= len(known):
+            parent, seen = known[parent].parent_uuid, seen + 1
+        return seen
+    return sorted(uuids, key=lambda uuid: (-depth(uuid), uuid))
 
 
 def load_host_state(context, host: str) -> HostState | None:
@@ -131,7 +160,8 @@ def load_host_state(context, host: str) -> HostState | None:
         return None
     service = rows.service
     desired = {}
-    for row in rows.deployables:
+    rp_uuids = {row.id: row.rp_uuid for row in rows.deployables}
+    for row in _parents_first(rows.deployables):
         attrs = rows.attributes.get(row.id, {})
         if providers.RESOURCE_CLASS_KEY not in attrs:
             continue
@@ -139,10 +169,11 @@ def load_host_state(context, host: str) -> HostState | None:
                         | {resource_names.OWNER_TRAIT})
         desired[row.rp_uuid] = ProviderSpec(
             uuid=row.rp_uuid, name=providers.provider_name(host, row.name),
-            parent_uuid=service.compute_rp_uuid,
+            parent_uuid=rp_uuids.get(row.parent_id,
+                                     service.compute_rp_uuid),
             inventories=inventory(attrs[providers.RESOURCE_CLASS_KEY],
                                   row.num_accelerators, is_schedulable(row)),
-            traits=traits)
+            traits=traits, parent_deployable=rp_uuids.get(row.parent_id))
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,
                      service.compute_rp_uuid, desired, rows.known)
@@ -293,7 +324,8 @@ class PlacementSync:
         forgotten: list[str] = []
         try:
             complete = self._write(state.compute_rp_uuid, writes)
-            for uuid in set(state.known) - set(state.desired):
+            for uuid in _children_first(set(state.known) - set(state.desired),
+                                        state.known):
                 if self._remove(uuid):
                     forgotten.append(uuid)
                 else:

@@ -23,6 +23,7 @@ from cyborg.common import constants
 from cyborg.common import service
 from cyborg.conductor import binding
 from cyborg.conductor import manager
+from cyborg.conductor import programming
 from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
 from cyborg.db import services as services_db
@@ -30,8 +31,9 @@ from cyborg.domain import device_tree
 
 
 class AgentHandles:
-    """Asks a handle's agent to prepare and release it (mdevs); handles
-    that need no preparation cost nothing."""
+    """Asks a handle's agent to prepare and release it (as its
+    deployable's preparation says); handles that need none cost
+    nothing."""
 
     def __init__(self, transport, timeout: float,
                  version_cap: str | None = None):
@@ -39,10 +41,15 @@ class AgentHandles:
                                                 version_cap)
 
     def prepare(self, context, claim: arq_db.Claim) -> None:
-        if device_tree.needs_preparation(claim.attach_type):
+        if device_tree.needs_preparation(claim.preparation):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)
+
+    def program(self, context, claim: arq_db.Claim,
+                bitstream: programming.Bitstream) -> None:
+        self._agent_api.program(context, claim.device_host, claim.driver,
+                                claim.controlpath, bitstream.image_path)
 
     def release(self, context, handle: arq_db.PreparedHandle) -> None:
         self._agent_api.release_attach_handle(
@@ -72,7 +79,7 @@ def create(conf: cfg.ConfigOpts, transport,
         host, conf.conductor.workers, conf.conductor.bind_timeout,
         AgentHandles(transport, conf.conductor.agent_timeout,
                      conf.upgrade_levels.agent), deliver,
-        lease)
+        lease, bitstreams=programming.NoBitstreamSource())
     endpoint = manager.ConductorManager(
         host, placement_factory, binder,
         arq_limits=manager.ARQLimits.from_conf(conf))

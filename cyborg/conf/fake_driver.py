@@ -34,13 +34,26 @@ opts = [
                choices=['PCI', 'MDEV', 'TEST_PCI'],
                help='Attach handle type. TEST_PCI handles are ignored by '
                     'Nova; PCI and MDEV look like real ones.'),
+    cfg.StrOpt('preparation',
+               choices=['none', 'mdev', 'vf', 'vgpu_type', 'program'],
+               help='Preparation each device\'s deployable declares (what '
+                    'the agent does to a handle at bind and undoes at '
+                    'unbind); unset: the default of its handles (mdev for '
+                    'MDEV handles, none for others).'),
+    cfg.IntOpt('children_per_device', default=0, min=0, max=16,
+               help='Nested report: each device\'s deployable holds this '
+                    'many child deployables (as a PF holds VFs), each with '
+                    'the handles of accelerators_per_device, the parent '
+                    'none; 0: one deployable per device, not nested.'),
     cfg.StrOpt('mdev_type', default='fake-mdev-1',
                help='mdev type of MDEV attach handles.'),
     cfg.StrOpt('mdev_dir',
-               help='Directory where the mdevs the driver prepares for MDEV '
-                    'handles appear, one file per handle named by its uuid '
-                    '(as /sys/bus/mdev/devices would show them); unset: '
-                    'they are only logged.'),
+               help='Directory where the handles the driver prepares '
+                    '(the mdevs of MDEV handles, and the handles of '
+                    'deployables declaring another preparation) appear, '
+                    'one file per handle named by its uuid (as '
+                    '/sys/bus/mdev/devices would show mdevs); unset: they '
+                    'are only logged.'),
     cfg.FloatOpt('prepare_delay', default=0.0, min=0.0, mutable=True,
                  help='Seconds preparing an MDEV handle takes (to simulate '
                       'slow mdev creation).'),
@@ -51,8 +64,14 @@ opts = [
                 help='PCI addresses of devices whose attach handles fail to '
                      'prepare (the driver raises, as when an mdev cannot be '
                      'created); "*" makes every preparation fail. Only '
-                     'handles that need preparation (MDEV) are affected. '
+                     'handles that need preparation (MDEV, or any handle of '
+                     'a deployable declaring a preparation) are affected. '
                      'For tests of failed binds.'),
+    cfg.ListOpt('program_failures', default=[], mutable=True,
+                help='PCI addresses of devices that fail to be programmed '
+                     '(the driver raises, as when a bitstream is refused); '
+                     '"*" makes every programming fail. For tests of failed '
+                     'binds.'),
     cfg.StrOpt('vendor', default='0xABCD', help='Vendor id reported.'),
     cfg.StrOpt('model', default='Fake Accelerator', help='Model reported.'),
     cfg.ListOpt('unhealthy_devices', default=[], mutable=True,
@@ -62,7 +81,8 @@ opts = [
                     'replaces the options above and is re-read at every '
                     'discovery. A list of objects with "address" and '
                     'optionally "type", "resource_class", "traits", '
-                    '"accelerators", "handle_type" and "health".'),
+                    '"accelerators", "handle_type", "preparation", '
+                    '"children" and "health".'),
 ]
 
 

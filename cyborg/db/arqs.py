@@ -43,6 +43,7 @@ from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
+from cyborg.db.models import CPIDS
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
@@ -192,13 +193,33 @@ _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
 BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
 
 
+def _lock_column(name: str):
+    """An ARQ column, or ``profile_json``: its device profile's groups
+    (a scalar subquery, so that only the ARQ rows are locked)."""
+    if name != 'profile_json':
+        return ARQS.c[name]
+    return (sa.select(PROFILES.c.profile_json)
+            .where(PROFILES.c.id == ARQS.c.device_profile_id)
+            .scalar_subquery().label('profile_json'))
+
+
+def _program_request(row) -> dict[str, str]:
+    """What the ARQ ``row`` (with ``profile_json`` and
+    ``device_profile_group_id``) asks its deployable to be programmed
+    with (see :func:`dp_rules.program_request`)."""
+    if row.profile_json is None:
+        return {}
+    groups = json.loads(row.profile_json)['groups']
+    return dp_rules.program_request(groups[row.device_profile_group_id])
+
+
 @functools.cache
 def _lock_query(scoped: bool, filters: tuple[str, ...],
                 columns: tuple[str, ...] | None = None):
     """ARQ rows (only ``columns`` if given) locked in id order (so
     concurrent writers cannot deadlock); see :func:`_where`."""
     query = (sa.select(ARQS) if columns is None
-             else sa.select(*[ARQS.c[column] for column in columns]))
+             else sa.select(*[_lock_column(column) for column in columns]))
     return (_where(query, scoped, filters).order_by(ARQS.c.id)
             .with_for_update())
 
@@ -209,7 +230,7 @@ def _lock_query(scoped: bool, filters: tuple[str, ...],
 DELETE_COLUMNS = ('id', 'uuid', 'state', 'instance_uuid',
                   'attach_handle_id')
 BIND_COLUMNS = ('id', 'uuid', 'state', 'hostname', 'device_rp_uuid',
-                'instance_uuid')
+                'instance_uuid', 'device_profile_group_id', 'profile_json')
 
 
 def lock_rows(connection, project_id: str | None,
@@ -286,8 +307,8 @@ def swap(connection, row, target: str, values: dict[str, Any],
 
 @dataclasses.dataclass(frozen=True)
 class PreparedHandle:
-    """An attach handle whose preparation (an mdev) its host's agent
-    must undo before the handle is free again."""
+    """An attach handle whose preparation (an mdev, a vGPU type...) its
+    host's agent must undo before the handle is free again."""
     id: int
     uuid: str
     attach_type: str
@@ -296,17 +317,32 @@ class PreparedHandle:
     driver: str | None
 
 
+def _prepared():
+    """Handles of deployables that declare a preparation."""
+    return HANDLES.c.deployable_id.in_(
+        sa.select(DEPLOYABLES.c.id).where(
+            DEPLOYABLES.c.preparation != device_tree.Preparation.NONE.value))
+
+
+def _preparation():
+    """The preparation of a handle's deployable, as a column."""
+    return (sa.select(DEPLOYABLES.c.preparation)
+            .where(DEPLOYABLES.c.id == HANDLES.c.deployable_id)
+            .scalar_subquery().label('preparation'))
+
+
 _FREE_UNPREPARED = (
     sa.update(HANDLES)
     .where(HANDLES.c.id.in_(sa.bindparam('ids', expanding=True)),
-           HANDLES.c.attach_type.not_in(device_tree.PREPARED_TYPES))
+           ~_prepared())
     .values(in_use=False, updated_at=sa.bindparam('now')))
 
 
 def release_handles(connection, rows) -> list[PreparedHandle]:
     """Free the attach handles ``rows`` hold; the prepared ones.
 
-    Prepared handles (see :func:`device_tree.needs_preparation`) stay in
+    Prepared handles (of deployables declaring a preparation, see
+    :class:`device_tree.Preparation`) stay in
     use, held by no ARQ, until :func:`free_prepared` once the agent has
     released them, so nobody claims a handle whose old preparation is
     still being undone. One UPDATE when none was prepared.
@@ -321,9 +357,7 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
     if freed == len(ids):
         return []
     connection.execute(sa.update(HANDLES).where(
-        HANDLES.c.id.in_(ids),
-        HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
-        .values(updated_at=now))
+        HANDLES.c.id.in_(ids), _prepared()).values(updated_at=now))
     return _prepared_handles(connection, HANDLES.c.id.in_(ids))
 
 
@@ -333,8 +367,8 @@ def _prepared_handles(connection, condition) -> list[PreparedHandle]:
                        DEVICES.c.driver)
              .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
-             .where(condition, HANDLES.c.attach_type.in_(
-                 device_tree.PREPARED_TYPES))
+             .where(condition, DEPLOYABLES.c.preparation
+                    != device_tree.Preparation.NONE.value)
              .order_by(HANDLES.c.id))
     return [PreparedHandle(row.id, row.uuid, row.attach_type,
                            json.loads(row.attach_info), row.hostname,
@@ -370,7 +404,7 @@ def claim_unreleased(context, older_than: datetime.datetime,
     connection = context.connection
     stale = sa.and_(HANDLES.c.in_use == sa.true(), _unheld(),
                     HANDLES.c.updated_at < older_than,
-                    HANDLES.c.attach_type.in_(device_tree.PREPARED_TYPES))
+                    _prepared())
     ids = [row.id for row in connection.execute(
         sa.select(HANDLES.c.id).where(stale))]
     if not ids:
@@ -477,6 +511,14 @@ class Claim:
     attach_info: dict[str, str]
     device_host: str
     driver: str | None
+    #: What the agent does (:class:`device_tree.Preparation`).
+    preparation: str = device_tree.Preparation.NONE.value
+    #: What the ARQ's group asks the deployable to be programmed with
+    #: (``bitstream_id``, ``function_id``...); empty: nothing.
+    program: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The control path of the handle's device (``cpid_type``,
+    #: ``cpid_info``), through which it is programmed.
+    controlpath: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -561,7 +603,7 @@ _DEPLOYABLE_ON_HOST = (
 # FOR UPDATE OF; a locked deployable row would hide every handle).
 _FREE_HANDLES = (
     sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
-              HANDLES.c.attach_info, HANDLES.c.deployable_id)
+              HANDLES.c.attach_info, HANDLES.c.deployable_id, _preparation())
     .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE_ON_HOST),
            HANDLES.c.in_use == sa.false())
     .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
@@ -652,7 +694,8 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
-        if device_tree.needs_preparation(handle.attach_type):
+        if (device_tree.needs_preparation(handle.preparation)
+                or _program_request(row)):
             swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:
@@ -702,8 +745,13 @@ def job_claim(context, uuid: str) -> Claim | None:
     row = context.connection.execute(
         sa.select(ARQS.c.uuid, HANDLES.c.uuid.label('handle_uuid'),
                   HANDLES.c.attach_type, HANDLES.c.attach_info,
-                  DEVICES.c.hostname, DEVICES.c.driver)
+                  DEVICES.c.hostname, DEVICES.c.driver,
+                  DEPLOYABLES.c.preparation, PROFILES.c.profile_json,
+                  ARQS.c.device_profile_group_id, CPIDS.c.cpid_type,
+                  CPIDS.c.cpid_info)
         .join(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id)
+        .outerjoin(PROFILES, PROFILES.c.id == ARQS.c.device_profile_id)
+        .join(CPIDS, CPIDS.c.id == HANDLES.c.cpid_id)
         .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
         .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
         .where(ARQS.c.uuid == uuid,
@@ -711,7 +759,10 @@ def job_claim(context, uuid: str) -> Claim | None:
     if row is None:
         return None
     return Claim(row.uuid, row.handle_uuid, row.attach_type,
-                 json.loads(row.attach_info), row.hostname, row.driver)
+                 json.loads(row.attach_info), row.hostname, row.driver,
+                 row.preparation, _program_request(row),
+                 {'cpid_type': row.cpid_type,
+                  'cpid_info': json.loads(row.cpid_info)})
 
 
 @db_api.connection_writer

@@ -25,6 +25,11 @@ that disappears while one of its attach handles is in use is kept and
 marked ``missing`` until the handle is released; the first report after
 that removes it, even a report unchanged since (see :func:`report_state`).
 Devices of a driver that failed during discovery are left as they are.
+
+Deployables may be nested (``children`` in the wire form): a child's row
+has ``parent_id`` (its parent's) and ``root_id`` (the top deployable's);
+those of a top deployable are NULL. Names are unique in a device at any
+depth, and identify a deployable across reports as before.
 """
 
 import dataclasses
@@ -150,6 +155,13 @@ class _HostDiff:
         self.attributes = self._rows(ATTRIBUTES, ATTRIBUTES.c.deployable_id,
                                      deployable_ids)
         self.cpids = self._rows(CPIDS, CPIDS.c.device_id, device_ids)
+        # (device id, name) -> (id, root id) of every deployable, known
+        # or added, to link the children added after their parents.
+        self._ids = {(row.device_id, row.name): (row.id, row.root_id)
+                     for row in self.deployables}
+        # id -> (parent_id, root_id) of the known deployables, as written.
+        self._links_of = {row.id: (row.parent_id, row.root_id)
+                          for row in self.deployables}
 
     def _children(self, rows, column: str, parent_id: int) -> list:
         return [row for row in rows if getattr(row, column) == parent_id]
@@ -208,9 +220,10 @@ class _HostDiff:
             first_cpid.setdefault(device_id, cpid_id)
         self._add_deployables([
             (device_id, device['address'], first_cpid.get(device_id),
-             deployable)
+             deployable, parent, depth)
             for device, device_id in zip(devices, device_ids, strict=True)
-            for deployable in device['deployables']])
+            for deployable, parent, depth in device_tree.walk_wire(
+                device['deployables'])])
         self.summary.added += len(devices)
 
     def _update_device(self, row, device: dict[str, Any]) -> None:
@@ -225,17 +238,23 @@ class _HostDiff:
         cpid_ids = self._sync_cpids(row.id, device['controlpath_ids'])
         existing = {dep.name: dep for dep in self._children(
             self.deployables, 'device_id', row.id)}
-        wanted = {dep['name']: dep for dep in device['deployables']}
+        walked = list(device_tree.walk_wire(device['deployables']))
+        wanted = {dep['name'] for dep, _parent, _depth in walked}
         new = []
-        for name, deployable in wanted.items():
+        for deployable, parent, depth in walked:
+            name = deployable['name']
             if name in existing:
                 changed |= self._update_deployable(existing[name],
                                                    deployable, cpid_ids[0])
             else:
-                new.append((row.id, row.address, cpid_ids[0], deployable))
+                new.append((row.id, row.address, cpid_ids[0], deployable,
+                            parent, depth))
                 changed = True
         self._add_deployables(new)
-        for name, dep_row in existing.items():
+        changed |= self._relink(row.id, walked)
+        # Children before their parents.
+        for name, dep_row in sorted(existing.items(),
+                                    key=lambda item: -item[1].id):
             if name not in wanted:
                 changed |= self._remove_deployable(dep_row)
         if changed:
@@ -288,22 +307,60 @@ class _HostDiff:
 
     # Deployables
 
-    def _add_deployables(self, new: list[tuple[int, str, int | None,
-                                               dict[str, Any]]]) -> None:
+    def _links(self, device_id: int, parent: str | None) -> dict[str, Any]:
+        """``parent_id`` and ``root_id`` of a deployable of ``device_id``
+        whose parent is named ``parent`` (None: a top one)."""
+        if parent is None:
+            return {'parent_id': None, 'root_id': None}
+        parent_id, parent_root = self._ids[device_id, parent]
+        return {'parent_id': parent_id, 'root_id': parent_root or parent_id}
+
+    def _relink(self, device_id: int, walked: list) -> bool:
+        """Move the deployables reported under another parent (or whose
+        root changed), parents first: known ones moved, and new ones
+        added under a parent that moved."""
+        changed = False
+        for deployable, parent, _depth in walked:
+            deployable_id = self._ids[device_id, deployable['name']][0]
+            links = self._links(device_id, parent)
+            wanted = (links['parent_id'], links['root_id'])
+            if self._links_of[deployable_id] != wanted:
+                self.connection.execute(sa.update(DEPLOYABLES).where(
+                    DEPLOYABLES.c.id == deployable_id).values(
+                        updated_at=self.now, **links))
+                self._links_of[deployable_id] = wanted
+                self._ids[device_id, deployable['name']] = (
+                    deployable_id, links['root_id'])
+                changed = True
+        return changed
+
+    def _add_deployables(self, new: list[tuple]) -> None:
         """Add deployables, given as (device id, device address, control
-        path id, reported deployable), with their handles and attributes:
-        one statement (or two) per table."""
+        path id, reported deployable, parent's name or None, depth), with
+        their handles and attributes: one statement (or two) per table
+        and depth, parents first."""
+        for depth in sorted({item[5] for item in new}):
+            self._add_level([item for item in new if item[5] == depth])
+
+    def _add_level(self, new: list[tuple]) -> None:
         ids = self._insert(DEPLOYABLES, [dict(
             uuid=uuidutils.generate_uuid(), name=deployable['name'],
             num_accelerators=deployable['num_accelerators'],
             device_id=device_id, driver_name=deployable.get('driver_name'),
+            preparation=device_tree.reported_preparation(deployable),
             rp_uuid=providers.provider_uuid(self.host, address,
                                             deployable['name']),
-            created_at=self.now)
-            for device_id, address, _cpid, deployable in new])
+            created_at=self.now, **self._links(device_id, parent))
+            for device_id, address, _cpid, deployable, parent, _depth
+            in new])
         handles, attributes = [], []
-        for (_device, _address, cpid_id, deployable), deployable_id in zip(
-                new, ids, strict=True):
+        for (device_id, _address, cpid_id, deployable, parent,
+             _depth), deployable_id in zip(new, ids, strict=True):
+            links = self._links(device_id, parent)
+            self._ids[device_id, deployable['name']] = (deployable_id,
+                                                        links['root_id'])
+            self._links_of[deployable_id] = (links['parent_id'],
+                                             links['root_id'])
             handles += self._handle_rows(deployable_id, cpid_id,
                                          deployable['attach_handles'])
             attributes += self._attribute_rows(deployable_id,
@@ -315,9 +372,12 @@ class _HostDiff:
 
     def _update_deployable(self, row, deployable: dict[str, Any],
                            cpid_id: int) -> bool:
-        changes = {key: deployable.get(key) for key in
-                   ('num_accelerators', 'driver_name')
-                   if getattr(row, key) != deployable.get(key)}
+        wanted = dict(num_accelerators=deployable['num_accelerators'],
+                      driver_name=deployable.get('driver_name'),
+                      preparation=device_tree.reported_preparation(
+                          deployable))
+        changes = {key: value for key, value in wanted.items()
+                   if getattr(row, key) != value}
         if changes:
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == row.id).values(updated_at=self.now,

@@ -132,6 +132,10 @@ class Deployable(Base):
     rp_uuid = sa.Column(sa.String(36), nullable=True)
     driver_name = sa.Column(sa.String(100), nullable=True)
     bitstream_id = sa.Column(sa.String(36), nullable=True)
+    # What the agent does to a handle before Nova attaches it
+    # (cyborg.domain.device_tree.Preparation); 'none': nothing.
+    preparation = sa.Column(sa.String(32), nullable=False, default='none',
+                            server_default='none')
 
 
 class Attribute(Base):

@@ -62,6 +62,7 @@ def host_rows(context, host: str) -> HostRows | None:
         return None
     rows = list(connection.execute(
         sa.select(DEPLOYABLES.c.id, DEPLOYABLES.c.name,
+                  DEPLOYABLES.c.parent_id,
                   DEPLOYABLES.c.rp_uuid, DEPLOYABLES.c.num_accelerators,
                   DEVICES.c.status, DEVICES.c.health, DEVICES.c.missing)
         .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)

@@ -41,6 +41,19 @@ ACCEL_KEYS = {
 }
 
 
+# accel: keys that ask for the deployable to be programmed at bind.
+PROGRAM_KEYS = ('bitstream_id', 'bitstream_name', 'function_id',
+                'function_name')
+
+
+def program_request(group: dict[str, str]) -> dict[str, str]:
+    """What a (normalized) group asks its deployable to be programmed
+    with: its ``accel:bitstream_*`` or ``accel:function_*`` values, by
+    key without the prefix; empty when it asks for nothing."""
+    return {key: group[ACCEL + ':' + key] for key in PROGRAM_KEYS
+            if ACCEL + ':' + key in group}
+
+
 def _invalid(message: str, *args) -> exception.InvalidParameterValue:
     return exception.InvalidParameterValue(err=message % args)
 

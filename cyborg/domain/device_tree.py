@@ -20,6 +20,12 @@ A driver turns what it finds on the host into :class:`Device` trees:
   ``num_accelerators`` units of ``resource_class`` and a set of traits;
 * a deployable has **attach handles**, what Nova attaches to an instance:
   a PCI function (``PCI``) or a mediated device (``MDEV``);
+* a deployable may hold **child deployables** (a PF with its VFs, an
+  FPGA region with its functions, a GPU with its vGPU types), each a
+  resource provider under its parent's;
+* a deployable declares its **preparation**: what its host's agent does
+  to a handle before Nova can attach it and undoes after (see
+  :class:`Preparation`);
 * a device has **control path ids** (how the host programs or manages it)
   and a deployable may carry extra **attributes** (key/value).
 """
@@ -28,6 +34,8 @@ import dataclasses
 import enum
 import hashlib
 import json
+from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')
@@ -39,14 +47,45 @@ class AttachType(str, enum.Enum):
     TEST_PCI = 'TEST_PCI'
 
 
-# Attach handle types whose device the host's agent prepares before Nova
-# can attach it (an mdev is created) and releases after (it is removed).
-PREPARED_TYPES = frozenset([AttachType.MDEV.value])
+class Preparation(str, enum.Enum):
+    """What the agent's driver does to an attach handle before Nova can
+    attach it (at bind), undone at unbind.
+
+    ``none``: the handle is attachable as discovered. ``mdev``: a
+    mediated device is created. ``vf``: a virtual function is configured
+    (e.g. its MAC or VLAN). ``vgpu_type``: the vGPU type is written to a
+    VF's ``current_vgpu_type`` (NVIDIA vGPU 17+). ``program``: the
+    deployable is programmed (an FPGA region).
+    """
+    NONE = 'none'
+    MDEV = 'mdev'
+    VF = 'vf'
+    VGPU_TYPE = 'vgpu_type'
+    PROGRAM = 'program'
 
 
-def needs_preparation(attach_type: str) -> bool:
-    """Whether handles of ``attach_type`` are prepared by the agent."""
-    return attach_type in PREPARED_TYPES
+PREPARATIONS = tuple(kind.value for kind in Preparation)
+
+
+def default_preparation(attach_types: Iterable[str]) -> str:
+    """The preparation of a deployable whose driver declares none (and of
+    every deployable an agent older than the declaration reports): its
+    MDEV handles are created, other handles need nothing."""
+    return (Preparation.MDEV.value if AttachType.MDEV.value in attach_types
+            else Preparation.NONE.value)
+
+
+def needs_preparation(preparation: str) -> bool:
+    """Whether the agent prepares the handles of a deployable declaring
+    ``preparation``."""
+    return preparation != Preparation.NONE.value
+
+
+def reported_preparation(deployable: dict[str, Any]) -> str:
+    """The preparation of a deployable in wire form: the declared one,
+    or :func:`default_preparation` of its handles."""
+    return deployable.get('preparation') or default_preparation(
+        handle['attach_type'] for handle in deployable['attach_handles'])
 
 
 class Health(str, enum.Enum):
@@ -74,6 +113,21 @@ class Deployable:
         default_factory=list)
     attributes: dict[str, str] = dataclasses.field(default_factory=dict)
     driver_name: str | None = None
+    #: One of :data:`PREPARATIONS`; None: :func:`default_preparation` of
+    #: the handles (left out of the wire form, so that the digest of a
+    #: tree that declares nothing is the one older agents send).
+    preparation: str | None = None
+    #: Child deployables; names are unique in the whole device. Left out
+    #: of the wire form when empty.
+    children: list['Deployable'] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if (self.preparation is not None
+                and self.preparation not in PREPARATIONS):
+            raise ValueError('unknown preparation %r of deployable %s '
+                             '(expected one of %s)' % (
+                                 self.preparation, self.name,
+                                 ', '.join(PREPARATIONS)))
 
 
 @dataclasses.dataclass
@@ -95,6 +149,20 @@ class Device:
     health: str = Health.HEALTHY.value
     driver: str | None = None
 
+    def __post_init__(self) -> None:
+        names = list(_names(self.deployables))
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError('deployable names of device %s must be unique '
+                             'at every depth: %s' % (self.address,
+                                                     ', '.join(duplicates)))
+
+
+def _names(deployables: list[Deployable]) -> Iterator[str]:
+    for deployable in deployables:
+        yield deployable.name
+        yield from _names(deployable.children)
+
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(',', ':'))
@@ -104,13 +172,37 @@ def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
     """The JSON-able form sent to the conductor, in a stable order."""
     wire = [dataclasses.asdict(device) for device in devices]
     for device in wire:
-        device['deployables'].sort(key=lambda d: d['name'])
-        for deployable in device['deployables']:
-            deployable['traits'] = sorted(set(deployable['traits']))
-            deployable['attach_handles'].sort(
-                key=lambda h: canonical_json(h['attach_info']))
+        _normalize_deployables(device['deployables'])
     wire.sort(key=lambda d: d['address'])
     return wire
+
+
+def _normalize_deployables(deployables: list[dict[str, Any]]) -> None:
+    """Sort, and leave out what a tree of an older agent did not have
+    (an undeclared preparation, no children), so its digest is the
+    same."""
+    deployables.sort(key=lambda d: d['name'])
+    for deployable in deployables:
+        deployable['traits'] = sorted(set(deployable['traits']))
+        if deployable['preparation'] is None:
+            del deployable['preparation']
+        deployable['attach_handles'].sort(
+            key=lambda h: canonical_json(h['attach_info']))
+        if deployable['children']:
+            _normalize_deployables(deployable['children'])
+        else:
+            del deployable['children']
+
+
+def walk_wire(deployables: list[dict[str, Any]], parent: str | None = None
+              ) -> Iterator[tuple[dict[str, Any], str | None, int]]:
+    """Every deployable of a device's wire form, parents before their
+    children: (deployable, its parent's name or None, depth from 0)."""
+    for deployable in deployables:
+        yield deployable, parent, 0
+        for child, child_parent, depth in walk_wire(
+                deployable.get('children') or [], deployable['name']):
+            yield child, child_parent, depth + 1
 
 
 def tree_digest(wire: Any) -> str:

@@ -595,6 +595,46 @@ def test_device_changes(baseline):
         HOST_B, BASELINE[HOST_B])
 
 
+def test_nested_device(baseline):
+    """A device whose deployable holds two children: their rows point to
+    it (parent_id, root_id) and their providers hang under its provider,
+    itself under the compute node; removing the device removes the three
+    providers, children first."""
+    cluster = baseline
+    agent = cluster.agents[HOST_A]
+    specs = copy.deepcopy(BASELINE[HOST_A])
+    specs.append({'address': '0000:23:00.0', 'type': 'NIC',
+                  'resource_class': 'CUSTOM_INV_NEW',
+                  'traits': ['CUSTOM_INV_FAST'], 'accelerators': 2,
+                  'children': 2})
+    parent = deployable_name('0000:23:00.0')
+    agent.write_devices(specs)
+    cluster.wait_db(HOST_A, specs)
+    cluster.wait(lambda: sorted(
+        (row.name, row.parent_id == row.root_id) for row in cluster.db(
+            'SELECT c.name, c.parent_id, c.root_id FROM deployables c '
+            'JOIN deployables p ON p.id = c.parent_id '
+            'WHERE p.name = :name', name=parent)) == [
+        (parent + '_c0', True), (parent + '_c1', True)],
+        'children of %s in the database' % parent)
+    client = cluster.placement.client()
+    root = agent.compute_rp_uuid
+
+    def nested():
+        tree = {p['name']: p for p in client.provider_tree(root)}
+        top = tree['%s_%s' % (HOST_A, parent)]
+        children = sorted(name for name, p in tree.items()
+                          if p['parent_provider_uuid'] == top['uuid'])
+        _gen, inventories = client.get_inventories(
+            tree['%s_%s_c0' % (HOST_A, parent)]['uuid'])
+        return (top['parent_provider_uuid'] == root and children == [
+            '%s_%s_c0' % (HOST_A, parent), '%s_%s_c1' % (HOST_A, parent)]
+            and inventories['CUSTOM_INV_NEW']['total'] == 2)
+    cluster.wait(nested, 'nested providers of %s' % parent)
+    agent.write_devices(BASELINE[HOST_A])
+    cluster.wait_placement(HOST_A, BASELINE[HOST_A])
+
+
 def test_disable_and_enable(baseline):
     cluster = baseline
     host = HOST_B

@@ -263,6 +263,61 @@ def test_datetimes_keep_microseconds(engine):
             > PRECISE.replace(microsecond=0))).scalar() == 1
 
 
+def _insert_deployable(conn, device_id: int, cpid_id: int, name: str,
+                       attach_type: str) -> int:
+    """A deployable of the 0003 schema (no preparation) with one
+    attach handle; its id."""
+    deployables = sa.table('deployables', sa.column('id', sa.Integer),
+                           sa.column('uuid'), sa.column('name'),
+                           sa.column('num_accelerators'),
+                           sa.column('device_id'))
+    handles = sa.table('attach_handles', sa.column('uuid'),
+                       sa.column('deployable_id'), sa.column('cpid_id'),
+                       sa.column('in_use'),
+                       sa.column('attach_type'), sa.column('attach_info'))
+    conn.execute(sa.insert(deployables).values(
+        uuid=str(uuid.uuid4()), name=name, num_accelerators=1,
+        device_id=device_id))
+    deployable_id = conn.execute(sa.select(deployables.c.id).where(
+        deployables.c.name == name)).scalar()
+    conn.execute(sa.insert(handles).values(
+        uuid=str(uuid.uuid4()), deployable_id=deployable_id,
+        cpid_id=cpid_id, in_use=False,
+        attach_type=attach_type, attach_info='{}'))
+    return deployable_id
+
+
+def test_preparation_of_existing_deployables(engine):
+    """0004 gives deployables with MDEV handles the ``mdev``
+    preparation the conductor derived before, the others ``none``."""
+    migration.upgrade('0003_datetime_precision', engine=engine)
+    devices = sa.table('devices', sa.column('id', sa.Integer),
+                       sa.column('uuid'), sa.column('type'),
+                       sa.column('vendor'), sa.column('model'),
+                       sa.column('hostname'), sa.column('address'))
+    with engine.begin() as conn:
+        conn.execute(sa.insert(devices).values(
+            uuid=str(uuid.uuid4()), type='GPU', vendor='10de', model='m',
+            hostname='h', address='0000:01:00.0'))
+        device_id = conn.execute(sa.select(devices.c.id)).scalar()
+        cpids = sa.table('controlpath_ids', sa.column('id', sa.Integer),
+                         sa.column('uuid'), sa.column('device_id'),
+                         sa.column('cpid_type'), sa.column('cpid_info'))
+        conn.execute(sa.insert(cpids).values(
+            uuid=str(uuid.uuid4()), device_id=device_id, cpid_type='PCI',
+            cpid_info='{}'))
+        cpid_id = conn.execute(sa.select(cpids.c.id)).scalar()
+        mdev = _insert_deployable(conn, device_id, cpid_id, 'vgpu', 'MDEV')
+        pci = _insert_deployable(conn, device_id, cpid_id, 'pgpu', 'PCI')
+    migration.upgrade(engine=engine)
+    deployables = models.Deployable.__table__
+    with engine.connect() as conn:
+        assert dict(conn.execute(sa.select(
+            deployables.c.id, deployables.c.preparation)).all()) == {
+            mdev: 'mdev', pci: 'none'}
+    assert schema_diff(engine) == []
+
+
 # cyborg-dbsync as a command --------------------------------------------
 
 @pytest.fixture(params=['sqlite', 'postgresql'])

@@ -43,7 +43,17 @@ class AcceleratorDriver(abc.ABC):
 
     def program(self, controlpath: device_tree.ControlPathID,
                 image_path: str) -> None:
-        """Program an image (an FPGA bitstream) through ``controlpath``."""
+        """Program the image at ``image_path`` (an FPGA bitstream, a file
+        on this host that the agent was given) through ``controlpath``
+        (one of the control path ids the driver reported for the device).
+
+        Returns once the device runs the image. Raises on failure (the
+        message becomes the ARQ's bind error);
+        :class:`NotImplementedError` (the default) when the driver cannot
+        program devices. Called on agent RPC threads, when a bind asks
+        for a bitstream or function; it must be safe to call again with
+        the same image.
+        """
         raise NotImplementedError('%s cannot program devices' % self.name)
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,

@@ -42,7 +42,10 @@ CONDUCTOR_METHODS = {
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.0', 'release_attach_handle': '1.0',
+    'program': '1.1',
 }
+#: Public methods of a client that send nothing.
+LOCAL_METHODS = {'with_timeout', 'can_program'}
 
 
 def _history(api) -> list[str]:
@@ -61,7 +64,7 @@ def test_each_api_has_its_version_and_its_history(api, endpoint, methods):
     assert max(methods.values(), key=lambda v: tuple(map(int, v.split('.')))
                ) == api.RPC_API_VERSION
     public = {name for name, _ in inspect.getmembers(api, inspect.isfunction)
-              if not name.startswith('_') and name != 'with_timeout'}
+              if not name.startswith('_') and name not in LOCAL_METHODS}
     assert public == set(methods)
 
 
@@ -135,13 +138,15 @@ def test_each_conductor_method_sends_the_version_it_needs(monkeypatch,
 @pytest.mark.parametrize('method', sorted(AGENT_METHODS))
 def test_each_agent_method_sends_the_version_it_needs(monkeypatch, method):
     clients = _recording(monkeypatch)
-    api = agent_rpcapi.AgentAPI(object(), timeout=7, version_cap='1.0')
+    cap = agent_rpcapi.AgentAPI.RPC_API_VERSION
+    api = agent_rpcapi.AgentAPI(object(), timeout=7, version_cap=cap)
     function = getattr(api, method)
     function(None, **_args(function))
-    assert clients[0].version_cap == '1.0'
+    assert clients[0].version_cap == cap
     [(sent, version, options)] = clients[0].sent
     assert (sent, version) == (method, AGENT_METHODS[method])
-    assert options == {'server': 'x', 'timeout': 7}
+    assert {key: options[key] for key in ('server', 'timeout')} == {
+        'server': 'x', 'timeout': 7}
 
 
 def test_the_caps_come_from_upgrade_levels(conf, monkeypatch):
@@ -165,19 +170,24 @@ def test_an_invalid_cap_is_refused(conf):
         conf.set_override('agent', 'newest', group='upgrade_levels')
 
 
+def test_program_is_capped_below_1_1(monkeypatch):
+    clients = _recording(monkeypatch)
+    capped = agent_rpcapi.AgentAPI(object(), version_cap='1.0')
+    assert not capped.can_program()
+    with pytest.raises(rpc.RPCVersionCapped):
+        capped.program(None, 'h', 'fake_driver', None, '/img')
+    assert clients[0].sent == []
+    assert agent_rpcapi.AgentAPI(object(), version_cap='1.1').can_program()
+    assert agent_rpcapi.AgentAPI(object()).can_program()
+
+
 # A method newer than 1.0, over a real oslo.messaging transport --------------
 
-class _NewerAgentAPI(agent_rpcapi.AgentAPI):
-    """The agent API of a later release, with a method of version 1.1."""
-
-    def program(self, context, host: str) -> str:
-        return self._prepare('program', '1.1', host).call(context, 'program')
-
-
 class _Agent:
-    """An agent of this release: serves 1.0, knows no ``program``."""
+    """An agent of the previous release: serves 1.0, knows no
+    ``program``."""
 
-    target = messaging.Target(version=constants.AGENT_RPC_API_VERSION)
+    target = messaging.Target(version='1.0')
 
     def __init__(self):
         self.prepared = threading.Event()
@@ -185,8 +195,11 @@ class _Agent:
     def prepare_attach_handle(self, context, **kwargs):
         self.prepared.set()
 
-    def program(self, context):
+    def program(self, context, **kwargs):
         return 'programmed'
+
+
+_PROGRAM = dict(driver='fake_driver', controlpath=None, image_path='/img')
 
 
 @pytest.fixture
@@ -207,7 +220,7 @@ def _ctx():
 
 def test_a_1_0_call_reaches_an_agent_of_this_release(agent_on_fake_transport):
     transport, agent = agent_on_fake_transport
-    api = _NewerAgentAPI(transport, timeout=5, version_cap='1.0')
+    api = agent_rpcapi.AgentAPI(transport, timeout=5, version_cap='1.0')
     api.prepare_attach_handle(_ctx(), 'host1', None, 'PCI', {}, 'u')
     assert agent.prepared.is_set()
 
@@ -215,10 +228,10 @@ def test_a_1_0_call_reaches_an_agent_of_this_release(agent_on_fake_transport):
 def test_a_capped_newer_method_is_refused_before_it_is_sent(
         agent_on_fake_transport):
     transport, _agent = agent_on_fake_transport
-    api = _NewerAgentAPI(transport, timeout=5, version_cap='1.0')
+    api = agent_rpcapi.AgentAPI(transport, timeout=5, version_cap='1.0')
     with mock.patch.object(_Agent, 'program') as program:
         with pytest.raises(rpc.RPCVersionCapped) as caught:
-            api.program(_ctx(), 'host1')
+            api.program(_ctx(), 'host1', **_PROGRAM)
     program.assert_not_called()
     assert isinstance(caught.value, messaging.RPCVersionCapError)
     assert str(caught.value) == (
@@ -230,9 +243,9 @@ def test_a_capped_newer_method_is_refused_before_it_is_sent(
 def test_an_uncapped_newer_method_is_refused_by_an_older_agent(
         agent_on_fake_transport):
     transport, _agent = agent_on_fake_transport
-    api = _NewerAgentAPI(transport, timeout=5)
+    api = agent_rpcapi.AgentAPI(transport, timeout=5)
     with pytest.raises(messaging.UnsupportedVersion):
-        api.program(_ctx(), 'host1')
+        api.program(_ctx(), 'host1', **_PROGRAM)
 
 
 def test_the_in_process_transport_sends_every_version():
@@ -241,7 +254,8 @@ def test_the_in_process_transport_sends_every_version():
         server = rpc.get_server(transport, constants.AGENT_TOPIC, 'host1',
                                 _Agent())
         server.start()
-        api = _NewerAgentAPI(transport, version_cap='1.0')
-        assert api.program(_ctx(), 'host1') == 'programmed'
+        api = agent_rpcapi.AgentAPI(transport, version_cap='1.0')
+        assert api._prepare('program', '1.1', 'host1').call(
+            _ctx(), 'program', **_PROGRAM) == 'programmed'
     finally:
         transport.cleanup()

@@ -144,10 +144,10 @@ def test_report_syncs_placement_only_when_pending(monkeypatch, pending,
 
 
 def _deployable(id_, name, status='enabled', health='healthy',
-                missing=False, num=4):
+                missing=False, num=4, parent_id=None):
     return types.SimpleNamespace(
         id=id_, name=name, rp_uuid='rp-%s' % name, num_accelerators=num,
-        status=status, health=health, missing=missing)
+        status=status, health=health, missing=missing, parent_id=parent_id)
 
 
 def _host_rows(deployables, attributes, compute_rp=None, known=None):
@@ -156,6 +156,21 @@ def _host_rows(deployables, attributes, compute_rp=None, known=None):
                                     compute_rp_uuid=compute_rp)
     return providers_db.HostRows(service, deployables, attributes,
                                  known or {})
+
+
+def test_children_hang_under_their_parents_provider(monkeypatch):
+    """A child's provider is under its parent's, listed after it; only
+    top providers move under the compute node once it is found."""
+    rows = _host_rows(
+        [_deployable(3, 'vf', parent_id=1), _deployable(1, 'pf')],
+        {1: {'rc': 'FPGA'}, 3: {'rc': 'FPGA'}})
+    monkeypatch.setattr(providers_db, 'host_rows',
+                        lambda context, host: rows)
+    state = placement_sync.load_host_state(CONTEXT, 'h1')
+    assert list(state.desired) == ['rp-pf', 'rp-vf']
+    state.set_compute_rp(COMPUTE_RP)
+    assert [spec.parent_uuid for spec in state.desired.values()] == [
+        COMPUTE_RP, 'rp-pf']
 
 
 def test_host_state_is_built_from_the_rows(monkeypatch):

@@ -203,3 +203,26 @@ def test_new_deployables_of_a_known_device_are_added(
     assert (summary.added, summary.updated) == (0, 2)
     assert _count(database, models.Deployable, name='extra') == 2
     assert _count(database, models.AttachHandle) == 12
+
+
+def _preparations(engine) -> list[str]:
+    table = models.Deployable.__table__
+    with engine.connect() as connection:
+        return [row.preparation for row in connection.execute(
+            sa.select(table.c.preparation).order_by(table.c.name))]
+
+
+def test_preparation_is_recorded_and_follows_the_report(
+        database, admin_context, fake_conf):
+    """A deployable's preparation is the declared one, or the default of
+    its handles (reports of agents that declare none)."""
+    fake_conf.set_override('handle_type', 'MDEV', group='fake_driver')
+    _apply(admin_context, *_report(fake_conf))
+    assert _preparations(database) == ['mdev', 'mdev']
+    fake_conf.set_override('handle_type', 'PCI', group='fake_driver')
+    fake_conf.set_override('preparation', 'vf', group='fake_driver')
+    assert _apply(admin_context, *_report(fake_conf)).updated == 2
+    assert _preparations(database) == ['vf', 'vf']
+    fake_conf.clear_override('preparation', group='fake_driver')
+    assert _apply(admin_context, *_report(fake_conf)).updated == 2
+    assert _preparations(database) == ['none', 'none']

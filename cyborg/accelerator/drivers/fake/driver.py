@@ -14,11 +14,17 @@
 
 Each simulated device has one deployable with ``accelerators`` attach
 handles: PCI virtual functions on the device's bus, mdevs of the
-configured type, or ``TEST_PCI`` handles that Nova ignores. Preparing an
-MDEV handle "creates" its mdev: a file named by the handle's uuid in
-``[fake_driver] mdev_dir``, which releasing removes. ``[fake_driver]
-prepare_failures`` makes preparing the handles of some devices (or of all)
-fail, without creating anything.
+configured type, or ``TEST_PCI`` handles that Nova ignores. The
+deployable declares ``[fake_driver] preparation`` (or the device's
+``preparation``; unset: the default of its handles). Preparing a handle
+of a deployable that needs preparation "creates" it (an mdev for MDEV
+handles): a file named by the handle's uuid in ``[fake_driver]
+mdev_dir``, which releasing removes. ``[fake_driver] prepare_failures``
+makes preparing the handles of some devices (or of all) fail, without
+creating anything. Programming a device writes ``programmed-ADDRESS`` in
+``mdev_dir``, holding the image's path; ``[fake_driver]
+program_failures`` makes it fail. ``[fake_driver] children_per_device``
+nests the handles in child deployables of the device's deployable.
 """
 
 import json
@@ -78,22 +84,34 @@ class FakeDriver(base.AcceleratorDriver):
                           if address in options.unhealthy_devices
                           else device_tree.Health.HEALTHY.value)
         pf = device_tree.pci_address_info(address)
-        deployable = device_tree.Deployable(
-            name=address.replace(':', '_').replace('.', '_'),
-            num_accelerators=count,
-            resource_class=spec.get('resource_class',
-                                    options.resource_class),
-            traits=list(spec.get('traits', options.traits)),
-            attach_handles=[self._handle(handle_type, pf, i)
-                            for i in range(1, count + 1)],
-            driver_name='fake')
+        name = address.replace(':', '_').replace('.', '_')
+        children = int(spec.get('children', options.children_per_device))
+
+        def make(suffix: str, first: int,
+                       number: int) -> device_tree.Deployable:
+            return device_tree.Deployable(
+                name=name + suffix, num_accelerators=number,
+                resource_class=spec.get('resource_class',
+                                        options.resource_class),
+                traits=list(spec.get('traits', options.traits)),
+                attach_handles=[self._handle(handle_type, pf, i)
+                                for i in range(first, first + number)],
+                driver_name='fake',
+                preparation=spec.get('preparation', options.preparation))
+        if children:
+            top = make('', 1, 0)
+            top.children = [
+                make('_c%d' % child, 1 + child * count, count)
+                for child in range(children)]
+        else:
+            top = make('', 1, count)
         return device_tree.Device(
             type=spec.get('type', options.device_type),
             vendor=spec.get('vendor', options.vendor),
             model=spec.get('model', options.model),
             address=address,
             controlpath_ids=[device_tree.ControlPathID('PCI', pf)],
-            deployables=[deployable],
+            deployables=[top],
             std_board_info={'device_id': '0xabcd', 'class': 'Fake class'},
             vendor_board_info='fake_vendor_info',
             health=health,
@@ -115,9 +133,23 @@ class FakeDriver(base.AcceleratorDriver):
         directory = self._conf.fake_driver.mdev_dir
         return os.path.join(directory, handle_uuid) if directory else None
 
+    def _preparation(self, handle: device_tree.AttachHandle) -> str:
+        """The preparation of the deployable ``handle`` belongs to (that
+        of the device on its PCI bus)."""
+        info = handle.attach_info
+        bus = '%s:%s:' % (info.get('domain'), info.get('bus'))
+        for spec in self._specs():
+            if spec['address'].startswith(bus):
+                declared = spec.get('preparation',
+                                    self._conf.fake_driver.preparation)
+                if declared:
+                    return declared
+        return device_tree.default_preparation([handle.attach_type])
+
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if not device_tree.needs_preparation(handle.attach_type):
+        preparation = self._preparation(handle)
+        if not device_tree.needs_preparation(preparation):
             return
         time.sleep(self._conf.fake_driver.prepare_delay)
         failures = self._conf.fake_driver.prepare_failures
@@ -132,14 +164,29 @@ class FakeDriver(base.AcceleratorDriver):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, 'w') as f:
                 json.dump(handle.attach_info, f)
-        LOG.info('Created fake mdev %s (%s)', handle_uuid,
-                 handle.attach_info.get('asked_type'))
+        LOG.info('Prepared fake handle %s (preparation %s)', handle_uuid,
+                 preparation)
+
+    def program(self, controlpath: device_tree.ControlPathID,
+                image_path: str) -> None:
+        address = _device_address(controlpath.cpid_info)
+        failures = self._conf.fake_driver.program_failures
+        if '*' in failures or address in failures:
+            LOG.warning('Simulated failure to program device %s', address)
+            raise PrepareFailed('simulated failure to program device %s '
+                                'with %s' % (address, image_path))
+        path = self._mdev_path('programmed-' + address)
+        if path is not None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write(image_path)
+        LOG.info('Programmed fake device %s with %s', address, image_path)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
-        if not device_tree.needs_preparation(handle.attach_type):
+        if not device_tree.needs_preparation(self._preparation(handle)):
             return
         path = self._mdev_path(handle_uuid)
         if path is not None and os.path.exists(path):
             os.remove(path)
-        LOG.info('Removed fake mdev %s', handle_uuid)
+        LOG.info('Released fake handle %s', handle_uuid)

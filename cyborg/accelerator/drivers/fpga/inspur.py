@@ -26,8 +26,8 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.fpga import common
+from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.conf import inspur_fpga_driver as inspur_conf

@@ -42,8 +42,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.fpga import common
+from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod

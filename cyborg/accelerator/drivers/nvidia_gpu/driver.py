@@ -62,6 +62,13 @@ MODE_MDEV = 'mdev'
 MODE_MDEV_VF = 'mdev-vf'
 MODE_VGPU_VF = 'sriov-vgpu'
 VGPU_MODES = (MODE_MDEV, MODE_MDEV_VF, MODE_VGPU_VF)
+# What the agent does to a handle of each mode at bind: create its mdev,
+# or write the type to the VF's current_vgpu_type (vGPU 17+).
+_PREPARATIONS = {
+    MODE_MDEV: device_tree.Preparation.MDEV.value,
+    MODE_MDEV_VF: device_tree.Preparation.MDEV.value,
+    MODE_VGPU_VF: device_tree.Preparation.VGPU_TYPE.value,
+}
 
 
 class PrepareError(RuntimeError):
@@ -277,7 +284,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             name=deployable_name(gpu.address, vgpu_type.name),
             num_accelerators=count, resource_class=vgpu_type.resource_class,
             traits=traits, attach_handles=handles, driver_name=self.name,
-            attributes={'vgpu_type': vgpu_type.name, 'vgpu_mode': mode})
+            attributes={'vgpu_type': vgpu_type.name, 'vgpu_mode': mode},
+            preparation=_PREPARATIONS[mode])
 
     def _type_key(self, mode: str, type_name: str) -> str:
         """The type's id for its trait: ``nvidia-222``, or

@@ -26,7 +26,10 @@ from cyborg.db import models
 from cyborg.policies import deployable as policy
 
 COLLECTION = 'deployables'
-_COLUMNS = frozenset(c.name for c in models.Deployable.__table__.columns)
+# Sort keys. ``preparation`` is not shown (showing it, or sorting by it,
+# would take a new microversion).
+_COLUMNS = frozenset(c.name for c in models.Deployable.__table__.columns
+                     ) - {'preparation'}
 
 
 def view(deployable: dict) -> dict:

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The fake driver's MDEV preparation: a file per prepared handle."""
+"""The fake driver's preparation: a file per prepared handle."""
 
 import os
 
@@ -43,8 +43,44 @@ def test_pci_handles_need_nothing(conf, tmp_path):
     driver = fake.FakeDriver(conf)
     driver.prepare_attach_handle(device_tree.AttachHandle('PCI', {}), 'h-2')
     assert os.listdir(tmp_path) == []
-    assert not device_tree.needs_preparation('PCI')
-    assert device_tree.needs_preparation('MDEV')
+
+
+@pytest.mark.parametrize('kind', ['vf', 'vgpu_type', 'program'])
+def test_declared_preparation_prepares_pci_handles(conf, tmp_path, kind):
+    """A deployable declaring a preparation has its PCI handles
+    prepared and released like MDEV ones."""
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    conf.set_override('handle_type', 'PCI', group='fake_driver')
+    conf.set_override('preparation', kind, group='fake_driver')
+    driver = fake.FakeDriver(conf)
+    deployable = driver.discover()[0].deployables[0]
+    assert deployable.preparation == kind
+    handle = deployable.attach_handles[0]
+    driver.prepare_attach_handle(handle, 'h-3')
+    assert os.listdir(tmp_path) == ['h-3']
+    driver.release_attach_handle(handle, 'h-3')
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('kind', ['vf', 'vgpu_type', 'program', 'mdev'])
+def test_declared_preparation_fails_as_configured(conf, tmp_path, kind):
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    conf.set_override('handle_type', 'PCI', group='fake_driver')
+    conf.set_override('preparation', kind, group='fake_driver')
+    conf.set_override('prepare_failures', ['*'], group='fake_driver')
+    driver = fake.FakeDriver(conf)
+    handle = driver.discover()[0].deployables[0].attach_handles[0]
+    with pytest.raises(fake.PrepareFailed):
+        driver.prepare_attach_handle(handle, 'h-4')
+    assert os.listdir(tmp_path) == []
+
+
+def test_declared_none_leaves_mdev_handles_alone(conf, tmp_path):
+    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
+    conf.set_override('preparation', 'none', group='fake_driver')
+    handle = _mdev_handle(conf)
+    fake.FakeDriver(conf).prepare_attach_handle(handle, 'h-5')
+    assert os.listdir(tmp_path) == []
 
 
 def test_prepare_failures_by_device_address(conf, tmp_path):

@@ -177,6 +177,8 @@ def test_mdev_type_on_a_listed_gpu(make):
         'vgpu_type': 'nvidia-222', 'vgpu_mode': 'mdev'}
     assert {h.attach_type for h in devices[1].deployables[0].attach_handles
             } == {'MDEV'}
+    assert devices[1].deployables[0].preparation == 'mdev'
+    assert devices[0].deployables[0].preparation is None
 
 
 def test_a_type_without_addresses_applies_to_every_gpu_offering_it(make):
@@ -277,6 +279,8 @@ def test_vgpu17_type_by_name_or_id(make, type_name):
     assert {h.attach_type for h in deployable.attach_handles} == {'PCI'}
     assert {i['vgpu_type'] for i in vfs} == {'1414'}
     assert device.std_board_info['mode'] == 'sriov-vgpu'
+    # The bind flow has the agent write the type to the VF it claims.
+    assert deployable.preparation == 'vgpu_type'
 
 
 def test_vgpu17_handles_follow_what_each_vf_can_take(make):
