@@ -18,6 +18,7 @@ import re
 
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
 PCI_BRIDGE = 0x0604
@@ -53,3 +54,15 @@ def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
         if not is_bridge and bound is not None and bound not in drivers:
             held.append('%s (%s)' % (member, bound))
     return ', '.join(held)
+
+
+def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
+                    driver_name: str) -> device_tree.Deployable:
+    """A whole GPU offered for passthrough: one ``PGPU``, the GPU's own
+    function as its attach handle."""
+    return device_tree.Deployable(
+        name=deployable_name(gpu.address), num_accelerators=1,
+        resource_class='PGPU', traits=traits,
+        attach_handles=[device_tree.AttachHandle(
+            device_tree.AttachType.PCI.value, gpu.address.attach_info())],
+        driver_name=driver_name)

@@ -117,12 +117,8 @@ class AmdGpuDriver(base.AcceleratorDriver):
                 *(trait('AMD', product, e) for e in extra)]
 
     def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
-        return device_tree.Deployable(
-            name=deployable_name(gpu.address), num_accelerators=1,
-            resource_class='PGPU', traits=self._traits(gpu),
-            attach_handles=[device_tree.AttachHandle(
-                device_tree.AttachType.PCI.value, gpu.address.attach_info())],
-            driver_name=self.name)
+        return gpu_passthrough.pgpu_deployable(gpu, self._traits(gpu),
+                                               self.name)
 
     def _mxgpu(self, gpu: pci.PCIDevice,
                vfs: list[pci.PCIAddress]) -> list[device_tree.Deployable]:

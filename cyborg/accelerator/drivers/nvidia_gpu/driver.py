@@ -252,12 +252,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                 trait('NVIDIA', '%04X' % gpu.device_id)]
 
     def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
-        return device_tree.Deployable(
-            name=deployable_name(gpu.address), num_accelerators=1,
-            resource_class='PGPU', traits=self._product_traits(gpu),
-            attach_handles=[device_tree.AttachHandle(
-                device_tree.AttachType.PCI.value, gpu.address.attach_info())],
-            driver_name=self.name)
+        return gpu_passthrough.pgpu_deployable(
+            gpu, self._product_traits(gpu), self.name)
 
     def _vgpu(self, gpu: pci.PCIDevice,
               vgpu_type: vgpu_config.VgpuTypeConfig) -> device_tree.Deployable:
