@@ -60,3 +60,21 @@ def test_the_inventory_benchmark_builds_a_reportable_tree():
     changed = inventory_sync.bench_tree(2, changed=True)
     assert changed[0]['deployables'][0]['num_accelerators'] == 5
     assert changed[1] == wire[1]
+
+
+@pytest.mark.parametrize('kind,devices,accelerators', [
+    ('gpu8', 8, 1), ('qat2x16', 2, 16)])
+def test_the_hardware_trees_are_what_the_drivers_report(
+        kind, devices, accelerators):
+    sys.path.insert(0, ROOT)
+    try:
+        from tools.bench import hardware_trees
+    finally:
+        sys.path.remove(ROOT)
+    wire = hardware_trees.wire_tree(kind)
+    assert len(wire) == devices
+    assert {d['deployables'][0]['num_accelerators'] for d in wire} == {
+        accelerators}
+    assert {d['health'] for d in wire} == {'healthy'}
+    assert hardware_trees.wire_tree(kind) == wire  # stable
+    assert hardware_trees.wire_tree(kind, changed=True) != wire

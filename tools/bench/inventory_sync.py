@@ -30,6 +30,7 @@ Placement (all its worker processes) and of PostgreSQL.
 
 import argparse
 import concurrent.futures
+import copy
 import os
 import sys
 import tempfile
@@ -56,6 +57,7 @@ from cyborg.domain import device_tree  # noqa: E402
 from tools import bench  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools.bench import cpu  # noqa: E402
+from tools.bench import hardware_trees  # noqa: E402
 from tools.bench import placement as bench_placement  # noqa: E402
 
 
@@ -79,6 +81,24 @@ def bench_tree(devices: int, changed: bool = False) -> list[dict]:
                 driver_name='bench')],
             driver='bench'))
     return device_tree.tree_to_wire(tree)
+
+
+def host_tree(args, changed: bool = False) -> list[dict]:
+    """One host's tree (a copy of its own: the in-process transport
+    hands the conductor the object itself)."""
+    if args.tree == 'bench':
+        return bench_tree(args.devices, changed)
+    return copy.deepcopy(_hardware_tree(args.tree, changed))
+
+
+_HARDWARE_TREES: dict = {}
+
+
+def _hardware_tree(kind: str, changed: bool) -> list[dict]:
+    if (kind, changed) not in _HARDWARE_TREES:
+        _HARDWARE_TREES[kind, changed] = hardware_trees.wire_tree(kind,
+                                                                  changed)
+    return _HARDWARE_TREES[kind, changed]
 
 
 class StatementCounter:
@@ -139,6 +159,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--hosts', type=int, default=1000)
     parser.add_argument('--devices', type=int, default=8)
+    parser.add_argument('--tree', default='bench',
+                        choices=('bench',) + hardware_trees.KINDS,
+                        help='each host\'s tree: bench (--devices synthetic '
+                        'FPGAs of 4 handles), gpu8 (8 NVIDIA T4s as the '
+                        'NVIDIA driver reports them) or qat2x16 (2 QAT PFs '
+                        'of 16 VFs, as the QAT driver reports them)')
     parser.add_argument('--workers', type=int, default=8,
                         help='reports sent concurrently (8)')
     bench_placement.add_arguments(parser)
@@ -180,16 +206,17 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
     conductor.start()
     counter = StatementCounter(db_api.get_engine())
     conductor_api = rpcapi.ConductorAPI(transport)
-    print('%d hosts x %d devices, %d concurrent reports, PostgreSQL, real '
+    print('%d hosts x %s, %d concurrent reports, PostgreSQL, real '
           'Placement (%s, %d workers), conductor roles %s' % (
-              args.hosts, args.devices, args.workers, args.placement_server,
+              args.hosts, '%d devices' % args.devices if args.tree == 'bench'
+              else args.tree, args.workers, args.placement_server,
               args.placement_workers, args.roles))
     print('%-13s %7s %9s %12s %14s %9s %9s %9s %9s' % (
         'phase', 'reports', 'wall s', 'DB stmts/rep', 'Placement/rep',
         'unsynced', 'cond ms', 'plc ms', 'pg ms'))
     print('(cond/plc/pg ms: CPU milliseconds per report of the conductor, '
           'Placement and PostgreSQL)')
-    trees = {host: bench_tree(args.devices) for host in hosts}
+    trees = {host: host_tree(args) for host in hosts}
     print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     try:
         run_phase('registration', conductor_api, hosts, trees, args.workers,
@@ -198,7 +225,7 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
                   counter, client, meter)
         changed = hosts[::100]
         for host in changed:
-            trees[host] = bench_tree(args.devices, changed=True)
+            trees[host] = host_tree(args, changed=True)
         run_phase('1% changed', conductor_api, hosts, trees, args.workers,
                   counter, client, meter)
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
