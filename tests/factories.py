@@ -127,14 +127,32 @@ def create_test_attach_handle(engine=None, **kw) -> dict[str, Any]:
     return _insert(engine, models.AttachHandle, values)
 
 
-def create_test_device_profile(context=None, **kw) -> dict[str, Any]:
-    """A device profile through the DB API (one group of one FPGA by
-    default); ``context`` defaults to an admin context."""
+def create_test_device_profile(context=None, engine=None,
+                               **kw) -> dict[str, Any]:
+    """A device profile (one group of one FPGA by default) through the
+    DB API, ``context`` defaulting to an admin context; or, given an
+    ``engine`` the DB API is not configured with, as the row the DB API
+    writes (``groups`` stored in ``profile_json``)."""
     values = {'name': 'dp-%d' % next(_numbers),
               'groups': [{'resources:FPGA': '1'}]}
     values.update(kw)
-    return profiles_db.device_profile_create(
-        context or cyborg_context.get_admin_context(), values)
+    if engine is None:
+        return profiles_db.device_profile_create(
+            context or cyborg_context.get_admin_context(), values)
+    row = {key: value for key, value in values.items() if key != 'groups'}
+    row.setdefault('uuid', uuidutils.generate_uuid())
+    row['profile_json'] = json.dumps({'groups': values['groups']})
+    return _insert(engine, models.DeviceProfile, row)
+
+
+def create_test_attribute(engine=None, **kw) -> dict[str, Any]:
+    """An attribute ``k=v``; of a new deployable unless
+    ``deployable_id`` is given."""
+    values = {'uuid': uuidutils.generate_uuid(), 'key': 'k', 'value': 'v'}
+    values.update(kw)
+    if 'deployable_id' not in values:
+        values['deployable_id'] = create_test_deployable(engine)['id']
+    return _insert(engine, models.Attribute, values)
 
 
 def create_test_arq(engine=None, **kw) -> dict[str, Any]:

@@ -14,9 +14,10 @@
 """The row factories of tests.factories: defaults, parents and overrides
 as the product's reads see them."""
 
-from cyborg.domain import arq_states
 from cyborg.db import arqs as arq_db
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hardware
+from cyborg.domain import arq_states
 from tests import factories
 
 
@@ -46,3 +47,23 @@ def test_arq_of_a_new_profile(database, admin_context):
     assert shown['state'] == arq_states.INITIAL
     assert shown['device_profile_name'].startswith('dp-')
     assert shown['instance_uuid'] is None
+
+
+def test_a_profile_row_on_an_engine_reads_as_the_api_writes_it(
+        database, admin_context):
+    row = factories.create_test_device_profile(
+        engine=database, name='raw', groups=[{'resources:PGPU': '1'}])
+    via_api = factories.create_test_device_profile(name='api')
+    stored = profiles_db.device_profile_get(admin_context, name='raw')
+    assert stored['uuid'] == row['uuid']
+    assert stored['groups'] == [{'resources:PGPU': '1'}]
+    assert set(stored) == set(profiles_db.device_profile_get(
+        admin_context, name=via_api['name']))
+
+
+def test_attribute_of_a_new_deployable(database, admin_context):
+    attribute = factories.create_test_attribute(database, key='x',
+                                                value='y')
+    [deployable] = hardware.deployable_list(admin_context)
+    assert attribute['deployable_id'] == deployable['id']
+    assert (attribute['key'], attribute['value']) == ('x', 'y')

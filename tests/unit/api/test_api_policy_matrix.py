@@ -43,8 +43,8 @@ from cyborg.common import exception
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import migration
-from cyborg.db import models
 from cyborg import policies
+from tests import factories
 from tests.unit.conftest import DATABASES
 from tests.unit.conftest import new_database
 
@@ -270,22 +270,18 @@ def _seed(engine) -> None:
     """One of each resource and ARQs of two projects."""
     migration.upgrade(engine=engine)
     with engine.begin() as connection:
-        def insert(table, **values):
-            return connection.execute(
-                sa.insert(table).values(created_at=CREATED, **values)
-            ).inserted_primary_key[0]
-
-        profile_id = insert(
-            models.DeviceProfile, uuid=DP_UUID, name='dp',
-            profile_json=json.dumps({'groups': [{'resources:FPGA': '1'}]}))
-        device_id = insert(
-            models.Device, uuid=DEVICE_UUID, type='FPGA', vendor='0x8086',
-            model='m', hostname='h1', address='0000:0c:00.0')
-        deployable_id = insert(
-            models.Deployable, uuid=DEPLOYABLE_UUID, name='d',
-            num_accelerators=1, device_id=device_id, rp_uuid=RP)
-        insert(models.Attribute, uuid=ATTRIBUTE_UUID,
-               deployable_id=deployable_id, key='k', value='v')
+        profile = factories.create_test_device_profile(
+            engine=connection, uuid=DP_UUID, name='dp', created_at=CREATED)
+        device = factories.create_test_device(
+            connection, uuid=DEVICE_UUID, type='FPGA', vendor='0x8086',
+            model='m', hostname='h1', address='0000:0c:00.0',
+            created_at=CREATED)
+        deployable = factories.create_test_deployable(
+            connection, uuid=DEPLOYABLE_UUID, name='d', num_accelerators=1,
+            device_id=device['id'], rp_uuid=RP, created_at=CREATED)
+        factories.create_test_attribute(
+            connection, uuid=ATTRIBUTE_UUID, deployable_id=deployable['id'],
+            key='k', value='v', created_at=CREATED)
         for uuid, project, instance in ((ARQ, P1, None),
                                         (BOUND_ARQ, P1, INSTANCE),
                                         (P2_ARQ, P2, None)):
@@ -293,10 +289,11 @@ def _seed(engine) -> None:
             if instance:
                 values = {'hostname': 'h1', 'device_rp_uuid': RP,
                           'instance_uuid': instance}
-            insert(models.ExtendedAcceleratorRequest, uuid=uuid,
-                   state=states.BOUND if instance else states.INITIAL,
-                   project_id=project, device_profile_id=profile_id,
-                   device_profile_group_id=0, **values)
+            factories.create_test_arq(
+                connection, uuid=uuid,
+                state=states.BOUND if instance else states.INITIAL,
+                project_id=project, device_profile_id=profile['id'],
+                device_profile_group_id=0, created_at=CREATED, **values)
     engine.dispose()
 
 
