@@ -163,10 +163,14 @@ class ARQBadState(Conflict):
 
 class NoBitstreamSource(CyborgException):
     msg_fmt = 'no bitstream source configured'
+    # The service cannot program anything until [glance] is configured.
+    code = 409
 
 
 class ProgramFailed(CyborgException):
     msg_fmt = '%(reason)s'
+    # The device (or its agent) failed, not the request.
+    code = 502
 
 
 class ServiceTokenRequired(Forbidden):

@@ -16,10 +16,14 @@ PATH = '/v2/deployables'
 
 GET_ALL = 'cyborg:deployable:get_all'
 GET_ONE = 'cyborg:deployable:get_one'
+PROGRAM = 'cyborg:deployable:program'
 
 rules = [
     base.rule(GET_ALL, base.PROJECT_MANAGER_OR_ADMIN,
               'List deployables.', [('GET', PATH)]),
     base.rule(GET_ONE, base.PROJECT_MANAGER_OR_ADMIN,
               'Show a deployable.', [('GET', PATH + '/{uuid}')]),
+    base.rule(PROGRAM, base.ADMIN,
+              'Program a deployable (an FPGA region) with a bitstream '
+              'from Glance.', [('PATCH', PATH + '/{uuid}/program')]),
 ]

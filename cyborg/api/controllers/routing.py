@@ -25,6 +25,9 @@ path                     method                      handler
                                                      patch(id),
                                                      delete(id)
 /v2/<collection>/<id>/a  the method in ``actions``   actions[a]
+/v2/<collection>/<id>/a  the method in ``actions``   actions[a], for the
+/<id>                                                actions in
+                                                     ``repeated_id_actions``
 =======================  ==========================  ==================
 
 A handler a resource does not define answers 405 with an ``Allow`` header.
@@ -46,6 +49,9 @@ class Resource:
     """
 
     actions: dict[str, tuple[str, str]] = {}
+    #: Actions also routed with the member's id repeated after them
+    #: (``/{id}/program/{id}``), the path a client library sends.
+    repeated_id_actions: frozenset[str] = frozenset()
 
 
 def endpoints(collections: dict[str, Resource],
@@ -85,7 +91,9 @@ def dispatch(resource: Resource, method: str, rest: list[str]):
         table = COLLECTION_METHODS
     elif len(rest) == 1:
         table = MEMBER_METHODS
-    elif len(rest) == 2 and rest[1] in resource.actions:
+    elif len(rest) == 2 and rest[1] in resource.actions or (
+            len(rest) == 3 and rest[1] in resource.repeated_id_actions
+            and rest[2] == rest[0]):
         action_method, name = resource.actions[rest[1]]
         if method != action_method:
             raise _method_not_allowed([action_method])

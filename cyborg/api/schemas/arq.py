@@ -40,23 +40,8 @@ CREATE = {
 }
 
 # One JSON-Patch-like operation; ``value`` is required for ``add`` only.
-OP = {
-    'type': 'object',
-    'properties': {
-        'op': {'type': 'string'},
-        'path': {'type': 'string'},
-        'value': {},
-    },
-    'required': ['op', 'path'],
-}
+OPS = common.PATCH_OPS
 
-OPS = {
-    'type': 'array',
-    'items': OP,
-    'minItems': 1,
-}
-
-# PATCH on the collection: ARQ uuid -> its operations.
 PATCH = {
     'type': 'object',
     'minProperties': 1,

@@ -45,3 +45,23 @@ def query(**parameters: dict) -> dict[str, Any]:
 
 #: The query string of an endpoint that takes no parameter.
 NO_QUERY = query()
+
+
+#: One JSON-patch-like operation of a PATCH body; what its values mean is
+#: the endpoint's to check.
+PATCH_OP: dict[str, Any] = {
+    'type': 'object',
+    'properties': {
+        'op': {'type': 'string'},
+        'path': {'type': 'string'},
+        'value': {},
+    },
+    'required': ['op', 'path'],
+}
+
+#: A PATCH body that is a list of at least one operation.
+PATCH_OPS: dict[str, Any] = {
+    'type': 'array',
+    'items': PATCH_OP,
+    'minItems': 1,
+}

@@ -15,3 +15,7 @@
 from cyborg.api.schemas import common
 
 LIST_QUERY = common.query(filters=common.FILTERS)
+
+#: PATCH /v2/deployables/{uuid}/program: upstream's op list; what the
+#: first op asks for is checked by :mod:`cyborg.api.deployable_program`.
+PROGRAM = common.PATCH_OPS

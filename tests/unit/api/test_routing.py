@@ -17,7 +17,8 @@ from cyborg.api.controllers import routing
 
 
 class Things(routing.Resource):
-    actions = {'disable': ('POST', 'disable')}
+    actions = {'disable': ('POST', 'disable'), 'program': ('PATCH', 'program')}
+    repeated_id_actions = frozenset(['program'])
 
     def get_all(self):
         pass
@@ -31,6 +32,9 @@ class Things(routing.Resource):
     def disable(self, ident):
         pass
 
+    def program(self, ident):
+        pass
+
 
 @pytest.mark.parametrize(
     'method, rest, handler, args',
@@ -40,6 +44,9 @@ class Things(routing.Resource):
         ('POST', [], 'post', []),
         ('GET', ['abc'], 'get_one', ['abc']),
         ('POST', ['abc', 'disable'], 'disable', ['abc']),
+        ('PATCH', ['abc', 'program'], 'program', ['abc']),
+        # openstacksdk's path: the id once more after the action.
+        ('PATCH', ['abc', 'program', 'abc'], 'program', ['abc']),
     ],
 )
 def test_dispatch(method, rest, handler, args):
@@ -54,6 +61,7 @@ def test_dispatch(method, rest, handler, args):
         ('PUT', [], 'GET, POST'),
         ('DELETE', ['abc'], 'GET'),
         ('GET', ['abc', 'disable'], 'POST'),
+        ('GET', ['abc', 'program', 'abc'], 'PATCH'),
     ],
 )
 def test_method_not_allowed(method, rest, allow):
@@ -63,7 +71,11 @@ def test_method_not_allowed(method, rest, allow):
 
 
 @pytest.mark.parametrize(
-    'rest', [['a', 'b'], ['a', 'enable'], ['a', 'b', 'c']]
+    'rest', [['a', 'b'], ['a', 'enable'], ['a', 'b', 'c'],
+             # Only the member's own id may follow, and only after an
+             # action that takes it.
+             ['a', 'program', 'b'], ['a', 'disable', 'a'],
+             ['a', 'program', 'a', 'a']]
 )
 def test_not_found(rest):
     with pytest.raises(exc.HTTPNotFound):

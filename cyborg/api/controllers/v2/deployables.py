@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""/v2/deployables: list and show deployables."""
+"""/v2/deployables: list and show deployables; program one."""
 
 import json
 
@@ -18,6 +18,7 @@ import pecan
 
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
+from cyborg.api import deployable_program
 from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import deployable as schema
 from cyborg.api import validation
@@ -53,6 +54,11 @@ def view(deployable: dict) -> dict:
 
 class DeployablesController(routing.Resource):
 
+    actions = {'program': ('PATCH', 'program')}
+    # openstacksdk's Deployable.patch appends the uuid once more:
+    # PATCH /v2/deployables/{uuid}/program/{uuid}.
+    repeated_id_actions = frozenset(['program'])
+
     @pecan.expose(content_type=base.JSON)
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
@@ -66,4 +72,20 @@ class DeployablesController(routing.Resource):
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         validation.check_uuid(uuid)
+        return base.render(view(hardware.deployable_get(context, uuid)))
+
+    @pecan.expose(content_type=base.JSON)
+    @base.endpoint(policy.PROGRAM, body=schema.PROGRAM)
+    def program(self, uuid, *, context, query, body):
+        """Program the deployable with a bitstream image from Glance.
+
+        Synchronous, as upstream: answers once the device runs the image,
+        with the deployable, whose ``bitstream_id`` is the image (upstream
+        leaves it unchanged).
+        """
+        uuid = validation.check_uuid(uuid)
+        image_uuid = deployable_program.image_uuid(body)
+        hardware.deployable_get(context, uuid)
+        pecan.request.conductor_api.deployable_program(context, uuid,
+                                                       image_uuid)
         return base.render(view(hardware.deployable_get(context, uuid)))
