@@ -22,6 +22,12 @@ hardware under DIR. --demo-hardware builds a demo host (two NVIDIA GPUs,
 a QAT with 4 VFs, a NIC with 4 VFs on physnet1, fake vendor commands) in
 the state directory, enables the matching drivers and runs a stand-in
 for the kernel that makes the vGPUs the driver creates appear.
+
+FPGA bitstreams come from Glance: --glance-url URL points ``[glance]`` at
+a Glance reached without keystone; --bitstream-dir DIR serves the images
+described in DIR from a local, read-only Glance stand-in on loopback
+(:mod:`cyborg.common.local_images`), so that programming runs the same
+code (lookups, verified downloads) as against a real Glance.
 """
 
 import argparse
@@ -40,12 +46,15 @@ from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import embedded_placement
+from cyborg.common import exception
+from cyborg.common import local_images
 from cyborg.common import rpc
 from cyborg.common import signals
 from cyborg.common import wsgi_server
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conf import CONF
+from cyborg.conf import glance as glance_conf
 from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg import policies
@@ -136,6 +145,17 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                           help='Root under which the drivers read the '
                                'host\'s sys, proc and dev trees ([agent] '
                                'host_root).')
+    bitstreams = parser.add_mutually_exclusive_group()
+    bitstreams.add_argument('--glance-url', metavar='URL',
+                            help='Glance to find FPGA bitstreams in, '
+                                 'without keystone (sets [glance] '
+                                 'endpoint_override; the token sent is '
+                                 '"admin").')
+    bitstreams.add_argument('--bitstream-dir', metavar='DIR',
+                            help='Serve the FPGA bitstream images described '
+                                 'in DIR (<name>.json files, see the '
+                                 'admin guide) as a local Glance on '
+                                 'loopback, and find bitstreams there.')
     hardware.add_argument('--demo-hardware', action='store_true',
                           help='Build a demo host (GPUs, QAT, NIC) in the '
                                'state directory and report it with the '
@@ -173,6 +193,22 @@ def _examples(kernel: demo_host.DemoKernel | None, placement: str) -> str:
         ptrait=demo_host.DEMO_PHYSNET_TRAIT, placement=placement)
 
 
+def _set_bitstream_source(args: argparse.Namespace
+                          ) -> local_images.ImageServer | None:
+    """Point ``[glance]`` at ``--glance-url``, or at a local image
+    service of ``--bitstream-dir`` (started here; returned to be
+    stopped)."""
+    if args.glance_url:
+        glance_conf.use_endpoint(CONF, args.glance_url)
+        return None
+    if not args.bitstream_dir:
+        return None
+    images = local_images.ImageServer()
+    images.load_directory(os.path.abspath(args.bitstream_dir))
+    glance_conf.use_endpoint(CONF, images.start().url)
+    return images
+
+
 def _set_embedded_defaults(state_dir: str) -> None:
     CONF.set_default('state_path', state_dir)
     CONF.set_default('transport_url', constants.INPROC_TRANSPORT_URL)
@@ -193,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         CONF.set_override('host_root', os.path.abspath(args.host_root),
                           group='agent')
     kernel = _set_demo_hardware(state_dir) if args.demo_hardware else None
+    try:
+        images = _set_bitstream_source(args)
+    except exception.ConfigInvalid as e:
+        print('cyborg-all-in-one: %s' % e, file=sys.stderr)
+        return 2
     config.setup_logging()
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
     handler = signals.install('cyborg-all-in-one', CONF,
@@ -236,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                      handler.grace())
     if kernel is not None:
         kernel.stop()
+    if images is not None:
+        images.stop()
     return handler.exit(finished)
 
 

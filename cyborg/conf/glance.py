@@ -27,6 +27,7 @@ Without keystone, against a Glance that does not check tokens::
     endpoint_override = http://127.0.0.1:9292
 """
 
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from cyborg.conf import ksa
@@ -48,3 +49,16 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 def list_opts():
     return {group: ksa.list_options(DEFAULT_SERVICE_TYPE,
                                     timeout=DEFAULT_TIMEOUT)}
+
+
+def use_endpoint(conf: cfg.ConfigOpts, url: str, token: str = 'admin'
+                 ) -> None:
+    """Point ``[glance]`` at the Glance at ``url``, without keystone
+    (``auth_type = admin_token``, sending ``token``): the all-in-one's
+    ``--glance-url`` and ``--bitstream-dir``."""
+    conf.register_opts(ks_loading.get_auth_plugin_conf_options('admin_token'),
+                       group=group)
+    conf.set_override('auth_type', 'admin_token', group=group)
+    conf.set_override('endpoint', url, group=group)
+    conf.set_override('token', token, group=group)
+    conf.set_override('endpoint_override', url, group=group)
