@@ -37,12 +37,16 @@ def _configure(conf, root: str) -> None:
 
 
 def _deployables(devices) -> list[tuple]:
-    """(address, resource class, traits, handle addresses) each."""
+    """(address, resource class, traits, handle addresses) of each
+    deployable with inventory (a PF or a GPU running vGPUs is a provider
+    without, its VFs' or types' children have it)."""
     return [(d['address'], dep['resource_class'], dep['traits'],
              ['%(domain)s:%(bus)s:%(device)s.%(function)s'
               % h['attach_info'] for h in dep['attach_handles']])
             for d in device_tree.tree_to_wire(devices)
-            for dep in d['deployables']]
+            for dep, _parent, _depth in device_tree.walk_wire(
+                d['deployables'])
+            if dep['num_accelerators']]
 
 
 def test_the_drivers_report_the_demo_devices(conf, tmp_path):
