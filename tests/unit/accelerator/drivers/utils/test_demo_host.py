@@ -106,3 +106,20 @@ def test_the_kernel_stand_in_makes_and_removes_mdevs(tmp_path):
         assert _wait(lambda: not mdev.mdev_exists(host, mdev_uuid))
     assert not kernel._thread.is_alive()
     assert tree.refused == []
+
+
+def test_the_demo_nic_vfs_are_put_in_the_demo_vlan(conf, tmp_path):
+    tree = demo_host.build(str(tmp_path / 'host'))
+    _configure(conf, tree.root)
+    driver = nic.IntelNICDriver(conf, runner=runner.CommandRunner(
+        search_path=[demo_host.tools_dir(tree.root)]))
+    (device,) = driver.discover()
+    (pool,) = device.deployables[0].children
+    assert pool.preparation == 'vf'
+    handle = pool.attach_handles[2]
+    driver.prepare_attach_handle(handle, 'unused')
+    driver.release_attach_handle(handle, 'unused')
+    assert [c[1:] for c in fake_tools.calls(tree.tools_dir)
+            if c[0] == 'ip'] == [
+        demo_host.vf_vlan_args(2, demo_host.DEMO_VLAN),
+        demo_host.vf_vlan_args(2, 0)]
