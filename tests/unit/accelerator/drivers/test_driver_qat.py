@@ -231,3 +231,17 @@ def test_service_traits():
                                                'CUSTOM_QAT_DC']
     assert intel.service_traits('') == []
     assert intel.service_traits(None) == []
+
+
+def test_vfs_declare_no_preparation_and_the_hooks_change_nothing(
+        conf, tmp_path):
+    tree = hosts.qat_4xxx_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    (device,) = driver.discover()
+    assert [d.preparation for d in device.deployables] == ['none']
+    assert _pool(device).preparation == 'none'
+    before = _snapshot(tree.root)
+    for handle in _pool(device).attach_handles:
+        driver.prepare_attach_handle(handle, 'unused')
+        driver.release_attach_handle(handle, 'unused')
+    assert _snapshot(tree.root) == before

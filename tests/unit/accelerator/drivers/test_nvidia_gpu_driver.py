@@ -469,6 +469,19 @@ def test_prepare_fails_when_no_instance_is_left(make):
     assert tree.mdevs_of(hosts.VGPU_PARENT) == [UUID1]
 
 
+def test_prepare_of_a_gpu_that_is_gone(make):
+    tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
+    driver, handle = _mdev_handle(tree, conf)
+    tree.remove_pci(hosts.VGPU_PARENT)
+    with pytest.raises(nvidia.PrepareError,
+                       match='cannot create mdev %s of type nvidia-222 on '
+                       '%s' % (UUID1, hosts.VGPU_PARENT)):
+        driver.prepare_attach_handle(handle, UUID1)
+    # Its mdevs went with it: the release has nothing left to undo.
+    driver.release_attach_handle(handle, UUID1)
+    assert tree.refused == []
+
+
 def test_prepare_on_a_virtual_function(make):
     tree, conf = make(hosts.nvidia_ampere_host,
                       '[nvidia_gpu]\nenabled_vgpu_types = nvidia-568\n')
@@ -533,6 +546,19 @@ def test_prepare_fails_when_the_vf_has_no_type_files(make):
     tree.remove(tree.dev(hosts.vgpu17_vfs()[0], 'nvidia'))
     with pytest.raises(nvidia.PrepareError, match='cannot set vGPU type'):
         driver.prepare_attach_handle(handle, UUID1)
+
+
+def test_prepare_of_a_vf_that_is_gone(make):
+    tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
+    driver, handle = _vgpu17(tree, conf, index=1)
+    tree.remove_pci(hosts.vgpu17_vfs()[1])
+    with pytest.raises(nvidia.PrepareError,
+                       match='cannot set vGPU type 1414 on %s'
+                       % hosts.vgpu17_vfs()[1]):
+        driver.prepare_attach_handle(handle, UUID1)
+    # Its vGPU went with it: the release has nothing left to undo.
+    driver.release_attach_handle(handle, UUID1)
+    assert tree.refused == []
 
 
 def test_a_passthrough_handle_needs_no_preparation(make):
