@@ -42,6 +42,29 @@ opts = [
                      'network.'),
     cfg.StrOpt('resource_class', default='CUSTOM_NIC',
                help='Placement resource class of the virtual functions.'),
+    cfg.ListOpt('vf_drivers',
+                default=['vfio-pci', 'iavf', 'i40evf', 'ixgbevf',
+                         'mlx5_core'],
+                help='Drivers a virtual function may be bound to when it '
+                     'is bound to an instance (vfio-pci, or the host VF '
+                     'driver libvirt detaches it from); an unbound VF is '
+                     'always accepted. The bind of a VF on another driver '
+                     'fails: something else holds it.'),
+    cfg.ListOpt('vf_vlans', default=[],
+                help='VLAN of the virtual functions of a physical network, '
+                     'as <physnet>:<vlan id> (e.g. physnet1:100). At bind '
+                     'the agent runs "ip link set dev <PF interface> vf '
+                     '<N> vlan <id>" (the VF then sends and receives only '
+                     'that VLAN, untagged in the guest); at unbind "vlan '
+                     '0". Each physical network must be one of '
+                     'physical_device_mappings. Needs the ip command '
+                     '(iproute2).'),
+    cfg.BoolOpt('vf_trust', default=False,
+                help='Make each virtual function trusted at bind ("ip '
+                     'link set dev <PF interface> vf <N> trust on": the '
+                     'guest may change its MAC address and use promiscuous '
+                     'mode) and untrusted again at unbind. Needs the ip '
+                     'command (iproute2).'),
 ]
 
 

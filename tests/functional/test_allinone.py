@@ -288,7 +288,8 @@ def test_demo_allocation_candidates_find_a_qat_vf(demo_allinone):
                                      '?resources=CUSTOM_QAT:1')
     qat = [d for d in requests.get(
         demo_allinone.url + '/v2/deployables',
-        timeout=10).json()['deployables'] if d['name'] == '0000_6b_00_0']
+        timeout=10).json()['deployables']
+        if d['name'] == '0000_6b_00_0_vfs']  # the PF's VFs' child
     summaries = response.json()['provider_summaries']
     assert [rp for rp, s in summaries.items() if 'CUSTOM_QAT' in
             s['resources']] == [qat[0]['rp_uuid']]

@@ -16,10 +16,14 @@ One host tree (an NVIDIA T4 on vfio-pci for passthrough, a T4 offering
 the mdev type nvidia-223, a QAT 4xxx with 4 VFs, an E810 with 4 VFs on
 physnet1) is read by ``cyborg-all-in-one --host-root`` with the NVIDIA,
 QAT and NIC drivers enabled, and the process's PATH holding only the
-tree's fake vendor commands. For each kind a device profile finds its
+tree's fake vendor commands. The nested kinds (the vGPU type under its
+GPU, the VFs under their QAT or NIC PF) are child providers under their
+device's provider in Placement. For each kind a device profile finds its
 provider through Placement's allocation candidates, and Nova's flow
 (create, bind with that provider, the event, the resolved ARQ, delete)
-gives the device Nova attaches. A thread calls the tree's ``settle()``
+gives the device Nova attaches; a NIC VF is put in its physical
+network's VLAN at bind (the tree's fake ``ip`` logs the call) and taken
+out at unbind. A thread calls the tree's ``settle()``
 every 0.1 s in place of the kernel, so the vGPU's mdev appears when the
 driver writes to ``create`` and goes when it writes to ``remove``.
 """
@@ -130,8 +134,11 @@ def _config(nova_url: str) -> dict:
         'agent': {'enabled_drivers': ','.join(demo_host.DRIVERS)},
         'nvidia_gpu': {'enabled_vgpu_types': demo_host.DEMO_VGPU_TYPE},
         VGPU_GROUP: {'device_addresses': demo_host.DEMO_VGPU_PARENT},
-        'intel_nic_driver': {'physical_device_mappings': '%s:%s' % (
-            demo_host.DEMO_PHYSNET, demo_host.DEMO_NIC_PF)},
+        'intel_nic_driver': {
+            'physical_device_mappings': '%s:%s' % (
+                demo_host.DEMO_PHYSNET, demo_host.DEMO_NIC_PF),
+            'vf_vlans': '%s:%d' % (demo_host.DEMO_PHYSNET,
+                                   demo_host.DEMO_VLAN)},
         'nova': {'auth_type': 'admin_token', 'endpoint': nova_url,
                  'token': 'admin', 'endpoint_override': nova_url,
                  'timeout': 5},
@@ -178,16 +185,17 @@ def test_devices_of_the_tree_are_reported(flow):
     assert {'nvidia-smi', 'adf_ctl', 'dmesg'} <= ran, ran
 
 
-# (deployable, profile group, allocation candidates query)
+# (deployable, profile group, allocation candidates query); the nested
+# kinds' deployables are children of their device's deployable.
 KINDS = {
     'pgpu': ('0000_3b_00_0', {'resources:PGPU': '1'}, 'resources=PGPU:1'),
     'vgpu': ('0000_d8_00_0_' + demo_host.DEMO_VGPU_TYPE,
              {'resources:VGPU': '1',
               'trait:' + demo_host.DEMO_VGPU_TRAIT: 'required'},
              'resources=VGPU:1&required=' + demo_host.DEMO_VGPU_TRAIT),
-    'qat': ('0000_6b_00_0', {'resources:CUSTOM_QAT': '1'},
+    'qat': ('0000_6b_00_0_vfs', {'resources:CUSTOM_QAT': '1'},
             'resources=CUSTOM_QAT:1'),
-    'nic': ('0000_af_00_0', {'resources:CUSTOM_NIC': '1',
+    'nic': ('0000_af_00_0_vfs', {'resources:CUSTOM_NIC': '1',
                              'trait:' + demo_host.DEMO_PHYSNET_TRAIT:
                                  'required'},
             'resources=CUSTOM_NIC:1&required='
@@ -195,11 +203,28 @@ KINDS = {
 }
 
 
+# The nested kinds' parent: the device's deployable, a provider with no
+# inventory under the compute node's.
+PARENTS = {'vgpu': '0000_d8_00_0', 'qat': '0000_6b_00_0',
+           'nic': '0000_af_00_0'}
+
+
 @pytest.mark.parametrize('kind', sorted(KINDS))
 def test_allocation_candidates_find_each_kind(flow, kind):
     deployable, _group, query = KINDS[kind]
-    rp = flow.rp_uuids()[deployable]
+    rps = flow.rp_uuids()
+    rp = rps[deployable]
     assert flow.candidates(query) == {rp}
+    provider = flow.placement.get_provider(rp)
+    root = provider['root_provider_uuid']
+    if kind not in PARENTS:  # a whole GPU: flat, under the compute node
+        assert provider['parent_provider_uuid'] == root
+        return
+    parent = rps[PARENTS[kind]]
+    assert provider['parent_provider_uuid'] == parent
+    assert flow.placement.get_provider(parent)['parent_provider_uuid'] == (
+        root)
+    assert flow.placement.get_inventories(parent)[1] == {}
 
 
 # The PCI kinds: the device Nova passes through.
@@ -210,19 +235,38 @@ PCI_DEVICES = {
 }
 
 
+def _ip_calls(flow) -> list[list[str]]:
+    return [call[1:] for call in fake_tools.calls(flow.tree.tools_dir)
+            if call[0] == 'ip']
+
+
 @pytest.mark.parametrize('kind', sorted(PCI_DEVICES))
 def test_nova_flow_attaches_the_pci_device(flow, kind):
     deployable, group, _query = KINDS[kind]
+    before = _ip_calls(flow)
     instance, arq = flow.bind(group, flow.rp_uuids()[deployable])
     assert arq['attach_handle_type'] == 'PCI', arq
     info = arq['attach_handle_info']
     assert _address(info) in PCI_DEVICES[kind], arq
     if kind == 'nic':
         assert info['physical_network'] == demo_host.DEMO_PHYSNET
+        # Its vf preparation ran before the bound event: the VF is in
+        # the physical network's VLAN.
+        index = demo_host.DEMO_NIC_VFS.index(_address(info))
+        assert _ip_calls(flow) == before + [
+            demo_host.vf_vlan_args(index, demo_host.DEMO_VLAN)]
+    else:
+        assert _ip_calls(flow) == before  # passthrough: nothing to do
     assert flow.handles_in_use() == 1
     flow.delete(instance)
     _wait(lambda: flow.handles_in_use() == 0, 'the handle free',
           flow.process)
+    if kind == 'nic':
+        # Unbind took it out again.
+        _wait(lambda: _ip_calls(flow)[-1:] == [
+            demo_host.vf_vlan_args(index, 0)], 'the VF out of the VLAN',
+              flow.process)
+        assert len(_ip_calls(flow)) == len(before) + 2
 
 
 def test_nova_flow_creates_and_removes_the_mdev(flow):

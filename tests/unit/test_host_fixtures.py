@@ -25,18 +25,21 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.accelerator.drivers.utils.host_tree import HostTree
 from tests.fixtures.hosts import hosts
 
 BUILDERS = [hosts.nvidia_gpu_host, hosts.nvidia_vgpu17_host,
             hosts.qat_4xxx_host, hosts.sriov_nic_host, hosts.nvme_host,
             hosts.alveo_host, hosts.ascend_host, hosts.intel_fpga_dfl_host]
 BUILDERS += [hosts.nvidia_ampere_host, hosts.amd_gpu_host]
+SRIOV_VF_DEVICE = r'0|[1-9a-f][0-9a-f]{0,3}'
 HEX_ATTRS = {'vendor': r'0x[0-9a-f]{4}', 'device': r'0x[0-9a-f]{4}',
              'subsystem_vendor': r'0x[0-9a-f]{4}',
              'subsystem_device': r'0x[0-9a-f]{4}',
              'class': r'0x[0-9a-f]{6}', 'revision': r'0x[0-9a-f]{2}',
              'numa_node': r'-?\d+', 'driver_override': r'\(null\)',
-             'sriov_vf_device': r'[0-9a-f]{4}',
+             # %x of a u16 (drivers/pci/iov.c): no 0x, no zero padding.
+             'sriov_vf_device': SRIOV_VF_DEVICE,
              'modalias': r'pci:v[0-9A-F]{8}d[0-9A-F]{8}sv[0-9A-F]{8}'
                          r'sd[0-9A-F]{8}bc[0-9A-F]{2}sc[0-9A-F]{2}'
                          r'i[0-9A-F]{2}'}
@@ -247,3 +250,18 @@ def test_nvidia_smi_health_queries_and_dmesg(tmp_path):
     tools.write_dmesg(tree.tools_dir, [], rc=1)
     assert run.run(['dmesg']).returncode == 1
 
+
+
+def test_sriov_vf_device_is_checked_as_the_kernel_prints_it(tmp_path):
+    # iov.c prints sriov_vf_device with "%x": a DH895xCC's VF id 0x0443
+    # reads "443", without 0x and without zero padding.
+    tree = HostTree(str(tmp_path / 'host'))
+    tree.add_pci('0000:3d:00.0', 0x8086, 0x0435, 0x0b4000, driver='dh895xcc')
+    tree.add_sriov('0000:3d:00.0', ['0000:3d:01.0'], 0x0443, total_vfs=32,
+                   offset=8)
+    assert tree.read(tree.dev('0000:3d:00.0', 'sriov_vf_device')) == '443\n'
+    test_attributes_end_in_newline_and_have_kernel_formats(tree)
+    for spelling in ('443', '154c', '1889', '0'):
+        assert re.fullmatch(SRIOV_VF_DEVICE, spelling), spelling
+    for spelling in ('0x154c', '0443', '154C', '', '12345'):
+        assert not re.fullmatch(SRIOV_VF_DEVICE, spelling), spelling

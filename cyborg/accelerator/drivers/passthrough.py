@@ -107,6 +107,33 @@ def pci_handle(address: pci.PCIAddress,
         attach_type=device_tree.AttachType.PCI.value, attach_info=info)
 
 
+def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
+                pf_traits: list[str], vf_traits: list[str],
+                handles: list[device_tree.AttachHandle], driver_name: str,
+                preparation: str, pool: str = 'vfs'
+                ) -> device_tree.Deployable:
+    """An SR-IOV physical function and its VF pool: the PF's deployable
+    (``0000_3b_00_0``, a resource provider with no inventory of its own,
+    carrying ``pf_traits``) with one child (``0000_3b_00_0_<pool>``)
+    holding the VFs (``handles``) as its inventory and ``vf_traits``.
+
+    Nova puts the VFs of a PF on the PF's provider; the child keeps the
+    PF's provider for the card, so that a PF passed through whole or a
+    second pool of its VFs would be a sibling, not a change of the
+    tree.
+    """
+    name = deployable_name(pf.address)
+    return device_tree.Deployable(
+        name=name, num_accelerators=0, resource_class=resource_class,
+        traits=list(pf_traits), driver_name=driver_name,
+        preparation=device_tree.Preparation.NONE.value,
+        children=[device_tree.Deployable(
+            name='%s_%s' % (name, pool), num_accelerators=len(handles),
+            resource_class=resource_class, traits=list(vf_traits),
+            attach_handles=handles, driver_name=driver_name,
+            preparation=preparation)])
+
+
 def board_info(device: pci.PCIDevice) -> dict[str, str]:
     """What the device's PCI config space says, as strings."""
     info = {'vendor_id': hex_id(device.vendor_id),

@@ -21,8 +21,9 @@ device:
   passthrough_drivers`` and no other function of its IOMMU group is held
   by the host;
 * with virtual functions (MxGPU: AMD's GIM host driver created them):
-  one ``VGPU`` deployable whose PCI handles are the VFs that are unbound
-  or bound to one of ``[amd_gpu] vf_drivers``. There is no mdev.
+  the GPU's deployable (``PGPU``, no inventory) with one child ``VGPU``
+  deployable whose PCI handles are the VFs that are unbound or bound to
+  one of ``[amd_gpu] vf_drivers``. There is no mdev.
 
 Nothing needs preparing: libvirt attaches the GPU or the VF.
 """
@@ -122,20 +123,28 @@ class AmdGpuDriver(base.AcceleratorDriver):
 
     def _mxgpu(self, gpu: pci.PCIDevice,
                vfs: list[pci.PCIAddress]) -> list[device_tree.Deployable]:
-        """One VGPU deployable of the usable VFs; none when no VF is
-        (Placement takes no inventory of 0)."""
+        """The GPU (its physical function: no inventory, it is not
+        offered whole while GIM runs its VFs) with one child VGPU
+        deployable of the usable VFs, as Nova puts a PF's VFs on the
+        PF's provider; no child when no VF is usable (Placement takes no
+        inventory of 0). A VF is attachable as discovered."""
         allowed = self._conf.amd_gpu.vf_drivers
         handles = [device_tree.AttachHandle(device_tree.AttachType.PCI.value,
                                      vf.attach_info())
                    for vf in vfs
                    if pci.driver(self._host, vf) in [None, *allowed]]
-        if not handles:
-            return []
-        return [device_tree.Deployable(
+        children = [device_tree.Deployable(
             name=deployable_name(gpu.address, 'vf'),
             num_accelerators=len(handles), resource_class='VGPU',
             traits=self._traits(gpu, 'MXGPU'), attach_handles=handles,
-            driver_name=self.name)]
+            driver_name=self.name,
+            preparation=device_tree.Preparation.NONE.value)]
+        return [device_tree.Deployable(
+            name=deployable_name(gpu.address), num_accelerators=0,
+            resource_class='PGPU', traits=self._traits(gpu),
+            driver_name=self.name,
+            preparation=device_tree.Preparation.NONE.value,
+            children=children if handles else [])]
 
     def _device(self, gpu: pci.PCIDevice,
                 deployables: list[device_tree.Deployable],

@@ -131,7 +131,9 @@ class HuaweiAscendDriver(base.AcceleratorDriver):
             num_accelerators=1, resource_class=self._rc,
             traits=['CUSTOM_NPU_ASCEND', 'CUSTOM_NPU_ASCEND_' + model],
             attach_handles=[passthrough.pci_handle(npu.address)],
-            driver_name='huawei')
+            driver_name='huawei',
+            # Passed through whole: attachable as discovered.
+            preparation=device_tree.Preparation.NONE.value)
         healthy = state is None or state.lower() not in UNHEALTHY
         if not healthy and self._once.first(('unhealthy', npu.address,
                                              state)):

@@ -15,16 +15,25 @@
 Intel 82599 (``ixgbe``), X710/XL710/XXV710 (``i40e``), E810 (``ice``) and
 NVIDIA (Mellanox) ConnectX-4 to -7 and BlueField-2 (``mlx5_core``)
 physical functions with virtual functions enabled. Each PF is one
-device with one deployable of ``[intel_nic_driver] resource_class``;
-its attach handles are its VFs (libvirt detaches a VF from its host
-driver, ``iavf`` or ``mlx5_core``, when it attaches it). The physical
-network of a PF comes from ``physical_device_mappings`` (by interface
-name or PCI address): the trait ``CUSTOM_PHYSNET_<NAME>`` and
-``physical_network`` in each handle's attach information.
+device whose deployable is the PF (a resource provider with no inventory)
+with one child, ``<PF>_vfs``, of ``[intel_nic_driver] resource_class``,
+as Nova puts a PF's VFs on the PF's provider; the child's attach handles
+are the VFs (libvirt detaches a VF from its host driver, ``iavf`` or
+``mlx5_core``, when it attaches it). The physical network of a PF comes
+from ``physical_device_mappings`` (by interface name or PCI address):
+the trait ``CUSTOM_PHYSNET_<NAME>`` and ``physical_network`` in each
+handle's attach information.
 
 A PF without a driver is not reported (its VFs cannot be managed); a PF
 whose link is down, or that has no network interface, is unhealthy.
 Discovery only reads: VFs are created by the operator.
+
+The VFs' preparation is ``vf``: at bind the agent checks that the VF is
+still a VF of its PF and on one of ``vf_drivers`` (or unbound), and puts
+it in its physical network's VLAN (``vf_vlans``) and trusted mode
+(``vf_trust``) with ``ip link set dev <PF> vf <N>``; at unbind it takes
+the VLAN and trust away again. Both are safe to repeat; the unbind of a
+VF that is gone has nothing to undo.
 """
 
 from __future__ import annotations
@@ -37,9 +46,12 @@ from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.common import exception
 from cyborg.conf import intel_nic_driver as nic_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
@@ -51,6 +63,7 @@ CLASS_ETHERNET = 0x0200
 INTEL = 0x8086
 MELLANOX = 0x15b3
 LINK_DOWN = ('down', 'lowerlayerdown', 'notpresent')
+IP_TIMEOUT = 10.0
 _IFNAME = re.compile(r'^[^/\s:]{1,15}$')
 
 
@@ -123,6 +136,38 @@ def _mapping_error(entry: str,
                                     '%r: %s' % (entry, reason))
 
 
+class VFPrepareError(exception.CyborgException):
+    """A VF cannot be prepared for an instance, or released."""
+
+    msg_fmt = '%(reason)s'
+
+
+def parse_vlans(values: list[str], mappings: Mappings) -> dict[str, int]:
+    """``vf_vlans``: ``{physnet: vlan id}``; every physnet must be one
+    that ``physical_device_mappings`` maps."""
+    known = set(mappings.by_address.values()) | set(
+        mappings.by_ifname.values())
+    vlans: dict[str, int] = {}
+    for entry in values:
+        physnet, sep, vlan = (part.strip() for part in
+                              entry.strip().rpartition(':'))
+        if not sep or not physnet or not vlan.isdigit() or not (
+                1 <= int(vlan) <= 4094):
+            raise passthrough.config_error(
+                GROUP, 'vf_vlans', '%r: expected <physnet>:<vlan id> with '
+                'a VLAN id from 1 to 4094' % entry)
+        if physnet not in known:
+            raise passthrough.config_error(
+                GROUP, 'vf_vlans', '%r: %s is no physical network of '
+                'physical_device_mappings' % (entry, physnet))
+        if vlans.get(physnet, int(vlan)) != int(vlan):
+            raise passthrough.config_error(
+                GROUP, 'vf_vlans', '%r: physical network %s already has '
+                'VLAN %d' % (entry, physnet, vlans[physnet]))
+        vlans[physnet] = int(vlan)
+    return vlans
+
+
 def physnet_trait(physnet: str) -> str:
     return resource_names.custom_name('PHYSNET_' + physnet)
 
@@ -145,13 +190,18 @@ class IntelNICDriver(base.AcceleratorDriver):
 
     name = 'intel_nic_driver'
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
+    def __init__(self, conf: cfg.ConfigOpts,
+                 runner: runner_mod.Runner | None = None) -> None:
         nic_conf.register_opts(conf)
         options = conf[GROUP]
         self._host = sysfs.HostRoot.from_conf(conf)
+        self._runner = runner or runner_mod.CommandRunner()
         self._rc = passthrough.check_resource_class(
             options.resource_class, GROUP, 'resource_class')
         self._mappings = parse_mappings(options.physical_device_mappings)
+        self._vlans = parse_vlans(options.vf_vlans, self._mappings)
+        self._trust = options.vf_trust
+        self._vf_drivers = frozenset(options.vf_drivers)
         self._models = frozenset(_parse_device_id(v)
                                  for v in options.device_ids) or frozenset(
                                      MODELS)
@@ -235,20 +285,18 @@ class IntelNICDriver(base.AcceleratorDriver):
                     vfs: list[pci.PCIAddress],
                     physnet: str | None) -> device_tree.Deployable:
         vendor = passthrough.vendor_name(pf.vendor_id)
-        traits = ['HW_NIC_SRIOV', 'CUSTOM_NIC_' + vendor,
-                  'CUSTOM_NIC_%s_%s' % (vendor, model.name),
-                  'CUSTOM_NIC_PRODUCT_ID_%04X' % pf.device_id]
+        pf_traits = ['HW_NIC_SRIOV', 'CUSTOM_NIC_' + vendor,
+                     'CUSTOM_NIC_%s_%s' % (vendor, model.name),
+                     'CUSTOM_NIC_PRODUCT_ID_%04X' % pf.device_id]
+        traits = list(pf_traits)
         extra = {}
         if physnet is not None:
             traits.append(physnet_trait(physnet))
             extra['physical_network'] = physnet
-        return device_tree.Deployable(
-            name=passthrough.deployable_name(pf.address),
-            num_accelerators=len(vfs), resource_class=self._rc,
-            traits=traits,
-            attach_handles=[passthrough.pci_handle(vf, **extra)
-                            for vf in vfs],
-            driver_name=vendor.lower())
+        return passthrough.pf_with_vfs(
+            pf, self._rc, pf_traits, traits,
+            [passthrough.pci_handle(vf, **extra) for vf in vfs],
+            vendor.lower(), device_tree.Preparation.VF.value)
 
     def _healthy(self, pf: pci.PCIDevice, ifnames: list[str]) -> bool:
         states = [sysfs.read_text(self._host, pci.device_path(
@@ -263,3 +311,102 @@ class IntelNICDriver(base.AcceleratorDriver):
             LOG.warning('Network card %s is unhealthy: %s', pf.address,
                         problem)
         return False
+
+    # Preparation (``vf``) ---------------------------------------------
+
+    def prepare_attach_handle(self, handle: device_tree.AttachHandle,
+                              handle_uuid: str) -> None:
+        """Check that the VF can go to an instance and configure it
+        (``vf_vlans``, ``vf_trust``); safe to repeat."""
+        vf = _vf_address(handle)
+        pf = self._check_vf(vf)
+        settings = self._settings(handle, 'bind')
+        if settings:
+            self._ip_set(pf, vf, settings)
+            LOG.info('Network card %s: virtual function %s prepared (%s)',
+                     pf, vf, ' '.join(settings))
+
+    def release_attach_handle(self, handle: device_tree.AttachHandle,
+                              handle_uuid: str) -> None:
+        """Undo what :meth:`prepare_attach_handle` configured; a VF that
+        is gone has nothing left to undo."""
+        vf = _vf_address(handle)
+        settings = self._settings(handle, 'unbind')
+        if not settings:
+            return
+        try:
+            pf = sriov.physfn(self._host, vf) if pci.exists(
+                self._host, vf) else None
+        except errors.HostError as exc:
+            raise VFPrepareError(reason='cannot read virtual function %s: '
+                                 '%s' % (vf, exc))
+        if pf is None:
+            LOG.info('Network card virtual function %s is gone; nothing to '
+                     'release', vf)
+            return
+        self._ip_set(pf, vf, settings)
+        LOG.info('Network card %s: virtual function %s released (%s)', pf,
+                 vf, ' '.join(settings))
+
+    def _check_vf(self, vf: pci.PCIAddress) -> pci.PCIAddress:
+        """The VF's PF, once the VF is known to be attachable."""
+        try:
+            if not pci.exists(self._host, vf):
+                raise VFPrepareError(reason='virtual function %s is gone'
+                                     % vf)
+            pf = sriov.physfn(self._host, vf)
+            if pf is None:
+                raise VFPrepareError(reason='%s is no longer a virtual '
+                                     'function' % vf)
+            driver = pci.driver(self._host, vf)
+        except errors.HostError as exc:
+            raise VFPrepareError(reason='cannot read virtual function %s: '
+                                 '%s' % (vf, exc))
+        if driver is not None and driver not in self._vf_drivers:
+            raise VFPrepareError(
+                reason='virtual function %s is bound to %s, not to one of '
+                '[%s] vf_drivers' % (vf, driver, GROUP))
+        return pf
+
+    def _settings(self, handle: device_tree.AttachHandle,
+                  step: str) -> list[str]:
+        """The ``ip link set ... vf N`` arguments of ``step``."""
+        vlan = self._vlans.get(handle.attach_info.get('physical_network',
+                                                      ''))
+        settings = []
+        if vlan is not None:
+            settings += ['vlan', str(vlan if step == 'bind' else 0)]
+        if self._trust:
+            settings += ['trust', 'on' if step == 'bind' else 'off']
+        return settings
+
+    def _ip_set(self, pf: pci.PCIAddress, vf: pci.PCIAddress,
+                settings: list[str]) -> None:
+        try:
+            ifnames = sriov.netdevs(self._host, pf)
+            index = sriov.vf_index(self._host, vf)
+        except errors.HostError as exc:
+            raise VFPrepareError(reason='cannot read network card %s: %s'
+                                 % (pf, exc))
+        if not ifnames or index is None:
+            raise VFPrepareError(
+                reason='network card %s has no network interface or no '
+                'virtfn link to %s; cannot set %s' % (
+                    pf, vf, ' '.join(settings)))
+        argv = ['ip', 'link', 'set', 'dev', ifnames[0], 'vf', str(index),
+                *settings]
+        try:
+            self._runner.run(argv, timeout=IP_TIMEOUT).check()
+        except errors.ToolError as exc:
+            raise VFPrepareError(reason='cannot configure virtual function '
+                                 '%s of %s: %s' % (vf, pf, exc))
+
+
+def _vf_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
+    info = handle.attach_info
+    try:
+        return pci.parse_address('%s:%s:%s.%s' % (
+            info['domain'], info['bus'], info['device'], info['function']))
+    except (KeyError, errors.InvalidPCIAddress) as exc:
+        raise VFPrepareError(reason='attach handle %r has no PCI address: '
+                             '%s' % (info, exc))

@@ -19,7 +19,10 @@ never a virtual function) under ``[agent] host_root`` is one device:
   the GPU, reported only while the GPU is unbound or bound to one of
   ``[nvidia_gpu] passthrough_drivers`` (a GPU the host's ``nvidia``
   driver holds is in use by the host);
-* with an enabled type, one ``VGPU`` deployable of that type, in the
+* with an enabled type, one deployable for the GPU (``PGPU``, no
+  inventory: the GPU is not offered whole) with one child ``VGPU``
+  deployable per enabled type (its own resource provider under the
+  GPU's, as Nova gives each pGPU's vGPUs their own provider), in the
   mode the host runs the GPU in (probed, never guessed from the device
   id): mdev types on the GPU (MDEV handles, the mdev created at
   preparation), mdev types on its virtual functions (one MDEV handle per
@@ -223,10 +226,19 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             if not self._passthrough_ok(gpu):
                 return None
             return [self._pgpu(gpu)]
-        deployable = self._vgpu(gpu, vgpu_type)
-        # Placement takes no inventory of 0: a type with no capacity
-        # left (another type in use) has no provider.
-        return [deployable] if deployable.num_accelerators > 0 else []
+        child = self._vgpu(gpu, vgpu_type)
+        # The GPU is a provider with no inventory of its own (it is not
+        # offered whole while it runs vGPUs); each enabled type is a
+        # child provider under it, as Nova gives each pGPU's vGPUs
+        # their own provider. Placement takes no inventory of 0: a type
+        # with no capacity left (another type in use) has no provider.
+        return [device_tree.Deployable(
+            name=deployable_name(gpu.address), num_accelerators=0,
+            resource_class='PGPU', traits=self._product_traits(gpu),
+            driver_name=self.name,
+            attributes={'vgpu_mode': child.attributes['vgpu_mode']},
+            preparation=device_tree.Preparation.NONE.value,
+            children=[child] if child.num_accelerators > 0 else [])]
 
     def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
         drivers = self._conf.nvidia_gpu.passthrough_drivers

@@ -145,7 +145,9 @@ class PCIDriver(base.AcceleratorDriver):
             num_accelerators=1,
             resource_class=spec.resource_class_of(device), traits=traits,
             attach_handles=[passthrough.pci_handle(device.address)],
-            driver_name=vendor.lower())
+            driver_name=vendor.lower(),
+            # Passed through whole: attachable as discovered.
+            preparation=device_tree.Preparation.NONE.value)
         return passthrough.make_device(
             device, device_type(spec, device),
             'PCI %04x:%04x' % (device.vendor_id, device.device_id),

@@ -13,8 +13,11 @@
 """Intel QuickAssist (QAT): one deployable per physical function.
 
 Each QAT physical function (class ``0x0b40``, vendor ``0x8086``) with
-virtual functions is one device with one deployable of ``[intel_qat_driver]
-resource_class``; its attach handles are the VFs an instance can take:
+virtual functions is one device whose deployable is the PF (a resource
+provider with no inventory) with one child, ``<PF>_vfs``, of
+``[intel_qat_driver] resource_class``, as Nova puts a PF's VFs on the
+PF's provider. The child's attach handles are the VFs an instance can
+take:
 unbound ones (gen4 VFs have no host driver; libvirt binds them to
 vfio-pci) and those on vfio-pci or QAT's VFIO variant driver. A VF on a
 host driver (``c6xxvf``...) is in use by the host and left out.
@@ -26,7 +29,8 @@ Traits: ``CUSTOM_QAT_<GENERATION>`` (``CUSTOM_QAT_4XXX``,
 ``adf_ctl status`` prints when the out-of-tree tool is installed; a PF
 without its driver is unhealthy.
 
-Discovery only reads: VFs are created by the operator
+A VF is attachable as discovered (preparation ``none``): libvirt binds
+it to vfio-pci. Discovery only reads: VFs are created by the operator
 (``sriov_numvfs``), services set with ``qat/cfg_services``.
 """
 
@@ -178,13 +182,10 @@ class IntelQATDriver(base.AcceleratorDriver):
         qat_dir = pci.device_path(pf.address, 'qat')
         traits = ['CUSTOM_QAT_' + generation.name] + service_traits(
             sysfs.read_text(self._host, qat_dir + '/cfg_services'))
-        deployable = device_tree.Deployable(
-            name=passthrough.deployable_name(pf.address),
-            num_accelerators=len(usable), resource_class=self._rc,
-            traits=traits,
-            attach_handles=[passthrough.pci_handle(vf.address)
-                            for vf in usable],
-            driver_name='intel')
+        deployable = passthrough.pf_with_vfs(
+            pf, self._rc, ['CUSTOM_QAT_' + generation.name], traits,
+            [passthrough.pci_handle(vf.address) for vf in usable],
+            'intel', device_tree.Preparation.NONE.value)
         healthy = self._healthy(pf, sysfs.read_text(
             self._host, qat_dir + '/state'), adf_state)
         return passthrough.make_device(pf, 'QAT', 'QAT ' + generation.model,

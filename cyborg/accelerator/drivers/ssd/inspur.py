@@ -104,7 +104,9 @@ class InspurNVMeSSDDriver(base.AcceleratorDriver):
             traits=['CUSTOM_SSD_' + vendor,
                     'CUSTOM_SSD_PRODUCT_ID_%04X' % ctrl.device_id],
             attach_handles=[passthrough.pci_handle(ctrl.address)],
-            driver_name=vendor.lower())
+            driver_name=vendor.lower(),
+            # Passed through whole: attachable as discovered.
+            preparation=device_tree.Preparation.NONE.value)
         return passthrough.make_device(
             ctrl, 'SSD', 'NVMe %04x:%04x' % (ctrl.vendor_id, ctrl.device_id),
             deployable, self._healthy(ctrl))

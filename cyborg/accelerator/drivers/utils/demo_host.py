@@ -22,10 +22,12 @@
   trait ``DEMO_VGPU_TRAIT``);
 * ``DEMO_QAT_PF``: an Intel QAT 4xxx with 4 VFs (``CUSTOM_QAT``);
 * ``DEMO_NIC_PF``: an Intel E810 with 4 VFs on ``physnet1``
-  (``CUSTOM_NIC``, trait ``CUSTOM_PHYSNET_PHYSNET1``);
+  (``CUSTOM_NIC``, trait ``CUSTOM_PHYSNET_PHYSNET1``), whose VFs are put
+  in VLAN ``DEMO_VLAN`` at bind;
 
-and fake ``nvidia-smi``, ``adf_ctl``, ``dmesg`` and ``lspci`` in
-``usr/bin`` (:func:`tools_dir`), so the drivers' health reads answer.
+and fake ``nvidia-smi``, ``adf_ctl``, ``dmesg``, ``lspci`` and ``ip`` in
+``usr/bin`` (:func:`tools_dir`), so the drivers' health reads and the NIC
+VFs' preparation answer (every call is logged in ``usr/bin/.calls``).
 :data:`OPTIONS` are the driver options that match the tree.
 
 A plain directory does not react to writes the way sysfs does: creating
@@ -60,6 +62,8 @@ DEMO_QAT_PF = '0000:6b:00.0'
 DEMO_QAT_VFS = ['0000:6b:00.%d' % f for f in range(1, 5)]
 DEMO_NIC_PF = '0000:af:00.0'
 DEMO_NIC_VFS = ['0000:af:01.%d' % f for f in range(4)]
+DEMO_NIC_IFNAME = 'ens801f0'
+DEMO_VLAN = 100
 DEMO_PHYSNET = 'physnet1'
 DEMO_PHYSNET_TRAIT = 'CUSTOM_PHYSNET_PHYSNET1'
 
@@ -72,8 +76,9 @@ DRIVERS = ['nvidia_gpu_driver', 'intel_qat_driver', 'intel_nic_driver']
 # [agent] host_root and enabled_drivers.
 OPTIONS = {
     'nvidia_gpu': {'enabled_vgpu_types': [DEMO_VGPU_TYPE]},
-    'intel_nic_driver': {'physical_device_mappings': [
-        '%s:%s' % (DEMO_PHYSNET, DEMO_NIC_PF)]},
+    'intel_nic_driver': {
+        'physical_device_mappings': ['%s:%s' % (DEMO_PHYSNET, DEMO_NIC_PF)],
+        'vf_vlans': ['%s:%d' % (DEMO_PHYSNET, DEMO_VLAN)]},
 }
 
 SETTLE_INTERVAL = 0.1
@@ -131,13 +136,24 @@ def add_qat(tree: HostTree) -> None:
 
 
 def add_nic(tree: HostTree) -> None:
-    """An E810 port (ens801f0) with 4 VFs on vfio-pci."""
+    """An E810 port (ens801f0) with 4 VFs on vfio-pci, and an ``ip``
+    that accepts putting each VF in ``DEMO_VLAN`` and taking it out."""
     tree.add_pci(DEMO_NIC_PF, INTEL, 0x1592, CLASS_ETHERNET, numa_node=1,
                  driver='ice', revision=0x02)
-    tree.add_netdev(DEMO_NIC_PF, 'ens801f0', 'b4:96:91:aa:bb:c0')
+    tree.add_netdev(DEMO_NIC_PF, DEMO_NIC_IFNAME, 'b4:96:91:aa:bb:c0')
     tree.add_sriov(DEMO_NIC_PF, DEMO_NIC_VFS, 0x1889, total_vfs=128,
                    offset=8, vf_drivers=['vfio-pci'] * len(DEMO_NIC_VFS),
                    probe_driver='iavf')
+    fake_tools.write_tool(tree.tools_dir, 'ip', {
+        tuple(vf_vlan_args(index, vlan)): fake_tools.Reply()
+        for index in range(len(DEMO_NIC_VFS)) for vlan in (DEMO_VLAN, 0)})
+
+
+def vf_vlan_args(index: int, vlan: int) -> list[str]:
+    """The ``ip`` arguments that put VF ``index`` of the demo NIC in
+    ``vlan`` (0: out of any)."""
+    return ['link', 'set', 'dev', DEMO_NIC_IFNAME, 'vf', str(index), 'vlan',
+            str(vlan)]
 
 
 class DemoKernel:

@@ -46,13 +46,23 @@ def make(tmp_path):
 
 
 def summary(devices):
+    """Per device, its deployables parents first: (name, parent,
+    count, resource class, traits, preparation, handles)."""
     return [(d['address'], d['model'], d['std_board_info']['mode'],
-             [(dep['name'], dep['num_accelerators'], dep['resource_class'],
-               dep['traits'],
+             [(dep['name'], parent, dep['num_accelerators'],
+               dep['resource_class'], dep['traits'], dep['preparation'],
                ['%(bus)s:%(device)s.%(function)s' % h['attach_info']
                 for h in dep['attach_handles']])
-              for dep in d['deployables']])
+              for dep, parent, _depth in device_tree.walk_wire(
+                  d['deployables'])])
             for d in device_tree.tree_to_wire(devices)]
+
+
+def _vgpu_count(device):
+    """What the device offers: its VFs' child, or the whole GPU."""
+    (top,) = device.deployables
+    return sum(c.num_accelerators for c in top.children) or (
+        top.num_accelerators)
 
 
 def test_discovery(make, caplog):
@@ -62,22 +72,28 @@ def test_discovery(make, caplog):
         devices = driver.discover()
         driver.discover()
     assert summary(devices) == [
+        # MxGPU: the GPU (no inventory) and its VFs' child.
         (hosts.S7150, 'FirePro S7150', 'mxgpu', [
-            ('0000_83_00_0_vf', 3, 'VGPU', [
+            ('0000_83_00_0', None, 0, 'PGPU', [
+                'CUSTOM_AMD_6929', 'CUSTOM_GPU_AMD', 'OWNER_CYBORG'],
+             'none', []),
+            ('0000_83_00_0_vf', '0000_83_00_0', 3, 'VGPU', [
                 'CUSTOM_AMD_6929', 'CUSTOM_AMD_6929_MXGPU',
-                'CUSTOM_GPU_AMD', 'OWNER_CYBORG'],
+                'CUSTOM_GPU_AMD', 'OWNER_CYBORG'], 'none',
              ['83:02.0', '83:02.1', '83:02.2'])]),
+        # Passthrough: flat.
         (hosts.MI210, 'Instinct MI210', 'passthrough', [
-            ('0000_c1_00_0', 1, 'PGPU', [
+            ('0000_c1_00_0', None, 1, 'PGPU', [
                 'CUSTOM_AMD_740F', 'CUSTOM_GPU_AMD', 'OWNER_CYBORG'],
-             ['c1:00.0'])])]
+             'none', ['c1:00.0'])])]
     # The V520 the host's amdgpu holds is skipped, said once.
     assert caplog.text.count('0000:05:00.0 is bound to amdgpu') == 1
     wire = device_tree.tree_to_wire(devices)
     assert wire[1]['std_board_info'] == {
         'vendor_id': '0x1002', 'device_id': '0x740f', 'class': '0x038000',
         'numa_node': 1, 'mode': 'passthrough'}
-    assert {h['attach_type'] for d in wire for dep in d['deployables']
+    assert {h['attach_type'] for d in wire
+            for dep, _, _ in device_tree.walk_wire(d['deployables'])
             for h in dep['attach_handles']} == {'PCI'}
 
 
@@ -93,9 +109,8 @@ def test_options_choose_the_drivers(make):
     tree, conf = make('[amd_gpu]\npassthrough_drivers = vfio-pci,amdgpu\n'
                       'vf_drivers = vfio-pci,amdgpu\n')
     devices = amd.AmdGpuDriver(conf).discover()
-    assert [(d.address, d.deployables[0].num_accelerators)
-            for d in devices] == [(hosts.V520, 1), (hosts.S7150, 4),
-                                  (hosts.MI210, 1)]
+    assert [(d.address, _vgpu_count(d)) for d in devices] == [
+        (hosts.V520, 1), (hosts.S7150, 4), (hosts.MI210, 1)]
 
 
 def test_unknown_boards_are_named_by_device_id(make):
@@ -112,7 +127,9 @@ def test_no_usable_vf_no_deployable(make):
         tree.bind(vf, 'amdgpu')
     (s7150,) = [d for d in amd.AmdGpuDriver(conf).discover()
                 if d.address == hosts.S7150]
-    assert s7150.deployables == []
+    # The GPU stays, with no child: Placement takes no inventory of 0.
+    (gpu,) = s7150.deployables
+    assert (gpu.num_accelerators, gpu.children) == (0, [])
 
 
 def test_a_gpu_whose_iommu_group_the_host_holds_is_skipped(make, caplog):
@@ -142,7 +159,8 @@ def test_health(make):
 def test_nothing_to_prepare(make):
     tree, conf = make()
     driver = amd.AmdGpuDriver(conf)
-    handle = driver.discover()[0].deployables[0].attach_handles[0]
+    handle = driver.discover()[0].deployables[0].children[0].attach_handles[
+        0]
     before = tree.read(tree.dev(hosts.S7150_VFS[0], 'driver_override'))
     driver.prepare_attach_handle(handle, 'u1')
     driver.release_attach_handle(handle, 'u1')

@@ -20,6 +20,9 @@ import pytest
 
 from cyborg.accelerator.drivers.nic import intel
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
@@ -38,9 +41,16 @@ def _by_address(devices):
     return {d.address: d for d in devices}
 
 
+def _pool(device):
+    """The child deployable of the PF's VFs."""
+    (pf,) = device.deployables
+    (pool,) = pf.children
+    return pool
+
+
 def _handle_addresses(device):
     return ['%(domain)s:%(bus)s:%(device)s.%(function)s' % h.attach_info
-            for h in device.deployables[0].attach_handles]
+            for h in _pool(device).attach_handles]
 
 
 def test_x710_and_e810_with_physnets(conf, tmp_path, caplog):
@@ -54,22 +64,33 @@ def test_x710_and_e810_with_physnets(conf, tmp_path, caplog):
     assert x710['health'] == 'healthy'
     assert x710['controlpath_ids'] == [{'cpid_type': 'PCI', 'cpid_info': {
         'domain': '0000', 'bus': '3b', 'device': '00', 'function': '0'}}]
+    # The PF is a provider with no inventory; its VFs are the inventory
+    # of its child, which carries the physical network.
     assert x710['deployables'] == [{
-        'name': '0000_3b_00_0', 'num_accelerators': 2,
+        'name': '0000_3b_00_0', 'num_accelerators': 0,
         'resource_class': 'CUSTOM_NIC',
         'traits': ['CUSTOM_NIC_INTEL', 'CUSTOM_NIC_INTEL_X710',
-                   'CUSTOM_NIC_PRODUCT_ID_1572', 'CUSTOM_PHYSNET_PHYSNET1',
-                   'HW_NIC_SRIOV'],
-        'attach_handles': [
-            {'attach_type': 'PCI', 'attach_info': {
-                'domain': '0000', 'bus': '3b', 'device': '02',
-                'function': str(f), 'physical_network': 'physnet1'}}
-            for f in (0, 1)],
-        'attributes': {}, 'driver_name': 'intel'}]
-    assert 'CUSTOM_PHYSNET_PHYSNET2' in e810['deployables'][0]['traits']
-    assert 'CUSTOM_NIC_INTEL_E810_C' in e810['deployables'][0]['traits']
+                   'CUSTOM_NIC_PRODUCT_ID_1572', 'HW_NIC_SRIOV'],
+        'attach_handles': [], 'attributes': {}, 'driver_name': 'intel',
+        'preparation': 'none',
+        'children': [{
+            'name': '0000_3b_00_0_vfs', 'num_accelerators': 2,
+            'resource_class': 'CUSTOM_NIC',
+            'traits': ['CUSTOM_NIC_INTEL', 'CUSTOM_NIC_INTEL_X710',
+                       'CUSTOM_NIC_PRODUCT_ID_1572',
+                       'CUSTOM_PHYSNET_PHYSNET1', 'HW_NIC_SRIOV'],
+            'attach_handles': [
+                {'attach_type': 'PCI', 'attach_info': {
+                    'domain': '0000', 'bus': '3b', 'device': '02',
+                    'function': str(f), 'physical_network': 'physnet1'}}
+                for f in (0, 1)],
+            'attributes': {}, 'driver_name': 'intel',
+            'preparation': 'vf'}]}]
+    (e810_vfs,) = e810['deployables'][0]['children']
+    assert 'CUSTOM_PHYSNET_PHYSNET2' in e810_vfs['traits']
+    assert 'CUSTOM_NIC_INTEL_E810_C' in e810_vfs['traits']
     assert [h['attach_info']['physical_network'] for h in
-            e810['deployables'][0]['attach_handles']] == ['physnet2'] * 2
+            e810_vfs['attach_handles']] == ['physnet2'] * 2
     # The orphan VF of the PF without a driver is left out, said once.
     assert ('Network card %s has no driver; its 1 virtual functions are '
             'not reported' % hosts.E810_UNBOUND_PF) in caplog.text
@@ -81,7 +102,7 @@ def test_x710_and_e810_with_physnets(conf, tmp_path, caplog):
 def test_unmapped_pf_has_no_physnet(conf, tmp_path):
     tree = hosts.sriov_nic_host(str(tmp_path))
     devices = _by_address(_driver(conf, tree).discover())
-    deployable = devices[hosts.X710_PF].deployables[0]
+    deployable = _pool(devices[hosts.X710_PF])
     assert not [t for t in deployable.traits if 'PHYSNET' in t]
     assert all('physical_network' not in h.attach_info
                for h in deployable.attach_handles)
@@ -102,11 +123,11 @@ def test_connectx_vfs_and_link_down(conf, tmp_path, caplog):
     assert _handle_addresses(up) == more.CX6_PF0_VFS
     assert _handle_addresses(down) == more.CX6_PF1_VFS
     assert up.model == 'ConnectX-6 Dx' and up.vendor == '0x15b3'
-    assert set(up.deployables[0].traits) == {
+    assert set(_pool(up).traits) == {
         'HW_NIC_SRIOV', 'CUSTOM_NIC_MELLANOX',
         'CUSTOM_NIC_MELLANOX_CONNECTX_6_DX', 'CUSTOM_NIC_PRODUCT_ID_101D',
         'CUSTOM_PHYSNET_PHYSNET_A'}
-    assert up.deployables[0].driver_name == 'mellanox'
+    assert _pool(up).driver_name == 'mellanox'
     assert (up.health, down.health) == ('healthy', 'unhealthy')
     assert ('Network card %s is unhealthy: the link of ens2f1np1 is down'
             % more.CX6_PF1) in caplog.text
@@ -137,7 +158,7 @@ def test_vfs_created_later_are_found(conf, tmp_path):
     assert hosts.X710_PF not in [d.address for d in driver.discover()]
     tree.set_num_vfs(hosts.X710_PF, 12)
     device = _by_address(driver.discover())[hosts.X710_PF]
-    assert device.deployables[0].num_accelerators == 12
+    assert _pool(device).num_accelerators == 12
     # Ordered by VF index, virtfn10 after virtfn9.
     assert _handle_addresses(device) == [tree.vf_address(hosts.X710_PF, i)
                                          for i in range(12)]
@@ -155,7 +176,7 @@ def test_conflicting_mappings_drop_the_physnet(conf, tmp_path, caplog):
     tree = hosts.sriov_nic_host(str(tmp_path))
     devices = _by_address(_driver(conf, tree, physical_device_mappings=[
         'physnet1:ens785f0', 'physnet2:0000:3b:00.0']).discover())
-    traits = devices[hosts.X710_PF].deployables[0].traits
+    traits = _pool(devices[hosts.X710_PF]).traits
     assert not [t for t in traits if 'PHYSNET' in t]
     assert 'puts network card %s in several physical networks' % (
         hosts.X710_PF) in caplog.text
@@ -206,3 +227,158 @@ def test_parse_mappings():
     assert {str(k): v for k, v in mappings.by_address.items()} == {
         '0000:5e:00.0': 'physnet2'}
     assert intel.physnet_trait('phys-net.1') == 'CUSTOM_PHYSNET_PHYS_NET_1'
+
+
+# Preparation (vf) ----------------------------------------------------------
+
+def _vf_handle(vf, physnet='physnet1'):
+    return passthrough.pci_handle(pci.parse_address(vf),
+                                  physical_network=physnet)
+
+
+def _prepared_driver(conf, tree, ip_rc=0, **options):
+    """The driver with the X710 in physnet1 and a fake ``ip`` (exit
+    status ``ip_rc``; None: no ip command at all)."""
+    if ip_rc is not None:
+        fake_tools.write_tool(tree.tools_dir, 'ip', {None: fake_tools.Reply(
+            stderr='' if ip_rc == 0 else 'RTNETLINK answers: Invalid '
+            'argument\n', rc=ip_rc)})
+    conf.set_override('host_root', tree.root, group='agent')
+    options.setdefault('physical_device_mappings', ['physnet1:ens785f0'])
+    for name, value in options.items():
+        conf.set_override(name, value, group=GROUP)
+    return intel.IntelNICDriver(conf, runner=runner.CommandRunner(
+        search_path=[tree.tools_dir]))
+
+
+def _ip_calls(tree):
+    return [call[1:] for call in fake_tools.calls(tree.tools_dir)
+            if call[0] == 'ip']
+
+
+SET_VF1 = ['link', 'set', 'dev', 'ens785f0', 'vf', '1']
+
+
+def test_vf_preparation_sets_and_clears_vlan_and_trust(conf, tmp_path,
+                                                        caplog):
+    caplog.set_level(logging.INFO)
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'],
+                              vf_trust=True)
+    (device,) = [d for d in driver.discover() if d.address == hosts.X710_PF]
+    assert _pool(device).preparation == 'vf'
+    assert device.deployables[0].preparation == 'none'
+    handle = _pool(device).attach_handles[1]  # VF 1, on vfio-pci
+    assert _handle_addresses(device)[1] == hosts.X710_VFS[1]
+    driver.prepare_attach_handle(handle, 'unused')
+    assert _ip_calls(tree) == [SET_VF1 + ['vlan', '100', 'trust', 'on']]
+    assert ('Network card %s: virtual function %s prepared (vlan 100 trust '
+            'on)' % (hosts.X710_PF, hosts.X710_VFS[1])) in caplog.text
+    # Repeated (a retried bind job): the same settings again.
+    driver.prepare_attach_handle(handle, 'unused')
+    driver.release_attach_handle(handle, 'unused')
+    driver.release_attach_handle(handle, 'unused')
+    assert _ip_calls(tree) == [
+        SET_VF1 + ['vlan', '100', 'trust', 'on']] * 2 + [
+        SET_VF1 + ['vlan', '0', 'trust', 'off']] * 2
+    assert ('Network card %s: virtual function %s released (vlan 0 trust '
+            'off)' % (hosts.X710_PF, hosts.X710_VFS[1])) in caplog.text
+
+
+def test_vf_preparation_without_settings_only_checks(conf, tmp_path):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    # No ip command on the host: nothing to configure, nothing run.
+    driver = _prepared_driver(conf, tree, ip_rc=None)
+    for vf in hosts.X710_VFS:  # on iavf and on vfio-pci
+        driver.prepare_attach_handle(_vf_handle(vf), 'unused')
+        driver.release_attach_handle(_vf_handle(vf), 'unused')
+    # A physical network without a VLAN: trust only.
+    driver = _prepared_driver(conf, tree, vf_trust=True)
+    driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1], 'other'),
+                                 'unused')
+    assert _ip_calls(tree) == [SET_VF1 + ['trust', 'on']]
+
+
+def test_vf_preparation_of_a_vf_that_is_gone(conf, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'])
+    handle = _vf_handle(hosts.X710_VFS[1])
+    tree.remove_pci(hosts.X710_VFS[1])
+    with pytest.raises(intel.VFPrepareError,
+                       match='virtual function %s is gone'
+                       % hosts.X710_VFS[1]):
+        driver.prepare_attach_handle(handle, 'unused')
+    # Its unbind has nothing left to undo.
+    driver.release_attach_handle(handle, 'unused')
+    assert _ip_calls(tree) == []
+    assert ('Network card virtual function %s is gone; nothing to release'
+            % hosts.X710_VFS[1]) in caplog.text
+
+
+def test_vf_preparation_refuses_a_vf_held_by_another_driver(conf,
+                                                            tmp_path):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    tree.bind(hosts.X710_VFS[1], 'dpdk-thing')
+    driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'])
+    with pytest.raises(intel.VFPrepareError,
+                       match='is bound to dpdk-thing, not to one of '
+                       r'\[intel_nic_driver\] vf_drivers'):
+        driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1]), 'x')
+    assert _ip_calls(tree) == []
+
+
+@pytest.mark.parametrize('ip_rc, message', [
+    (2, 'RTNETLINK answers: Invalid argument'),
+    (None, 'ip'),
+])
+def test_vf_preparation_tool_failure(conf, tmp_path, ip_rc, message):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree, ip_rc=ip_rc,
+                              vf_vlans=['physnet1:100'])
+    handle = _vf_handle(hosts.X710_VFS[1])
+    for hook in (driver.prepare_attach_handle,
+                 driver.release_attach_handle):
+        with pytest.raises(intel.VFPrepareError) as error:
+            hook(handle, 'unused')
+        assert str(error.value).startswith(
+            'cannot configure virtual function %s of %s: '
+            % (hosts.X710_VFS[1], hosts.X710_PF))
+        assert message in str(error.value)
+
+
+def test_vf_preparation_needs_the_pf_interface(conf, tmp_path):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree, vf_trust=True,
+                              physical_device_mappings=[
+                                  'physnet1:0000:3b:00.0'])
+    tree.remove('sys/class/net/ens785f0')
+    tree.remove(tree.dev(hosts.X710_PF, 'net', 'ens785f0'))
+    with pytest.raises(intel.VFPrepareError,
+                       match='has no network interface'):
+        driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1]), 'x')
+
+
+def test_vf_preparation_of_a_handle_without_address(conf, tmp_path):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree)
+    with pytest.raises(intel.VFPrepareError, match='has no PCI address'):
+        driver.prepare_attach_handle(
+            device_tree.AttachHandle('PCI', {'bus': '3b'}), 'x')
+
+
+@pytest.mark.parametrize('value, message', [
+    (['physnet1'], 'expected <physnet>:<vlan id>'),
+    (['physnet1:0'], 'VLAN id from 1 to 4094'),
+    (['physnet1:4095'], 'VLAN id from 1 to 4094'),
+    (['physnet1:ten'], 'expected <physnet>:<vlan id>'),
+    (['physnet9:100'], 'physnet9 is no physical network of '
+                       'physical_device_mappings'),
+    (['physnet1:100', 'physnet1:200'], 'already has VLAN 100'),
+])
+def test_bad_vf_vlans_stop_the_start(conf, tmp_path, value, message):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    with pytest.raises(passthrough.DriverConfigError) as error:
+        _prepared_driver(conf, tree, vf_vlans=value)
+    assert '[intel_nic_driver] vf_vlans: ' in str(error.value)
+    assert message in str(error.value)

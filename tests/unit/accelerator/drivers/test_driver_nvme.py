@@ -57,7 +57,8 @@ def test_only_unused_inspur_controllers(conf, tmp_path, caplog):
             'attach_handles': [{'attach_type': 'PCI', 'attach_info': {
                 'domain': '0000', 'bus': '3b', 'device': '00',
                 'function': '0'}}],
-            'attributes': {}, 'driver_name': 'inspur'}],
+            'attributes': {}, 'driver_name': 'inspur',
+            'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x1bd4', 'device_id': '0x5004',
             'class': '0x010802', 'numa_node': '0',

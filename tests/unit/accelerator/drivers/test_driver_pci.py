@@ -65,7 +65,8 @@ def test_a_gpu_by_ids(conf, tmp_path):
             'attach_handles': [{'attach_type': 'PCI', 'attach_info': {
                 'domain': '0000', 'bus': '3b', 'device': '00',
                 'function': '0'}}],
-            'attributes': {}, 'driver_name': 'nvidia'}],
+            'attributes': {}, 'driver_name': 'nvidia',
+            'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x10de', 'device_id': '0x1eb8',
             'class': '0x030200', 'numa_node': '0',

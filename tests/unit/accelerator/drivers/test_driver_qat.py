@@ -37,9 +37,16 @@ def _driver(conf, tree, **options):
         conf, runner=runner.CommandRunner(search_path=[tree.tools_dir]))
 
 
+def _pool(device):
+    """The child deployable of the PF's VFs."""
+    (pf,) = device.deployables
+    (pool,) = pf.children
+    return pool
+
+
 def _handles(device):
     return ['%(domain)s:%(bus)s:%(device)s.%(function)s' % h.attach_info
-            for h in device.deployables[0].attach_handles]
+            for h in _pool(device).attach_handles]
 
 
 def test_4xxx_pf_with_its_vfs(conf, tmp_path):
@@ -51,16 +58,23 @@ def test_4xxx_pf_with_its_vfs(conf, tmp_path):
         'controlpath_ids': [{'cpid_type': 'PCI', 'cpid_info': {
             'domain': '0000', 'bus': '6b', 'device': '00',
             'function': '0'}}],
+        # The PF, a provider with no inventory, and its VFs' child.
         'deployables': [{
-            'name': '0000_6b_00_0', 'num_accelerators': 4,
-            'resource_class': 'CUSTOM_QAT',
-            'traits': ['CUSTOM_QAT_4XXX', 'CUSTOM_QAT_ASYM',
-                       'CUSTOM_QAT_SYM'],
-            'attach_handles': [
-                {'attach_type': 'PCI', 'attach_info': {
-                    'domain': '0000', 'bus': '6b', 'device': '00',
-                    'function': str(f)}} for f in range(1, 5)],
-            'attributes': {}, 'driver_name': 'intel'}],
+            'name': '0000_6b_00_0', 'num_accelerators': 0,
+            'resource_class': 'CUSTOM_QAT', 'traits': ['CUSTOM_QAT_4XXX'],
+            'attach_handles': [], 'attributes': {}, 'driver_name': 'intel',
+            'preparation': 'none',
+            'children': [{
+                'name': '0000_6b_00_0_vfs', 'num_accelerators': 4,
+                'resource_class': 'CUSTOM_QAT',
+                'traits': ['CUSTOM_QAT_4XXX', 'CUSTOM_QAT_ASYM',
+                           'CUSTOM_QAT_SYM'],
+                'attach_handles': [
+                    {'attach_type': 'PCI', 'attach_info': {
+                        'domain': '0000', 'bus': '6b', 'device': '00',
+                        'function': str(f)}} for f in range(1, 5)],
+                'attributes': {}, 'driver_name': 'intel',
+                'preparation': 'none'}]}],
         'std_board_info': {
             'vendor_id': '0x8086', 'device_id': '0x4940',
             'class': '0x0b4000', 'numa_node': '',
@@ -96,9 +110,9 @@ def test_c6xx_vfs_on_a_host_driver_are_left_out(conf, tmp_path):
     up = devices[more.C6XX_UP]
     # 3d:01.2 is on c6xxvf: the host uses it.
     assert _handles(up) == ['0000:3d:01.0', '0000:3d:01.1', '0000:3d:01.3']
-    assert up.deployables[0].num_accelerators == 3
+    assert _pool(up).num_accelerators == 3
     # Gen2 has no qat/cfg_services: no service traits.
-    assert up.deployables[0].traits == ['CUSTOM_QAT_C62X']
+    assert _pool(up).traits == ['CUSTOM_QAT_C62X']
     assert up.model == 'QAT C62x'
 
 
@@ -168,7 +182,7 @@ def test_services_become_traits(conf, tmp_path):
     tree = hosts.qat_4xxx_host(str(tmp_path))
     tree.write(tree.dev(hosts.QAT_PF, 'qat/cfg_services'), 'dc')
     [device] = _driver(conf, tree).discover()
-    assert device.deployables[0].traits == ['CUSTOM_QAT_4XXX',
+    assert _pool(device).traits == ['CUSTOM_QAT_4XXX',
                                             'CUSTOM_QAT_DC']
 
 
@@ -177,7 +191,7 @@ def test_options_choose_devices_and_resource_class(conf, tmp_path):
     devices = _driver(conf, tree, addresses=['3f:00.0'],
                       resource_class='CUSTOM_CRYPTO').discover()
     assert [d.address for d in devices] == [more.C6XX_DOWN]
-    assert devices[0].deployables[0].resource_class == 'CUSTOM_CRYPTO'
+    assert _pool(devices[0]).resource_class == 'CUSTOM_CRYPTO'
     assert _driver(conf, tree, addresses=[],
                    device_ids=['4940']).discover() == []
 
@@ -217,3 +231,17 @@ def test_service_traits():
                                                'CUSTOM_QAT_DC']
     assert intel.service_traits('') == []
     assert intel.service_traits(None) == []
+
+
+def test_vfs_declare_no_preparation_and_the_hooks_change_nothing(
+        conf, tmp_path):
+    tree = hosts.qat_4xxx_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    (device,) = driver.discover()
+    assert [d.preparation for d in device.deployables] == ['none']
+    assert _pool(device).preparation == 'none'
+    before = _snapshot(tree.root)
+    for handle in _pool(device).attach_handles:
+        driver.prepare_attach_handle(handle, 'unused')
+        driver.release_attach_handle(handle, 'unused')
+    assert _snapshot(tree.root) == before

@@ -49,7 +49,8 @@ def test_910_of_the_fact_sheet_host(conf, tmp_path, caplog):
             'traits': ['CUSTOM_NPU_ASCEND', 'CUSTOM_NPU_ASCEND_910'],
             'attach_handles': [{'attach_type': 'PCI', 'attach_info':
                                 device_tree.pci_address_info(hosts.ASCEND)}],
-            'attributes': {}, 'driver_name': 'huawei'}],
+            'attributes': {}, 'driver_name': 'huawei',
+            'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x19e5', 'device_id': '0xd801',
             'class': '0x120000', 'numa_node': '0',

@@ -64,17 +64,34 @@ def driver_for(tree, conf) -> nvidia.NvidiaGpuDriver:
 
 
 def summary(devices):
-    """(address, model, mode, [(name, num, rc, traits, handles)])."""
+    """(address, model, mode, [(name, num, rc, traits, handles)]), the
+    deployables parents first."""
     return [(d['address'], d['model'], d['std_board_info']['mode'],
              [(dep['name'], dep['num_accelerators'], dep['resource_class'],
                dep['traits'], len(dep['attach_handles']))
-              for dep in d['deployables']])
+              for dep, _parent, _depth in device_tree.walk_wire(
+                  d['deployables'])])
             for d in device_tree.tree_to_wire(devices)]
 
 
-def handle_infos(device, index=0):
-    return [h.attach_info for h in
-            device.deployables[index].attach_handles]
+def offered(device):
+    """The deployable Nova's requests land on: the GPU's vGPU type
+    child, or the GPU itself when it is passed through."""
+    (top,) = device.deployables
+    if not top.children:
+        return top
+    (child,) = top.children
+    return child
+
+
+def handle_infos(device):
+    return [h.attach_info for h in offered(device).attach_handles]
+
+
+def gpu_parent(address, traits):
+    """The summary line of a GPU running vGPUs: no inventory."""
+    return (address.replace(':', '_').replace('.', '_'), 0, 'PGPU',
+            traits, 0)
 
 
 MDEV_222 = ('[nvidia_gpu]\nenabled_vgpu_types = nvidia-222\n'
@@ -113,7 +130,8 @@ def test_pgpu_on_vfio_pci(make):
             'attach_handles': [{'attach_type': 'PCI', 'attach_info': {
                 'domain': '0000', 'bus': '3b', 'device': '00',
                 'function': '0'}}],
-            'attributes': {}, 'driver_name': 'nvidia_gpu_driver'}],
+            'attributes': {}, 'driver_name': 'nvidia_gpu_driver',
+            'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x10de', 'device_id': '0x1eb8',
             'subsystem_vendor_id': '0x10de',
@@ -165,6 +183,7 @@ def test_mdev_type_on_a_listed_gpu(make):
         (hosts.PGPU, 'Tesla T4', 'passthrough',
          [('0000_3b_00_0', 1, 'PGPU', T4_TRAITS, 1)]),
         (hosts.VGPU_PARENT, 'Tesla T4', 'mdev', [
+            gpu_parent(hosts.VGPU_PARENT, T4_TRAITS),
             ('0000_d8_00_0_nvidia-222', 16, 'VGPU', sorted(T4_TRAITS + [
                 'CUSTOM_NVIDIA_1EB8_T4_1B', 'CUSTOM_VGPU_NVIDIA_222']),
              16)])]
@@ -173,12 +192,19 @@ def test_mdev_type_on_a_listed_gpu(make):
                         'function': '0', 'asked_type': 'nvidia-222',
                         'vgpu_mark': 'nvidia-222_0'}
     assert len({i['vgpu_mark'] for i in infos}) == 16
-    assert devices[1].deployables[0].attributes == {
+    assert offered(devices[1]).attributes == {
         'vgpu_type': 'nvidia-222', 'vgpu_mode': 'mdev'}
-    assert {h.attach_type for h in devices[1].deployables[0].attach_handles
+    assert {h.attach_type for h in offered(devices[1]).attach_handles
             } == {'MDEV'}
-    assert devices[1].deployables[0].preparation == 'mdev'
-    assert devices[0].deployables[0].preparation is None
+    assert offered(devices[1]).preparation == 'mdev'
+    assert offered(devices[0]).preparation == 'none'
+    # The GPU running vGPUs: a provider with no inventory, nothing to
+    # prepare, the type's provider under it.
+    (gpu,) = devices[1].deployables
+    assert (gpu.name, gpu.num_accelerators, gpu.resource_class,
+            gpu.preparation, gpu.attach_handles) == (
+                '0000_d8_00_0', 0, 'PGPU', 'none', [])
+    assert [c.name for c in gpu.children] == ['0000_d8_00_0_nvidia-222']
 
 
 def test_a_type_without_addresses_applies_to_every_gpu_offering_it(make):
@@ -190,6 +216,7 @@ def test_a_type_without_addresses_applies_to_every_gpu_offering_it(make):
         (hosts.PGPU, 'Tesla T4', 'passthrough',
          [('0000_3b_00_0', 1, 'PGPU', T4_TRAITS, 1)]),
         (hosts.VGPU_PARENT, 'Tesla T4', 'mdev', [
+            gpu_parent(hosts.VGPU_PARENT, T4_TRAITS),
             ('0000_d8_00_0_nvidia-223', 8, 'CUSTOM_T4_2B', sorted(
                 T4_TRAITS + ['CUSTOM_NVIDIA_1EB8_T4_2B',
                              'CUSTOM_VGPU_NVIDIA_223']), 8)])]
@@ -199,7 +226,7 @@ def test_existing_mdevs_count_in_the_capacity(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     tree.create_mdev(hosts.VGPU_PARENT, 'nvidia-222', UUID1)
     (device,) = driver_for(tree, conf).discover()
-    assert device.deployables[0].num_accelerators == 16
+    assert offered(device).num_accelerators == 16
 
 
 def test_a_type_with_no_capacity_left_has_no_deployable(make):
@@ -207,15 +234,17 @@ def test_a_type_with_no_capacity_left_has_no_deployable(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     tree.create_mdev(hosts.VGPU_PARENT, 'nvidia-230', UUID1)
     (device,) = driver_for(tree, conf).discover()
-    assert device.deployables == []
+    # The GPU stays, with no type child (no inventory of 0).
+    (gpu,) = device.deployables
+    assert (gpu.num_accelerators, gpu.children) == (0, [])
 
 
 def test_max_instances_caps_the_capacity(make):
     tree, conf = make(hosts.nvidia_gpu_host,
                       MDEV_222 + 'max_instances = 4\n')
     (device,) = driver_for(tree, conf).discover()
-    assert device.deployables[0].num_accelerators == 4
-    assert len(device.deployables[0].attach_handles) == 4
+    assert offered(device).num_accelerators == 4
+    assert len(offered(device).attach_handles) == 4
 
 
 def test_discovery_is_deterministic(make):
@@ -237,6 +266,8 @@ def test_mdev_types_on_virtual_functions(make):
     (device,) = driver_for(tree, conf).discover()
     assert summary([device]) == [
         (hosts.AMPERE_PF, 'NVIDIA A40', 'mdev-vf', [
+            gpu_parent(hosts.AMPERE_PF, [
+                'CUSTOM_GPU_NVIDIA', 'CUSTOM_NVIDIA_2235', 'OWNER_CYBORG']),
             ('0000_25_00_0_nvidia-568', 2, 'VGPU', [
                 'CUSTOM_GPU_NVIDIA', 'CUSTOM_NVIDIA_2235',
                 'CUSTOM_NVIDIA_2235_A40_24Q', 'CUSTOM_VGPU_NVIDIA_568',
@@ -253,7 +284,7 @@ def test_a_vf_running_another_type_is_no_handle(make):
     tree.create_mdev(hosts.AMPERE_VFS[0], 'nvidia-568', UUID1)
     (device,) = driver_for(tree, conf).discover()
     assert [i['function'] for i in handle_infos(device)] == ['5', '6', '7']
-    assert device.deployables[0].num_accelerators == 3
+    assert offered(device).num_accelerators == 3
 
 
 # Discovery: vGPU 17+ ------------------------------------------------------
@@ -266,7 +297,8 @@ def test_vgpu17_type_by_name_or_id(make, type_name):
                       '[vgpu_%s]\nmax_instances = 7\n' % (type_name,
                                                           type_name))
     (device,) = driver_for(tree, conf).discover()
-    (deployable,) = device.deployables
+    deployable = offered(device)
+    assert device.deployables[0].children == [deployable]
     assert deployable.num_accelerators == 7
     assert deployable.resource_class == 'VGPU'
     assert deployable.name == '0000_41_00_0_' + type_name.replace(' ', '_')
@@ -388,7 +420,7 @@ def test_a_listed_gpu_gone_at_run_time_is_skipped(make, caplog):
 def _mdev_handle(tree, conf, index=0):
     driver = driver_for(tree, conf)
     (device,) = driver.discover()
-    return driver, device.deployables[0].attach_handles[index]
+    return driver, offered(device).attach_handles[index]
 
 
 def _available(tree, parent, type_id):
@@ -437,6 +469,19 @@ def test_prepare_fails_when_no_instance_is_left(make):
     assert tree.mdevs_of(hosts.VGPU_PARENT) == [UUID1]
 
 
+def test_prepare_of_a_gpu_that_is_gone(make):
+    tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
+    driver, handle = _mdev_handle(tree, conf)
+    tree.remove_pci(hosts.VGPU_PARENT)
+    with pytest.raises(nvidia.PrepareError,
+                       match='cannot create mdev %s of type nvidia-222 on '
+                       '%s' % (UUID1, hosts.VGPU_PARENT)):
+        driver.prepare_attach_handle(handle, UUID1)
+    # Its mdevs went with it: the release has nothing left to undo.
+    driver.release_attach_handle(handle, UUID1)
+    assert tree.refused == []
+
+
 def test_prepare_on_a_virtual_function(make):
     tree, conf = make(hosts.nvidia_ampere_host,
                       '[nvidia_gpu]\nenabled_vgpu_types = nvidia-568\n')
@@ -452,7 +497,7 @@ def test_prepare_on_a_virtual_function(make):
 def _vgpu17(tree, conf, index=0):
     driver = driver_for(tree, conf)
     (device,) = driver.discover()
-    return driver, device.deployables[0].attach_handles[index]
+    return driver, offered(device).attach_handles[index]
 
 
 def _current(tree, vf):
@@ -503,12 +548,25 @@ def test_prepare_fails_when_the_vf_has_no_type_files(make):
         driver.prepare_attach_handle(handle, UUID1)
 
 
+def test_prepare_of_a_vf_that_is_gone(make):
+    tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
+    driver, handle = _vgpu17(tree, conf, index=1)
+    tree.remove_pci(hosts.vgpu17_vfs()[1])
+    with pytest.raises(nvidia.PrepareError,
+                       match='cannot set vGPU type 1414 on %s'
+                       % hosts.vgpu17_vfs()[1]):
+        driver.prepare_attach_handle(handle, UUID1)
+    # Its vGPU went with it: the release has nothing left to undo.
+    driver.release_attach_handle(handle, UUID1)
+    assert tree.refused == []
+
+
 def test_a_passthrough_handle_needs_no_preparation(make):
     tree, conf = make(hosts.nvidia_gpu_host)
     tree.bind(hosts.PGPU, 'vfio-pci')
     driver = driver_for(tree, conf)
     (device,) = driver.discover()
-    handle = device.deployables[0].attach_handles[0]
+    handle = offered(device).attach_handles[0]
     before = tree.read(tree.dev(hosts.PGPU, 'driver_override'))
     driver.prepare_attach_handle(handle, UUID1)
     driver.release_attach_handle(handle, UUID1)
@@ -742,9 +800,13 @@ def test_xid_lines_are_read_by_slot():
 def test_placement_accepts_every_name(make, builder, ini):
     tree, conf = make(builder, ini)
     deployables = [dep for device in driver_for(tree, conf).discover()
-                   for dep in device.deployables]
+                   for top in device.deployables
+                   for dep in [top, *top.children]]
     assert deployables
     for dep in deployables:
         assert resource_names.is_valid_resource_class(dep.resource_class)
         assert all(resource_names.is_valid_trait(t) for t in dep.traits)
-        assert 0 < dep.num_accelerators <= len(dep.attach_handles)
+        if dep.children:  # a GPU running vGPUs: no inventory of its own
+            assert (dep.num_accelerators, dep.attach_handles) == (0, [])
+        else:
+            assert 0 < dep.num_accelerators <= len(dep.attach_handles)

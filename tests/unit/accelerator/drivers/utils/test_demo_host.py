@@ -37,12 +37,16 @@ def _configure(conf, root: str) -> None:
 
 
 def _deployables(devices) -> list[tuple]:
-    """(address, resource class, traits, handle addresses) each."""
+    """(address, resource class, traits, handle addresses) of each
+    deployable with inventory (a PF or a GPU running vGPUs is a provider
+    without, its VFs' or types' children have it)."""
     return [(d['address'], dep['resource_class'], dep['traits'],
              ['%(domain)s:%(bus)s:%(device)s.%(function)s'
               % h['attach_info'] for h in dep['attach_handles']])
             for d in device_tree.tree_to_wire(devices)
-            for dep in d['deployables']]
+            for dep, _parent, _depth in device_tree.walk_wire(
+                d['deployables'])
+            if dep['num_accelerators']]
 
 
 def test_the_drivers_report_the_demo_devices(conf, tmp_path):
@@ -102,3 +106,20 @@ def test_the_kernel_stand_in_makes_and_removes_mdevs(tmp_path):
         assert _wait(lambda: not mdev.mdev_exists(host, mdev_uuid))
     assert not kernel._thread.is_alive()
     assert tree.refused == []
+
+
+def test_the_demo_nic_vfs_are_put_in_the_demo_vlan(conf, tmp_path):
+    tree = demo_host.build(str(tmp_path / 'host'))
+    _configure(conf, tree.root)
+    driver = nic.IntelNICDriver(conf, runner=runner.CommandRunner(
+        search_path=[demo_host.tools_dir(tree.root)]))
+    (device,) = driver.discover()
+    (pool,) = device.deployables[0].children
+    assert pool.preparation == 'vf'
+    handle = pool.attach_handles[2]
+    driver.prepare_attach_handle(handle, 'unused')
+    driver.release_attach_handle(handle, 'unused')
+    assert [c[1:] for c in fake_tools.calls(tree.tools_dir)
+            if c[0] == 'ip'] == [
+        demo_host.vf_vlan_args(2, demo_host.DEMO_VLAN),
+        demo_host.vf_vlan_args(2, 0)]
