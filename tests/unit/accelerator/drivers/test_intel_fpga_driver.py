@@ -75,7 +75,7 @@ def test_ofs_card_with_a_programmed_port(conf, tmp_path):
             'attach_handles': [_pci(hosts.DFL_PF)],
             'attributes': {'function_id': hosts.DFL_AFU_ID,
                            'region_id': hosts.DFL_PR_INTERFACE_ID},
-            'driver_name': 'intel'}],
+            'driver_name': 'intel', 'preparation': 'program'}],
         'std_board_info': {
             'vendor_id': '0x8086', 'device_id': '0xbcce',
             'class': '0x120000', 'numa_node': '0',
