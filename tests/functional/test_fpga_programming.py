@@ -22,11 +22,13 @@ metadata properties and real hashes; a :class:`FakeNova` takes the
 events. One deployment serves every case, in order: bind by bitstream
 id, already programmed (after a delete, which leaves the region and its
 record), bind by function id, a wrong checksum, a bitstream for another
-region, and Glance down then up.
+region, Glance down then up, and the all-in-one killed while fpgaconf
+runs (started again, it programs and binds).
 """
 
 import os
 import re
+import signal
 import uuid
 
 import pytest
@@ -48,6 +50,7 @@ TIMEOUT = 30
 REGION = hosts.DFL_PR_INTERFACE_ID
 OTHER_REGION = '0123456789abcdef0123456789abcdef'
 GZIP = 'd8424dc4a4a3c413f89e433683f9040b'
+RUNNING = 'Cyborg all-in-one is running.'
 AES = '3afb0c1d2e3f40516273849506a7b8c9'
 
 
@@ -72,11 +75,31 @@ class Deployment:
         self.glance = glance
         self.nova = nova
         self.directory = directory
-        with open(process.log) as f:
-            match = re.search(r'Placement:\s+(http://\S+)', f.read())
-        assert match, process.log_text()
+        self.hold_file = os.path.join(directory, 'fpgaconf-hold')
+        self._connect_placement()
+
+    def _connect_placement(self) -> None:
+        with open(self.process.log) as f:
+            urls = re.findall(r'Placement:\s+(http://\S+)', f.read())
+        assert urls, self.process.log_text()
         self.placement = placement_client.PlacementClient.for_endpoint(
-            match.group(1))
+            urls[-1])
+
+    def restart_killed(self) -> None:
+        """SIGKILL the all-in-one (its fpgaconf too) and start it again
+        on the same state."""
+        servers.kill_group(self.process.process, signal.SIGKILL)
+        with open(self.process.log) as f:
+            started = f.read().count(RUNNING)
+        self.process.start()
+
+        def running():
+            with open(self.process.log) as f:
+                return f.read().count(RUNNING) > started
+        servers.wait_for(running, conftest.START_TIMEOUT,
+                         'the all-in-one to start again',
+                         self.process.process, self.process.log)
+        self._connect_placement()
 
     def image(self, function: str, region: str = REGION, **kwargs) -> str:
         path = os.path.join(self.directory, uuid.uuid4().hex + '.gbs')
@@ -105,6 +128,11 @@ class Deployment:
         once Nova got its event, with that event's status as ``event``
         (a failed bind reads as BindStarted in the API, its reason in
         ``bind_error``)."""
+        return self.finish_bind(*self.start_bind(group))
+
+    def start_bind(self, group: dict[str, str]) -> tuple[str, str]:
+        """Create a profile and its ARQ and bind it on the region (202):
+        the ARQ and instance uuids."""
         self.wait_free()
         name = 'fpga-%s' % uuid.uuid4().hex[:8]
         response = requests.post(
@@ -126,14 +154,19 @@ class Deployment:
                  'value': self.deployable()['rp_uuid']},
                 {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
         assert response.status_code == 202, response.text
-        self.nova.wait_tags([arq['uuid']], TIMEOUT)
+        return arq['uuid'], instance
+
+    def finish_bind(self, arq_uuid: str, instance: str) -> dict:
+        """The ARQ once Nova got its event, with that event's status as
+        ``event``; the instance's ARQs are deleted after."""
+        self.nova.wait_tags([arq_uuid], TIMEOUT)
         response = requests.get(
-            self.api + '/accelerator_requests/' + arq['uuid'],
+            self.api + '/accelerator_requests/' + arq_uuid,
             timeout=TIMEOUT,
             headers={'openstack-api-version': 'accelerator 2.5'})
         arq = dict(response.json(), event=[
             e['status'] for e in self.nova.accepted()
-            if e['tag'] == arq['uuid']][0])
+            if e['tag'] == arq_uuid][0])
         response = requests.delete(self.api + '/accelerator_requests',
                                    params={'instance': instance},
                                    headers=SERVICE, timeout=TIMEOUT)
@@ -175,8 +208,10 @@ def _config(nova_url: str, glance_url: str) -> dict:
 def fpga(work_dir):
     directory = os.path.join(work_dir, 'fpga-programming')
     tree = hosts.intel_fpga_dfl_host(os.path.join(directory, 'host'))
-    fake_tools.write_gbs_fpgaconf(tree.tools_dir, tree.abs(
-        fpga_hosts.afu_id_path(tree, hosts.DFL_PF, 0)))
+    fake_tools.write_gbs_fpgaconf(
+        tree.tools_dir,
+        tree.abs(fpga_hosts.afu_id_path(tree, hosts.DFL_PF, 0)),
+        hold_file=os.path.join(directory, 'fpgaconf-hold'))
     port = servers.free_port()
     with FakeNova() as nova, FakeGlance() as glance:
         process = servers.CyborgProcess(
@@ -187,8 +222,7 @@ def fpga(work_dir):
             env={'PATH': tree.tools_dir})
         try:
             process.start()
-            process.wait_log('Cyborg all-in-one is running.',
-                             conftest.START_TIMEOUT)
+            process.wait_log(RUNNING, conftest.START_TIMEOUT)
             yield Deployment(process, 'http://%s:%d' % (servers.LOOPBACK,
                                                         port),
                              tree, glance, nova, directory)
@@ -269,3 +303,25 @@ def test_glance_down_fails_the_bind_and_up_again_it_binds(fpga):
     assert (arq['state'], arq['event']) == ('Bound', 'completed'), arq
     assert fpga.deployable()['bitstream_id'] == image
     assert _trait(GZIP) in fpga.traits()
+
+
+def test_a_conductor_killed_while_programming_programs_when_back(fpga):
+    """The all-in-one dies (SIGKILL) while fpgaconf runs; started again,
+    its conductor resumes the bind job, which programs and binds."""
+    image = fpga.image(AES)
+    calls = fpga.fpgaconf_calls()
+    with open(fpga.hold_file, 'w') as f:
+        f.write('60')
+    arq_uuid, instance = fpga.start_bind({'accel:bitstream_id': image})
+    servers.wait_for(lambda: fpga.fpgaconf_calls() > calls, TIMEOUT,
+                     'fpgaconf to start', fpga.process.process,
+                     fpga.process.log)
+    os.remove(fpga.hold_file)
+    fpga.restart_killed()
+    arq = fpga.finish_bind(arq_uuid, instance)
+    assert (arq['state'], arq['event']) == ('Bound', 'completed'), arq
+    assert fpga.fpgaconf_calls() == calls + 2
+    assert fpga.tree.read(fpga_hosts.afu_id_path(
+        fpga.tree, hosts.DFL_PF, 0)).strip() == AES
+    assert fpga.deployable()['bitstream_id'] == image
+    assert _trait(AES) in fpga.traits()
