@@ -268,6 +268,11 @@ def trait_vendor(traits: list[str] | set[str], default: str) -> str:
     return default
 
 
+def function_traits(traits) -> set[str]:
+    """The function traits among ``traits``."""
+    return {t for t in traits if t.startswith(FUNCTION_TRAIT_PREFIX)}
+
+
 def with_function_trait(traits: list[str] | set[str],
                         trait: str | None) -> list[str]:
     """``traits`` with its function traits replaced by ``trait`` (none

@@ -499,3 +499,18 @@ def test_function_traits_follow_the_region_vendor():
         [OLD_TRAIT, 'A'], NEW_TRAIT) == ['A', NEW_TRAIT]
     assert bitstream_rules.with_function_trait([OLD_TRAIT, 'A'], None) == [
         'A']
+
+
+def test_a_report_of_another_function_forgets_the_recorded_bitstream(
+        region, admin_context):
+    """Programmed by other means: bitstream_id no longer tells."""
+    agent = Agent()
+    _bind(admin_context, region, 'by-id', agent, FakeGlance(_image()))
+    # The agent's next report shows the function programmed: kept.
+    _report(admin_context, _wire(traits=(NEW_TRAIT,)))
+    assert _deployable(admin_context)['bitstream_id'] == IMAGE
+    # Another function shows up: unknown.
+    _report(admin_context, _wire(traits=(OLD_TRAIT,)))
+    assert _deployable(admin_context)['bitstream_id'] is None
+    assert _traits(admin_context) == sorted(
+        ['CUSTOM_FPGA_INTEL', REGION_TRAIT, OLD_TRAIT])
