@@ -38,9 +38,14 @@ class AgentHandles:
     nothing."""
 
     def __init__(self, transport, timeout: float,
-                 version_cap: str | None = None):
+                 version_cap: str | None = None,
+                 program_timeout: float | None = None):
+        """``timeout``: seconds to wait for a preparation or release;
+        ``program_timeout``: for a programming (default ``timeout``)."""
         self._agent_api = agent_rpcapi.AgentAPI(transport, timeout,
                                                 version_cap)
+        self._program_api = agent_rpcapi.AgentAPI(
+            transport, program_timeout or timeout, version_cap)
 
     def prepare(self, context, claim: arq_db.Claim) -> None:
         # A region to program is programmed by the job itself.
@@ -55,8 +60,8 @@ class AgentHandles:
                       image: dict[str, Any]) -> str | None:
         """Agent API 1.2 (refused, before anything is sent, where
         ``[upgrade_levels] agent`` is below it)."""
-        return self._agent_api.program_image(context, host, driver,
-                                             controlpath, image)
+        return self._program_api.program_image(context, host, driver,
+                                               controlpath, image)
 
     def release(self, context, handle: arq_db.PreparedHandle) -> None:
         self._agent_api.release_attach_handle(
@@ -93,7 +98,8 @@ def create(conf: cfg.ConfigOpts, transport,
     else:
         deliver, lease = (lambda rows: None), None
     agents = AgentHandles(transport, conf.conductor.agent_timeout,
-                          conf.upgrade_levels.agent)
+                          conf.upgrade_levels.agent,
+                          program_timeout=conf.conductor.program_timeout)
     endpoints: list[manager.ConductorManager] = []
     programmer = programming.RegionProgrammer(
         bitstream_resolver(conf), agents,

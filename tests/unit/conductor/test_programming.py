@@ -514,3 +514,12 @@ def test_a_report_of_another_function_forgets_the_recorded_bitstream(
     assert _deployable(admin_context)['bitstream_id'] is None
     assert _traits(admin_context) == sorted(
         ['CUSTOM_FPGA_INTEL', REGION_TRAIT, OLD_TRAIT])
+
+
+def test_programming_waits_program_timeout_seconds(conf):
+    with mock.patch.object(conductor_service.agent_rpcapi,
+                           'AgentAPI') as api:
+        conductor_service.AgentHandles(object(), 7, None,
+                                       program_timeout=240)
+    assert [c.args[1] for c in api.call_args_list] == [7, 240]
+    assert conf.conductor.program_timeout == 240
