@@ -172,7 +172,8 @@ def begin_for_arq(context, deployable_id: int, arq_uuid: str,
             % (_describe(users), row.bitstream_id or 'unknown'))
     if _held_by_api(connection, deployable_id):
         raise exception.DeployableInUse(
-            uuid=row.uuid, reason='the program API is programming it')
+            uuid=row.uuid, reason='the program API is programming it, '
+            'or a handle of it is still being released')
     return PROGRAM
 
 
