@@ -52,6 +52,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from cyborg.common import exception
+from cyborg.common import rpc
 from cyborg.db import arqs as arq_db
 from cyborg.db import programming as programming_db
 from cyborg.domain import bitstream as bitstream_rules
@@ -262,8 +263,10 @@ class RegionProgrammer:
         except exception.DeployableNotProgrammable:
             raise
         except Exception as e:
-            # What the region holds now is unknown: nothing is claimed.
-            programming_db.record(context, target.id, None)
+            if not isinstance(e, _BEFORE_PROGRAMMING):
+                # What the region holds now is unknown: nothing is
+                # claimed.
+                programming_db.record(context, target.id, None)
             raise exception.ProgramFailed(
                 reason='programming deployable %s with bitstream %s '
                 'failed: %s' % (target.uuid, bitstream.uuid,
@@ -278,6 +281,17 @@ class RegionProgrammer:
                  bitstream.uuid, trait)
         if self._synced is not None:
             self._synced(context, target.host)
+
+
+# Failures of the agent before its driver touched the device (the image
+# could not be fetched or verified, the RPC was not sent): the region
+# holds what it held.
+_BEFORE_PROGRAMMING = (
+    exception.BitstreamChecksumMismatch, exception.BitstreamNotFound,
+    exception.GlanceUnavailable, exception.GlanceRequestFailed,
+    exception.BitstreamCacheTooSmall, exception.BitstreamCacheFull,
+    exception.NoBitstreamSource, exception.ConfigInvalid,
+    rpc.RPCVersionCapped)
 
 
 def _reason(error: Exception) -> str:

@@ -278,6 +278,8 @@ def test_a_wrong_checksum_fails_the_bind_and_programs_nothing(fpga):
     assert arq['event'] == 'failed', arq
     assert 'failed verification' in arq['bind_error']
     assert fpga.fpgaconf_calls() == 2
+    # Nothing was programmed: the region's record stays.
+    assert fpga.deployable()['bitstream_id'] is not None
     assert fpga.tree.read(fpga_hosts.afu_id_path(
         fpga.tree, hosts.DFL_PF, 0)).strip() == AES
 

@@ -265,16 +265,21 @@ def test_a_bind_that_finds_no_single_fitting_bitstream_fails(
     assert [e['status'] for e in agent.delivered] == ['failed']
 
 
-@pytest.mark.parametrize('error,expected', [
+@pytest.mark.parametrize('error,expected,kept', [
     (exception.BitstreamChecksumMismatch(image=IMAGE, reason='its sha256 '
-                                         'is 00'), 'failed verification'),
+                                         'is 00'), 'failed verification',
+     True),
+    (exception.GlanceUnavailable(reason='refused'), 'Glance is '
+     'unavailable', True),
     (messaging.MessagingTimeout('late'), 'the agent did not answer in '
-     'time'),
+     'time', False),
     (messaging.RemoteError('FPGAProgramError', 'fpgaconf exited with '
-                           'status 1'), 'FPGAProgramError: fpgaconf'),
+                           'status 1'), 'FPGAProgramError: fpgaconf', False),
 ])
-def test_a_failed_programming_fails_the_bind_and_forgets_the_bitstream(
-        region, admin_context, error, expected):
+def test_a_failed_programming_fails_the_bind(region, admin_context, error,
+                                             expected, kept):
+    """A failure before the driver ran keeps what the region holds; one
+    after makes it unknown."""
     agent = Agent()
     first = _bind(admin_context, region, 'by-id', agent,
                   FakeGlance(_image()))
@@ -286,8 +291,8 @@ def test_a_failed_programming_fails_the_bind_and_forgets_the_bitstream(
                 FakeGlance(_image(OTHER_IMAGE)))
     assert arq['state'] == states.BIND_FAILING
     assert expected in arq['bind_error']
-    # What the region holds now is unknown.
-    assert _deployable(admin_context)['bitstream_id'] is None
+    assert _deployable(admin_context)['bitstream_id'] == (
+        IMAGE if kept else None)
 
 
 def test_a_region_another_arq_uses_is_not_reprogrammed_under_it(
