@@ -29,6 +29,9 @@ class AgentAPI:
 
     * 1.0 - Initial version: prepare_attach_handle, release_attach_handle.
     * 1.1 - Add program.
+    * 1.2 - Add program_image: the agent fetches the image from Glance
+      itself (through its bitstream cache), programs it and reports its
+      devices again.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.AGENT_RPC_API_VERSION``),
@@ -94,3 +97,20 @@ class AgentAPI:
         self._prepare('program', '1.1', host).call(
             context, 'program', driver=driver, controlpath=controlpath,
             image_path=image_path)
+
+    def can_program_image(self) -> bool:
+        """Whether ``[upgrade_levels] agent`` lets :meth:`program_image`
+        be sent (API 1.2)."""
+        return self._client.can_send_version('1.2')
+
+    def program_image(self, context, host: str, driver: str | None,
+                      controlpath: dict[str, Any] | None,
+                      image: dict[str, Any]) -> str | None:
+        """Have ``driver`` on ``host`` program the Glance image ``image``
+        (``id``, ``os_hash_algo``, ``os_hash_value``, ``size``), which
+        the agent fetches and verifies itself, through ``controlpath``;
+        the function id the device runs after, if the driver says.
+        API 1.2."""
+        return self._prepare('program_image', '1.2', host).call(
+            context, 'program_image', driver=driver,
+            controlpath=controlpath, image=image)

@@ -12,6 +12,9 @@
 
 """Assembles the agent RPC service."""
 
+from collections.abc import Callable
+from typing import Any
+
 from oslo_config import cfg
 
 from cyborg.agent import discovery
@@ -26,16 +29,25 @@ from cyborg import context as cyborg_context
 REPORT_RETRY_DELAY = 5
 
 
-def create(conf: cfg.ConfigOpts, transport) -> service.RPCService:
-    """The agent; raises ConfigInvalid for a bad identity or driver list."""
+def create(conf: cfg.ConfigOpts, transport,
+           glance_factory: Callable[[], Any] | None = None
+           ) -> service.RPCService:
+    """The agent; raises ConfigInvalid for a bad identity or driver list.
+
+    ``glance_factory`` builds the Glance client the agent fetches
+    bitstreams with (on the first programming); without it, programming
+    a Glance image fails with NoBitstreamSource."""
     host = conf.host
     rp_name = discovery.resource_provider_name(conf)
     discovery.check_identity(host, rp_name)
     conductor_api = conductor_rpcapi.ConductorAPI(
         transport, version_cap=conf.upgrade_levels.conductor)
     drivers = discovery.load_drivers(conf)
-    endpoint = manager.AgentManager(host, conductor_api, drivers)
     finder = discovery.Discovery(host, rp_name, drivers, conductor_api)
+    endpoint = manager.AgentManager(
+        host, conductor_api, drivers,
+        images=lambda: manager.ImageSource.from_conf(conf, glance_factory),
+        report=finder.report)
     interval = conf.agent.discovery_interval
 
     def discover_and_report():

@@ -15,6 +15,7 @@
 import sys
 
 from cyborg.agent import service as agent_service
+from cyborg.clients import glance
 from cyborg.common import config
 from cyborg.common import rpc
 from cyborg.common import signals
@@ -25,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     config.prepare_service(argv or sys.argv)
     handler = signals.install('cyborg-agent', CONF)
     transport = rpc.get_transport(CONF)
-    agent = agent_service.create(CONF, transport)
+    agent = agent_service.create(
+        CONF, transport,
+        glance_factory=lambda: glance.GlanceClient.from_conf(CONF))
     agent.start()
     handler.wait()
     finished = agent.stop(handler.grace())

@@ -42,6 +42,7 @@ from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.agent import service as agent_service
 from cyborg.api import app as api_app
 from cyborg.common import config
+from cyborg.clients import glance
 from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
@@ -254,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             lambda: placement_client.PlacementClient.for_endpoint(
                 placement.url, roles=CONDUCTOR_PLACEMENT_ROLES),
             notifier=notifier),
-        agent_service.create(CONF, transport),
+        agent_service.create(
+            CONF, transport,
+            glance_factory=lambda: glance.GlanceClient.from_conf(CONF)),
     ]
     for svc in services:
         svc.start()

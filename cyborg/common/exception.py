@@ -162,9 +162,31 @@ class ARQBadState(Conflict):
 
 
 class NoBitstreamSource(CyborgException):
-    msg_fmt = 'no bitstream source configured'
-    # The service cannot program anything until [glance] is configured.
+    msg_fmt = ('no bitstream source configured: the conductor needs '
+               '[glance] options to find FPGA bitstreams')
+    # Nothing can be programmed until an operator configures [glance]:
+    # not a condition a client should retry on.
     code = 409
+
+
+class DeployableInUse(Conflict):
+    msg_fmt = ('Deployable %(uuid)s is in use (%(reason)s); it is not '
+               'reprogrammed under its accelerator requests')
+
+
+class DeployableNotProgrammable(Invalid):
+    msg_fmt = 'Deployable %(uuid)s cannot be programmed: %(reason)s'
+
+
+class BitstreamIncompatible(Invalid):
+    msg_fmt = ('Bitstream image %(image)s does not fit the region of '
+               'deployable %(uuid)s: %(reason)s')
+
+
+class BitstreamAmbiguous(Conflict):
+    msg_fmt = ('%(count)d bitstream images match %(what)s for the region '
+               'of deployable %(uuid)s (%(images)s); name one with '
+               'accel:bitstream_id')
 
 
 class ProgramFailed(CyborgException):

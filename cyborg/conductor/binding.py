@@ -86,8 +86,9 @@ class HandlePreparer(Protocol):
     """Asks a handle's agent to program its deployable, to prepare it
     and to release it."""
 
-    def program(self, context, claim: arq_db.Claim,
-                bitstream: programming.Bitstream) -> None: ...
+    def program_image(self, context, host: str, driver: str | None,
+                      controlpath: dict[str, Any] | None,
+                      image: dict[str, Any]) -> str | None: ...
 
     def prepare(self, context, claim: arq_db.Claim) -> None: ...
 
@@ -99,18 +100,19 @@ class Binder:
     prepare, and the releases of prepared handles, on a thread pool.
 
     ``deliver`` receives the events each transaction queued, once it has
-    committed (the conductor's notifier sends them); ``bitstreams`` finds
-    the images ARQs ask to be programmed with (by default none: such
-    binds fail).
+    committed (the conductor's notifier sends them); ``programmer``
+    programs the regions ARQs ask to be programmed (by default with no
+    source of bitstreams: such binds fail).
     """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,
                  agents: HandlePreparer,
                  deliver: Callable[[list[dict[str, Any]]], None],
                  lease: arq_db.Lease | None = None,
-                 bitstreams: programming.BitstreamResolver | None = None):
+                 programmer: programming.RegionProgrammer | None = None):
         self.owner = owner
-        self._bitstreams = bitstreams or programming.NoBitstreamSource()
+        self._programmer = programmer or programming.RegionProgrammer(
+            programming.NoBitstreamSource(), agents)
         self._timeout = bind_timeout
         self._agents = agents
         self._deliver = deliver
@@ -199,8 +201,7 @@ class Binder:
         """Program the claim's deployable if asked, then prepare its
         handle; the failure, if any, as the ARQ's bind error."""
         try:
-            programming.program(context, claim, self._bitstreams,
-                                self._agents)
+            self._programmer.program_for_arq(context, claim)
         except Exception as e:
             return 'Programming the device of attach handle %s failed: ' \
                 '%s' % (claim.handle_uuid, failure_reason(e))

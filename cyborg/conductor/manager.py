@@ -28,6 +28,7 @@ from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import placement_sync
+from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import errors as db_errors
@@ -91,8 +92,10 @@ class ConductorManager:
                  placement_factory: Callable[
                      [], placement_client.PlacementClient] | None = None,
                  binder: binding.Binder | None = None,
-                 arq_limits: ARQLimits = ARQLimits()):
+                 arq_limits: ARQLimits = ARQLimits(),
+                 programmer: programming.RegionProgrammer | None = None):
         self.host = host
+        self._programmer = programmer
         self._binder = binder
         self._arq_limits = arq_limits
         self._placement_factory = placement_factory
@@ -193,6 +196,34 @@ class ConductorManager:
         """Fail binds (of any conductor) older than the bind timeout."""
         if self._binder is not None:
             self._binder.sweep(context)
+
+    # Programming
+
+    @_expected
+    def deployable_program(self, context, deployable_uuid: str,
+                           image_uuid: str) -> None:
+        """Program a deployable (an FPGA region) with a Glance image and
+        record it (API 1.1); returns once done.
+
+        Raises DeployableNotFound, DeployableInUse (an ARQ binds, is
+        bound to or failing on it), BitstreamNotFound,
+        InvalidBitstreamMetadata, BitstreamIncompatible (built for
+        another region type), DeployableNotProgrammable (no control path,
+        or its driver cannot program), ProgramFailed (the agent or driver
+        failed, or Glance could not be read) or NoBitstreamSource (no
+        ``[glance]``).
+        """
+        if self._programmer is None:
+            raise exception.NoBitstreamSource()
+        try:
+            self._programmer.program_deployable(context, deployable_uuid,
+                                                image_uuid)
+        except (exception.GlanceUnavailable, exception.GlanceRequestFailed,
+                exception.BitstreamChecksumMismatch,
+                exception.GlanceNotConfigured) as e:
+            raise exception.ProgramFailed(reason=str(e)) from e
+        LOG.info('Deployable %s programmed with bitstream %s through the '
+                 'API', deployable_uuid, image_uuid)
 
     # Devices and attributes
 

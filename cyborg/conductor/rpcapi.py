@@ -40,6 +40,7 @@ class ConductorAPI:
       service_heartbeat, report_inventory, device_set_status,
       attribute_create, attribute_delete, arq_create, arq_bind,
       arq_unbind, arq_delete.
+    * 1.1 - Add deployable_program.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -144,3 +145,13 @@ class ConductorAPI:
         instance (idempotent); bound ones are unbound first."""
         return self._prepare('arq_delete', '1.0').call(
             context, 'arq_delete', uuids=uuids, instance_uuid=instance_uuid)
+
+    def deployable_program(self, context, deployable_uuid: str,
+                           image_uuid: str) -> None:
+        """Program the deployable with the Glance image and record it;
+        returns once done (API 1.1). See
+        :meth:`cyborg.conductor.manager.ConductorManager.deployable_program`
+        for the exceptions it raises."""
+        return self._prepare('deployable_program', '1.1').call(
+            context, 'deployable_program', deployable_uuid=deployable_uuid,
+            image_uuid=image_uuid)

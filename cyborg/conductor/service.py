@@ -13,11 +13,13 @@
 """Assembles the conductor RPC service."""
 
 from collections.abc import Callable
+from typing import Any
 
 from oslo_config import cfg
 from oslo_utils import timeutils
 
 from cyborg.agent import rpcapi as agent_rpcapi
+from cyborg.clients import glance as glance_client
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import service
@@ -36,25 +38,45 @@ class AgentHandles:
     nothing."""
 
     def __init__(self, transport, timeout: float,
-                 version_cap: str | None = None):
+                 version_cap: str | None = None,
+                 program_timeout: float | None = None):
+        """``timeout``: seconds to wait for a preparation or release;
+        ``program_timeout``: for a programming (default ``timeout``)."""
         self._agent_api = agent_rpcapi.AgentAPI(transport, timeout,
                                                 version_cap)
+        self._program_api = agent_rpcapi.AgentAPI(
+            transport, program_timeout or timeout, version_cap)
 
     def prepare(self, context, claim: arq_db.Claim) -> None:
-        if device_tree.needs_preparation(claim.preparation):
+        # A region to program is programmed by the job itself.
+        if (device_tree.needs_preparation(claim.preparation)
+                and claim.preparation != device_tree.Preparation.PROGRAM):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
                 claim.attach_info, claim.handle_uuid)
 
-    def program(self, context, claim: arq_db.Claim,
-                bitstream: programming.Bitstream) -> None:
-        self._agent_api.program(context, claim.device_host, claim.driver,
-                                claim.controlpath, bitstream.image_path)
+    def program_image(self, context, host: str, driver: str | None,
+                      controlpath: dict[str, Any] | None,
+                      image: dict[str, Any]) -> str | None:
+        """Agent API 1.2 (refused, before anything is sent, where
+        ``[upgrade_levels] agent`` is below it)."""
+        return self._program_api.program_image(context, host, driver,
+                                               controlpath, image)
 
     def release(self, context, handle: arq_db.PreparedHandle) -> None:
         self._agent_api.release_attach_handle(
             context, handle.host, handle.driver, handle.attach_type,
             handle.attach_info, handle.uuid)
+
+
+def bitstream_resolver(conf: cfg.ConfigOpts
+                       ) -> programming.BitstreamResolver:
+    """Glance where ``[glance]`` is configured (an ``auth_type`` or an
+    ``endpoint_override``), else no source of bitstreams."""
+    if conf.glance.auth_type or conf.glance.endpoint_override:
+        return programming.GlanceBitstreams(
+            lambda: glance_client.GlanceClient.from_conf(conf))
+    return programming.NoBitstreamSource()
 
 
 def create(conf: cfg.ConfigOpts, transport,
@@ -75,14 +97,21 @@ def create(conf: cfg.ConfigOpts, transport,
             host, conf.nova.claim_timeout)
     else:
         deliver, lease = (lambda rows: None), None
+    agents = AgentHandles(transport, conf.conductor.agent_timeout,
+                          conf.upgrade_levels.agent,
+                          program_timeout=conf.conductor.program_timeout)
+    endpoints: list[manager.ConductorManager] = []
+    programmer = programming.RegionProgrammer(
+        bitstream_resolver(conf), agents,
+        synced=lambda context, host: endpoints[0].sync_host(context, host))
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        AgentHandles(transport, conf.conductor.agent_timeout,
-                     conf.upgrade_levels.agent), deliver,
-        lease, bitstreams=programming.NoBitstreamSource())
+        agents, deliver, lease, programmer=programmer)
     endpoint = manager.ConductorManager(
         host, placement_factory, binder,
-        arq_limits=manager.ARQLimits.from_conf(conf))
+        arq_limits=manager.ARQLimits.from_conf(conf),
+        programmer=programmer)
+    endpoints.append(endpoint)
 
     def admin():
         return cyborg_context.get_admin_context()

@@ -32,6 +32,14 @@ opts = [
                     'release an attach handle (e.g. create or remove an '
                     'mdev) before giving up: the bind fails, or the '
                     'release is tried again later.'),
+    cfg.IntOpt('program_timeout',
+               default=240, min=1,
+               help='Seconds the conductor waits for an agent to download '
+                    'an FPGA bitstream from Glance (through its cache) and '
+                    'program it before giving up: the bind (or the program '
+                    'API call) fails. Keep it below bind_timeout, and the '
+                    "API's [api] conductor_timeout above it for the "
+                    'program API.'),
 ]
 
 

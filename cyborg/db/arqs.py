@@ -519,6 +519,8 @@ class Claim:
     #: The control path of the handle's device (``cpid_type``,
     #: ``cpid_info``), through which it is programmed.
     controlpath: dict[str, Any] | None = None
+    #: The id of the handle's deployable (the region programmed).
+    deployable_id: int | None = None
 
 
 @dataclasses.dataclass
@@ -748,7 +750,7 @@ def job_claim(context, uuid: str) -> Claim | None:
                   DEVICES.c.hostname, DEVICES.c.driver,
                   DEPLOYABLES.c.preparation, PROFILES.c.profile_json,
                   ARQS.c.device_profile_group_id, CPIDS.c.cpid_type,
-                  CPIDS.c.cpid_info)
+                  CPIDS.c.cpid_info, HANDLES.c.deployable_id)
         .join(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id)
         .outerjoin(PROFILES, PROFILES.c.id == ARQS.c.device_profile_id)
         .join(CPIDS, CPIDS.c.id == HANDLES.c.cpid_id)
@@ -762,7 +764,8 @@ def job_claim(context, uuid: str) -> Claim | None:
                  json.loads(row.attach_info), row.hostname, row.driver,
                  row.preparation, _program_request(row),
                  {'cpid_type': row.cpid_type,
-                  'cpid_info': json.loads(row.cpid_info)})
+                  'cpid_info': json.loads(row.cpid_info)},
+                 row.deployable_id)
 
 
 @db_api.connection_writer

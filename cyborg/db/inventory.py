@@ -50,6 +50,7 @@ from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import SERVICES
 from cyborg.db import services
+from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
 from cyborg.domain import providers
 
@@ -378,6 +379,12 @@ class _HostDiff:
                           deployable))
         changes = {key: value for key, value in wanted.items()
                    if getattr(row, key) != value}
+        if row.bitstream_id is not None and self._function_changed(
+                row.id, deployable.get('traits') or []):
+            # The region runs another function than the bitstream the
+            # conductor recorded (programmed by other means): what it
+            # holds is unknown now.
+            changes['bitstream_id'] = None
         if changes:
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == row.id).values(updated_at=self.now,
@@ -386,6 +393,16 @@ class _HostDiff:
                                      deployable['attach_handles'])
         attributes = self._sync_attributes(row.id, _attributes(deployable))
         return bool(changes) or handles or attributes
+
+    def _function_changed(self, deployable_id: int,
+                          traits: list[str]) -> bool:
+        """Whether the reported function traits differ from those
+        recorded for the deployable."""
+        recorded = {row.value for row in self._children(
+            self.attributes, 'deployable_id', deployable_id)
+            if row.key.startswith(providers.TRAIT_KEY_PREFIX)}
+        return (bitstream_rules.function_traits(recorded)
+                != bitstream_rules.function_traits(traits))
 
     def _remove_deployable(self, row) -> bool:
         handles = self._children(self.handles, 'deployable_id', row.id)

@@ -249,3 +249,53 @@ def function_trait(vendor: str, function_id: str) -> str:
                        % function_id)
     return resource_names.custom_name(
         'FPGA_FUNCTION_ID_%s_%s' % (vendor, text))
+
+
+#: What every function trait starts with (see :func:`function_trait`).
+FUNCTION_TRAIT_PREFIX = 'CUSTOM_FPGA_FUNCTION_ID_'
+_REGION_TRAIT_PREFIX = 'CUSTOM_FPGA_REGION_'
+
+
+def trait_vendor(traits: list[str] | set[str], default: str) -> str:
+    """The vendor a deployable's FPGA traits name (its region trait
+    ``CUSTOM_FPGA_REGION_<VENDOR>_<ID>`` or a function trait), so that a
+    function trait written by the conductor is the one its driver
+    reports; ``default`` (the bitstream's ``vendor``) when none does."""
+    for trait in sorted(traits):
+        for prefix in (_REGION_TRAIT_PREFIX, FUNCTION_TRAIT_PREFIX):
+            if trait.startswith(prefix) and '_' in trait[len(prefix):]:
+                return trait[len(prefix):].rsplit('_', 1)[0]
+    return default
+
+
+def function_traits(traits) -> set[str]:
+    """The function traits among ``traits``."""
+    return {t for t in traits if t.startswith(FUNCTION_TRAIT_PREFIX)}
+
+
+def with_function_trait(traits: list[str] | set[str],
+                        trait: str | None) -> list[str]:
+    """``traits`` with its function traits replaced by ``trait`` (none
+    left when ``trait`` is None): a region runs one function."""
+    kept = {t for t in traits if not t.startswith(FUNCTION_TRAIT_PREFIX)}
+    if trait is not None:
+        kept.add(trait)
+    return sorted(kept)
+
+
+def region_fit_problem(meta: BitstreamMetadata,
+                       region_interface_id: str | None) -> str | None:
+    """Why the bitstream cannot be loaded into a region of type
+    ``region_interface_id`` (None: the region reports no type), or None
+    when it fits (see :func:`fits_region`)."""
+    if region_interface_id is None:
+        return ('the region reports no interface id, so nothing says the '
+                'bitstream was built for it')
+    if meta.region_uuid is None:
+        return 'the bitstream has no region_uuid'
+    if not fits_region(meta, region_interface_id):
+        return ('the bitstream is built for region type %s, the region '
+                'is of type %s' % (meta.region_uuid,
+                                   canonical_id(region_interface_id)
+                                   or region_interface_id))
+    return None

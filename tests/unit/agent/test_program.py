@@ -13,6 +13,7 @@
 """The agent's ``program`` RPC method (API 1.1) and the drivers'
 ``program``."""
 
+import hashlib
 import os
 
 import oslo_messaging as messaging
@@ -20,6 +21,7 @@ import pytest
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.agent import bitstream_cache
 from cyborg.agent import manager
 from cyborg.common import exception
 from cyborg.domain import device_tree
@@ -81,3 +83,126 @@ def test_an_unknown_driver_is_refused(conf, tmp_path):
     error = _refused(_agent(conf, tmp_path), 'other', CONTROLPATH, '/i')
     assert isinstance(error, exception.Invalid)
     assert 'not enabled' in str(error)
+
+
+# program_image (API 1.2): the agent fetches the image itself -------------
+
+DATA = b'bitstream data'
+IMAGE = {'id': 'img-1', 'os_hash_algo': 'sha256',
+         'os_hash_value': hashlib.sha256(DATA).hexdigest(), 'size': 14}
+
+
+class _Glance:
+    def __init__(self, data=DATA):
+        self.data = data
+        self.downloads = []
+
+    def download(self, image_id, dest):
+        self.downloads.append(image_id)
+        with open(dest, 'wb') as f:
+            f.write(self.data)
+
+
+class _Returning(_Discovering):
+    name = 'returning'
+
+    def __init__(self, result):
+        self.result = result
+        self.paths = []
+
+    def program(self, controlpath, image_path):
+        self.paths.append(image_path)
+        return self.result
+
+
+def _imaging_agent(conf, tmp_path, glance=None, drivers=(), report=None):
+    conf.set_override('mdev_dir', str(tmp_path / 'mdev'),
+                      group='fake_driver')
+    os.makedirs(tmp_path / 'mdev', exist_ok=True)
+    source = manager.ImageSource(
+        bitstream_cache.BitstreamCache(str(tmp_path / 'cache'), 1 << 20),
+        glance or _Glance())
+    reports = []
+    return manager.AgentManager(
+        'host1', None, [fake.FakeDriver(conf), _Discovering(), *drivers],
+        images=lambda: source,
+        report=report or reports.append), source, reports
+
+
+def test_program_image_fetches_verifies_programs_and_reports(conf,
+                                                             tmp_path):
+    agent, source, reports = _imaging_agent(conf, tmp_path)
+    assert agent.program_image(None, 'fake_driver', CONTROLPATH,
+                               IMAGE) is None
+    cached = str(tmp_path / 'cache' / 'img-1')
+    assert (tmp_path / 'mdev' / ('programmed-' + ADDRESS)).read_text() == (
+        cached)
+    assert source.glance.downloads == ['img-1']
+    assert len(reports) == 1
+    # Programmed again: from the cache.
+    agent.program_image(None, 'fake_driver', CONTROLPATH, IMAGE)
+    assert source.glance.downloads == ['img-1']
+
+
+def test_program_image_answers_the_function_the_driver_reports(conf,
+                                                               tmp_path):
+    driver = _Returning('ab' * 16)
+    agent, _source, _reports = _imaging_agent(conf, tmp_path,
+                                              drivers=[driver])
+    assert agent.program_image(None, 'returning', CONTROLPATH,
+                               IMAGE) == 'ab' * 16
+
+
+def test_a_wrong_checksum_programs_nothing(conf, tmp_path):
+    agent, _source, reports = _imaging_agent(conf, tmp_path,
+                                             glance=_Glance(b'other'))
+    with pytest.raises(messaging.ExpectedException) as caught:
+        agent.program_image(None, 'fake_driver', CONTROLPATH, IMAGE)
+    assert isinstance(caught.value.exc_info[1],
+                      exception.BitstreamChecksumMismatch)
+    assert not (tmp_path / 'mdev' / ('programmed-' + ADDRESS)).exists()
+    assert os.listdir(tmp_path / 'cache') == []
+    assert reports == []
+
+
+def test_a_driver_reporting_failure_is_honoured(conf, tmp_path):
+    agent, _source, reports = _imaging_agent(
+        conf, tmp_path, drivers=[_Returning(False)])
+    with pytest.raises(messaging.ExpectedException) as caught:
+        agent.program_image(None, 'returning', CONTROLPATH, IMAGE)
+    error = caught.value.exc_info[1]
+    assert isinstance(error, exception.ProgramFailed)
+    assert 'driver returning reported that programming image img-1 ' \
+        'failed' == str(error)
+    assert reports == []
+
+
+def test_program_image_refuses_what_cannot_be_programmed(conf, tmp_path):
+    agent, _source, _reports = _imaging_agent(conf, tmp_path)
+    for driver, controlpath, text in (
+            ('plain', CONTROLPATH, 'plain cannot program devices'),
+            ('fake_driver', None, 'no control path')):
+        with pytest.raises(messaging.ExpectedException) as caught:
+            agent.program_image(None, driver, controlpath,
+                                dict(IMAGE, deployable='d1'))
+        error = caught.value.exc_info[1]
+        assert isinstance(error, exception.DeployableNotProgrammable)
+        assert text in str(error) and 'd1' in str(error)
+
+
+def test_without_glance_the_agent_has_no_bitstream_source(conf, tmp_path):
+    agent = manager.AgentManager('host1', None, [fake.FakeDriver(conf)])
+    with pytest.raises(messaging.ExpectedException) as caught:
+        agent.program_image(None, 'fake_driver', CONTROLPATH, IMAGE)
+    assert isinstance(caught.value.exc_info[1], exception.NoBitstreamSource)
+    with pytest.raises(exception.NoBitstreamSource):
+        manager.ImageSource.from_conf(conf, None)
+
+
+def test_a_failed_report_after_programming_is_only_logged(conf, tmp_path):
+    def report(context):
+        raise messaging.MessagingTimeout('conductor away')
+    agent, _source, _reports = _imaging_agent(conf, tmp_path,
+                                              report=report)
+    agent.program_image(None, 'fake_driver', CONTROLPATH, IMAGE)
+    assert (tmp_path / 'mdev' / ('programmed-' + ADDRESS)).exists()

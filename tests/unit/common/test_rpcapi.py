@@ -39,13 +39,14 @@ CONDUCTOR_METHODS = {
     'device_set_status': '1.0', 'attribute_create': '1.0',
     'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
     'arq_unbind': '1.0', 'arq_delete': '1.0',
+    'deployable_program': '1.1',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.0', 'release_attach_handle': '1.0',
-    'program': '1.1',
+    'program': '1.1', 'program_image': '1.2',
 }
 #: Public methods of a client that send nothing.
-LOCAL_METHODS = {'with_timeout', 'can_program'}
+LOCAL_METHODS = {'with_timeout', 'can_program', 'can_program_image'}
 
 
 def _history(api) -> list[str]:
@@ -126,11 +127,12 @@ def _args(function) -> dict:
 def test_each_conductor_method_sends_the_version_it_needs(monkeypatch,
                                                            method):
     clients = _recording(monkeypatch)
-    api = conductor_rpcapi.ConductorAPI(object(), version_cap='1.0')
+    cap = conductor_rpcapi.ConductorAPI.RPC_API_VERSION
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
     function = getattr(api, method)
     function(None, **_args(function))
     assert clients[0].version == api.BASE_VERSION
-    assert clients[0].version_cap == '1.0'
+    assert clients[0].version_cap == cap
     assert [(m, v) for m, v, _ in clients[0].sent] == [
         (method, CONDUCTOR_METHODS[method])]
 
@@ -179,6 +181,30 @@ def test_program_is_capped_below_1_1(monkeypatch):
     assert clients[0].sent == []
     assert agent_rpcapi.AgentAPI(object(), version_cap='1.1').can_program()
     assert agent_rpcapi.AgentAPI(object()).can_program()
+
+
+def test_program_image_is_capped_below_1_2(monkeypatch):
+    clients = _recording(monkeypatch)
+    capped = agent_rpcapi.AgentAPI(object(), version_cap='1.1')
+    assert not capped.can_program_image()
+    with pytest.raises(rpc.RPCVersionCapped, match='program_image needs '
+                       'version 1.2'):
+        capped.program_image(None, 'h', 'intel', None, {'id': 'i'})
+    assert clients[0].sent == []
+    assert agent_rpcapi.AgentAPI(object(), version_cap='1.2'
+                                 ).can_program_image()
+
+
+def test_deployable_program_is_capped_below_1_1(monkeypatch):
+    clients = _recording(monkeypatch)
+    capped = conductor_rpcapi.ConductorAPI(object(), version_cap='1.0')
+    with pytest.raises(rpc.RPCVersionCapped, match='deployable_program '
+                       'needs version 1.1'):
+        capped.deployable_program(None, 'd', 'i')
+    assert clients[0].sent == []
+    conductor_rpcapi.ConductorAPI(object()).deployable_program(None, 'd',
+                                                               'i')
+    assert clients[1].sent[0][:2] == ('deployable_program', '1.1')
 
 
 # A method newer than 1.0, over a real oslo.messaging transport --------------

@@ -14,7 +14,6 @@
 prepare), unbind and delete, on each database."""
 
 import datetime
-import re
 from unittest import mock
 
 import pytest
@@ -24,7 +23,6 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.common import exception
 from cyborg.conductor import binding
-from cyborg.conductor import programming
 from cyborg.conductor import service as conductor_service
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
@@ -783,98 +781,3 @@ def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILING
     assert 'no claimed attach handle' in failed['bind_error']
-
-
-# Programming asked by the device profile -------------------------------
-
-BITSTREAM = '0b1e6f2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b'
-
-
-class Programming(Recorder):
-    """An agent that programs (or refuses to) and a bitstream source."""
-
-    def __init__(self, refuse_program=None, **kwargs):
-        super().__init__(**kwargs)
-        self.refuse_program = refuse_program
-        self.programmed = []
-
-    def resolve(self, context, claim):
-        return programming.Bitstream(claim.program['bitstream_id'],
-                                     '/var/lib/cyborg/%s.gbs'
-                                     % claim.program['bitstream_id'])
-
-    def program(self, context, claim, bitstream):
-        if self.refuse_program:
-            raise RuntimeError(self.refuse_program)
-        self.programmed.append((claim, bitstream))
-
-
-@pytest.fixture
-def bitstream_profile(profiles, admin_context):
-    profiles_db.device_profile_create(admin_context, {
-        'name': 'programmed', 'groups': [
-            {'resources:FPGA': '1', 'accel:bitstream_id': BITSTREAM}]})
-
-
-def _bind_programmed(context, rp, agent, bitstreams=None):
-    """Bind an ARQ of the ``programmed`` profile to ``rp`` on host1 and run
-    its job; the ARQ as read after."""
-    arqs = arq_db.arq_create(context, 'programmed', 'p1')
-    outcome = _bind(context, arqs, rp)
-    assert outcome.jobs == [arqs[0]['uuid']]  # not bound at once
-    job = binding.Binder('cond1', 1, 60, agent, agent.deliver,
-                         bitstreams=bitstreams)
-    _run_jobs(context, job, outcome)
-    job.stop()
-    return arq_db.arq_get(context, arqs[0]['uuid'], None)
-
-
-def test_a_bind_asking_for_a_bitstream_programs_then_binds(
-        host, bitstream_profile, admin_context, database):
-    agent = Programming()
-    arq = _bind_programmed(admin_context, host, agent, bitstreams=agent)
-    assert arq['state'] == states.BOUND
-    [(claim, bitstream)] = agent.programmed
-    assert claim.program == {'bitstream_id': BITSTREAM}
-    assert claim.device_host == 'host1'
-    assert claim.controlpath['cpid_type'] == 'PCI'
-    assert claim.controlpath['cpid_info']['bus'] == '10'
-    assert bitstream.image_path.endswith(BITSTREAM + '.gbs')
-    assert [e['status'] for e in agent.delivered] == ['completed']
-
-
-def test_without_a_bitstream_source_the_bind_fails_clearly(
-        host, bitstream_profile, admin_context, database):
-    agent = Programming()
-    arq = _bind_programmed(admin_context, host, agent)
-    assert arq['state'] == states.BIND_FAILING
-    assert re.fullmatch(
-        'Programming the device of attach handle [0-9a-f-]{36} failed: '
-        'no bitstream source configured', arq['bind_error'])
-    assert agent.programmed == [] and agent.prepared == []
-    assert _handles_in_use(database) == 0
-    assert [e['status'] for e in agent.delivered] == ['failed']
-
-
-def test_a_failed_programming_fails_the_bind(
-        host, bitstream_profile, admin_context, database):
-    agent = Programming(refuse_program='bitstream refused by the region')
-    arq = _bind_programmed(admin_context, host, agent, bitstreams=agent)
-    assert arq['state'] == states.BIND_FAILING
-    assert 'bitstream refused by the region' in arq['bind_error']
-    assert agent.prepared == []
-    assert _handles_in_use(database) == 0
-
-
-def test_agent_handles_send_program_to_the_claims_agent():
-    with mock.patch.object(conductor_service.agent_rpcapi,
-                           'AgentAPI') as api:
-        handles = conductor_service.AgentHandles(object(), 7)
-    context = object()
-    claim = arq_db.Claim('a', 'h', 'PCI', {}, 'host1', 'fake_driver',
-                         program={'bitstream_id': BITSTREAM},
-                         controlpath={'cpid_type': 'PCI', 'cpid_info': {}})
-    handles.program(context, claim, programming.Bitstream(BITSTREAM, '/i'))
-    api.return_value.program.assert_called_once_with(
-        context, 'host1', 'fake_driver',
-        {'cpid_type': 'PCI', 'cpid_info': {}}, '/i')

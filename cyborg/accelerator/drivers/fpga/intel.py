@@ -347,7 +347,10 @@ class IntelFPGADriver(base.AcceleratorDriver):
             traits=traits + [common.function_trait(vendor, f)
                              for f in functions],
             attach_handles=[passthrough.pci_handle(function)],
-            attributes=attributes, driver_name='intel')
+            attributes=attributes, driver_name='intel',
+            # Programmed at bind (or through the API) when asked: the
+            # conductor's programming path, not the agent's prepare.
+            preparation=device_tree.Preparation.PROGRAM.value)
 
     def _board(self, card: Card) -> dict[str, str]:
         info = {'ports': ','.join(sorted('%s %s' % (p.function, p.name)

@@ -161,7 +161,8 @@ class XilinxFPGADriver(base.AcceleratorDriver):
             name=passthrough.deployable_name(user.address),
             num_accelerators=1, resource_class=self._rc, traits=traits,
             attach_handles=[passthrough.pci_handle(user.address)],
-            attributes=attributes, driver_name='xilinx')
+            attributes=attributes, driver_name='xilinx',
+            preparation=device_tree.Preparation.PROGRAM.value)
         reasons = self._reasons(mgmt)
         device = passthrough.make_device(mgmt, 'FPGA', 'Xilinx Alveo ' + card,
                                          deployable, healthy=not reasons)

@@ -75,7 +75,7 @@ def test_ofs_card_with_a_programmed_port(conf, tmp_path):
             'attach_handles': [_pci(hosts.DFL_PF)],
             'attributes': {'function_id': hosts.DFL_AFU_ID,
                            'region_id': hosts.DFL_PR_INTERFACE_ID},
-            'driver_name': 'intel'}],
+            'driver_name': 'intel', 'preparation': 'program'}],
         'std_board_info': {
             'vendor_id': '0x8086', 'device_id': '0xbcce',
             'class': '0x120000', 'numa_node': '0',
@@ -254,6 +254,26 @@ def test_program_runs_fpgaconf_and_rereads_the_function(conf, tmp_path,
     [device] = driver.discover()
     assert 'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + NEW_AFU.upper() in \
         device.deployables[0].traits
+
+
+def test_the_gbs_fake_fpgaconf_programs_what_the_image_holds(conf,
+                                                             tmp_path):
+    """The fake the functional tests use: the image's function shows."""
+    tree = hosts.intel_fpga_dfl_host(str(tmp_path / 'host'))
+    tools.write_gbs_fpgaconf(tree.tools_dir, tree.abs(
+        fpga_hosts.afu_id_path(tree, hosts.DFL_PF, 0)))
+    driver = _driver(conf, tree)
+    for afu in (NEW_AFU, hosts.DFL_AFU_ID):
+        image = fpga_hosts.write_gbs(str(tmp_path / (afu + '.gbs')),
+                                     hosts.DFL_PR_INTERFACE_ID, afu)
+        assert driver.program(_cpid(hosts.DFL_PF), image) == afu
+        [device] = driver.discover()
+        assert 'CUSTOM_FPGA_FUNCTION_ID_INTEL_' + afu.upper() in \
+            device.deployables[0].traits
+    not_gbs = tmp_path / 'junk.gbs'
+    not_gbs.write_bytes(b'XeonFPGA\xb7GBSv001' + b'\xff' * 8)
+    with pytest.raises(common.FPGAProgramError):
+        driver.program(_cpid(hosts.DFL_PF), str(not_gbs))
 
 
 def test_program_without_segment_option(conf, tmp_path):

@@ -63,7 +63,7 @@ def test_u250_user_function_is_the_attach_handle(conf, tmp_path):
             'attach_handles': [{'attach_type': 'PCI', 'attach_info':
                                 device_tree.pci_address_info(USER)}],
             'attributes': {'region_id': fpga_hosts.ALVEO_INTERFACE},
-            'driver_name': 'xilinx'}],
+            'driver_name': 'xilinx', 'preparation': 'program'}],
         'std_board_info': {
             'vendor_id': '0x10ee', 'device_id': '0x5004',
             'class': '0x120000', 'numa_node': '1',
