@@ -74,6 +74,14 @@ opts = [
                     'loaded conductor takes (a bind of many requests, '
                     'device profile creation: well under a second '
                     'normally).'),
+    cfg.IntOpt('program_timeout',
+               default=300, min=1,
+               help='Seconds a PATCH /v2/deployables/{uuid}/program waits '
+                    'for the conductor to have the bitstream downloaded and '
+                    'programmed before it answers 503 (the programming may '
+                    'still finish; the deployable shows it). Replaces '
+                    '[api] conductor_timeout for that call only; keep it '
+                    'above [conductor] program_timeout.'),
     cfg.IntOpt('max_accelerators_per_profile',
                default=64, min=1, mutable=True,
                help='Most accelerators one device profile may request in '

@@ -38,8 +38,7 @@ opts = [
                     'an FPGA bitstream from Glance (through its cache) and '
                     'program it before giving up: the bind (or the program '
                     'API call) fails. Keep it below bind_timeout, and the '
-                    "API's [api] conductor_timeout above it for the "
-                    'program API.'),
+                    "API's [api] program_timeout above it."),
 ]
 
 

@@ -22,6 +22,7 @@ from cyborg.api import deployable_program
 from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import deployable as schema
 from cyborg.api import validation
+from cyborg.common import exception
 from cyborg.db import hardware
 from cyborg.db import models
 from cyborg.policies import deployable as policy
@@ -86,6 +87,13 @@ class DeployablesController(routing.Resource):
         uuid = validation.check_uuid(uuid)
         image_uuid = deployable_program.image_uuid(body)
         hardware.deployable_get(context, uuid)
-        pecan.request.conductor_api.deployable_program(context, uuid,
-                                                       image_uuid)
+        # Downloading and programming a bitstream takes far longer than
+        # the other writes [api] conductor_timeout is sized for.
+        conductor = pecan.request.conductor_api.with_timeout(
+            pecan.request.conf.api.program_timeout)
+        try:
+            conductor.deployable_program(context, uuid, image_uuid)
+        except exception.BitstreamNotFound as e:
+            # The image is a value of the body, not the resource: 400.
+            raise exception.Invalid(reason=e.message)
         return base.render(view(hardware.deployable_get(context, uuid)))
