@@ -165,8 +165,10 @@ def vf_utilization(host: sysfs.HostRoot, devices: list[device_tree.Device],
     found = {}
     for device in devices:
         try:
-            drivers = [vf.driver for vf in read_vfs(
-                host, pci.parse_address(device.address))]
+            address = pci.parse_address(device.address)
+            if not pci.exists(host, address):
+                continue  # gone since discovery: nothing to count
+            drivers = [vf.driver for vf in read_vfs(host, address)]
         except errors.HostError:
             continue
         found[device.address] = utilization.vf_usage(drivers,

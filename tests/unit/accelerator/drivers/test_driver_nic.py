@@ -206,3 +206,13 @@ def test_parse_mappings():
     assert {str(k): v for k, v in mappings.by_address.items()} == {
         '0000:5e:00.0': 'physnet2'}
     assert intel.physnet_trait('phys-net.1') == 'CUSTOM_PHYSNET_PHYS_NET_1'
+
+
+def test_utilization_counts_the_vfs_by_driver(conf, tmp_path):
+    """X710: one VF with its iavf netdev (the host's), one on vfio-pci
+    (an instance's); E810: both on iavf."""
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    assert driver.utilization(driver.discover()) == {
+        hosts.X710_PF: {'vfs_total': 2, 'vfs_in_use': 1, 'vfs_host': 1},
+        hosts.E810_PF: {'vfs_total': 2, 'vfs_in_use': 0, 'vfs_host': 2}}
