@@ -109,10 +109,10 @@ class ConductorAPI:
         conductor not upgraded yet) the report goes without it.
         """
         kwargs: dict[str, Any] = {}
-        try:
+        if self._client.can_send_version('1.1'):
             client = self._prepare('report_inventory', '1.1')
             kwargs['utilization'] = utilization or {}
-        except rpc.RPCVersionCapped:
+        else:
             client = self._prepare('report_inventory', '1.0')
         return client.prepare(timeout=REPORT_TIMEOUT).call(
             context, 'report_inventory', host=host, rp_name=rp_name,
