@@ -159,3 +159,16 @@ def test_host_state_reads_a_host_without_devices(database, admin_context):
     assert state.digest == 'empty'
     assert state.devices == {}
     assert inventory_db.host_state(admin_context, 'elsewhere') is None
+
+
+def test_readings_that_stop_are_cleared_with_one_statement(
+        database, admin_context, tree):
+    """Only NULLs to write (every reading stopped): still one UPDATE,
+    which each database types as text."""
+    first, second, _third = _addresses(tree)
+    _apply(admin_context, tree, {first: {'gpu_percent': 1.0},
+                                 second: {'vfs_total': 2}})
+    with _Statements(database) as statements:
+        _apply(admin_context, tree, {})
+    assert statements.count == 2
+    assert [value[0] for value in _stored(database).values()] == [None] * 3
