@@ -22,6 +22,7 @@ from stevedore import named
 from cyborg.accelerator.drivers import base
 from cyborg.common import exception
 from cyborg.domain import device_tree
+from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -82,7 +83,15 @@ class Discovery:
 
     def collect(self) -> tuple[list[dict], list[str]]:
         """The host's tree in wire form and the drivers that failed."""
+        wire, failed, _utilization = self.collect_all()
+        return wire, failed
+
+    def collect_all(self) -> tuple[list[dict], list[str],
+                                   dict[str, utilization_mod.Metrics]]:
+        """The host's tree in wire form, the drivers that failed, and
+        the utilization of its devices (outside the tree)."""
         devices, failed = [], []
+        utilization: dict[str, utilization_mod.Metrics] = {}
         for driver in self._drivers:
             try:
                 found = driver.discover()
@@ -97,15 +106,42 @@ class Discovery:
                 device.driver = driver.name
                 device.health = health.get(device.address, device.health)
             devices.extend(found)
-        return device_tree.tree_to_wire(devices), sorted(failed)
+            utilization.update(self._utilization(driver, found))
+        return (device_tree.tree_to_wire(devices), sorted(failed),
+                utilization)
+
+    def _utilization(self, driver: base.AcceleratorDriver,
+                     found: list[device_tree.Device]
+                     ) -> dict[str, utilization_mod.Metrics]:
+        """The driver's utilization of its devices: only known metrics
+        of devices it reported; nothing when it fails (the tree is sent
+        all the same)."""
+        if not found:
+            return {}
+        try:
+            measured = driver.utilization(found)
+        except Exception:
+            LOG.exception('Driver %s failed to read the utilization of its '
+                          'devices; they are reported without it',
+                          driver.name)
+            return {}
+        addresses = {device.address for device in found}
+        return {address: metrics for address, metrics in
+                utilization_mod.clean_report(measured).items()
+                if address in addresses}
 
     def report(self, context) -> dict | None:
-        """Discover and send one report; None if the conductor is away."""
-        wire, failed = self.collect()
+        """Discover and send one report; None if the conductor is away.
+
+        The digest covers the tree only: a report whose utilization
+        alone changed is an unchanged tree to the conductor.
+        """
+        wire, failed, utilization = self.collect_all()
         digest = device_tree.tree_digest({'devices': wire, 'failed': failed})
         try:
             return self._conductor.report_inventory(
-                context, self.host, self.rp_name, wire, digest, failed)
+                context, self.host, self.rp_name, wire, digest, failed,
+                utilization=utilization)
         except messaging.MessagingTimeout:
             LOG.warning('The conductor did not answer the inventory report '
                         'of %s in time; it is sent again shortly', self.host)

@@ -20,6 +20,8 @@ Versions and what each adds:
 * 2.3 - devices show ``status`` (and the device list filters by it).
 * 2.4 - devices show ``health`` and ``missing``.
 * 2.5 - ARQs show ``bind_error``: why a bind failed.
+* 2.6 - devices show ``utilization``: the latest metrics their agent
+  reported (``metrics``, ``reported_at``), or null.
 """
 
 import functools
@@ -32,7 +34,7 @@ HEADER = 'OpenStack-API-Version'
 ENVIRON_KEY = 'cyborg.api_version'
 
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 5)
+MAX_VERSION = (2, 6)
 
 # ASCII digits, few enough to convert (a longer number names no version).
 _VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)

@@ -25,8 +25,10 @@ import dataclasses
 from typing import Any
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from cyborg.db import inventory as inventory_db
+from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -41,17 +43,51 @@ class ReportOutcome:
 
 
 def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
-          digest: str, failed_drivers: list[str]) -> ReportOutcome:
-    """Apply ``host``'s report unless it was applied already."""
+          digest: str, failed_drivers: list[str],
+          utilization: dict[str, Any] | None = None) -> ReportOutcome:
+    """Apply ``host``'s report unless it was applied already.
+
+    ``utilization`` (None from an agent that does not send it) is kept
+    outside the tree: an unchanged tree whose utilization is unchanged
+    costs the same one read, and a changed utilization one more write,
+    never a diff or a Placement sync.
+    """
+    if utilization is None:
+        return _apply_tree(context, host, rp_name, devices, digest,
+                           failed_drivers)
+    reported = utilization_mod.clean_report(utilization)
+    state = inventory_db.host_state(context, host)
+    changed = False
+    if state is None or state.digest != digest:
+        summary = inventory_db.apply_report(context, host, rp_name, devices,
+                                            digest, failed_drivers)
+        changed = summary is not None
+        _log_summary(host, summary)
+        state = inventory_db.host_state(context, host)
+    values = utilization_mod.changes(state.devices, reported,
+                                     failed_drivers, timeutils.utcnow())
+    if values:
+        inventory_db.store_utilization(context, host, values)
+    return ReportOutcome(changed, state.sync_pending)
+
+
+def _log_summary(host: str, summary) -> None:
+    if summary is not None and summary.changed:
+        LOG.info('Inventory of %s: %d added, %d updated, %d removed, '
+                 '%d kept while in use', host, summary.added,
+                 summary.updated, summary.removed, summary.kept_missing)
+
+
+def _apply_tree(context, host: str, rp_name: str,
+                devices: list[dict[str, Any]], digest: str,
+                failed_drivers: list[str]) -> ReportOutcome:
+    """A report without utilization (an agent older than RPC 1.2)."""
     state = inventory_db.report_state(context, host)
     changed = False
     if state is None or state[0] != digest:
         summary = inventory_db.apply_report(context, host, rp_name, devices,
                                             digest, failed_drivers)
         changed = summary is not None
-        if summary is not None and summary.changed:
-            LOG.info('Inventory of %s: %d added, %d updated, %d removed, '
-                     '%d kept while in use', host, summary.added,
-                     summary.updated, summary.removed, summary.kept_missing)
+        _log_summary(host, summary)
         state = inventory_db.report_state(context, host)
     return ReportOutcome(changed, state[1])

@@ -128,13 +128,16 @@ class ConductorManager:
     @_expected
     def report_inventory(self, context, host: str, rp_name: str,
                          devices: list[dict[str, Any]], digest: str,
-                         failed_drivers: list[str]) -> dict[str, bool]:
+                         failed_drivers: list[str],
+                         utilization: dict[str, Any] | None = None
+                         ) -> dict[str, bool]:
         """Apply an agent's report, then bring Placement in line.
 
-        An unchanged report that left nothing pending costs one read.
+        An unchanged report that left nothing pending costs one read;
+        a changed ``utilization`` (RPC 1.2) one write more.
         """
         outcome = inventory.apply(context, host, rp_name, devices, digest,
-                                  failed_drivers)
+                                  failed_drivers, utilization)
         synced = (not outcome.sync_pending
                   or self.sync_host(context, host))
         return {'changed': outcome.changed, 'synced': synced}

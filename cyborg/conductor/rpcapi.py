@@ -41,6 +41,9 @@ class ConductorAPI:
       attribute_create, attribute_delete, arq_create, arq_bind,
       arq_unbind, arq_delete.
     * 1.1 - Add deployable_program.
+    * 1.2 - report_inventory takes ``utilization`` (``{device address:
+      {metric: value}}``, outside the digest). Capped below 1.2, the
+      agent sends its reports without it.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -98,13 +101,24 @@ class ConductorAPI:
 
     def report_inventory(self, context, host: str, rp_name: str,
                          devices: list[dict[str, Any]], digest: str,
-                         failed_drivers: list[str]) -> dict[str, bool]:
-        """Apply an agent's device tree; see cyborg.conductor.inventory."""
-        client = self._prepare('report_inventory', '1.0').prepare(
-            timeout=REPORT_TIMEOUT)
-        return client.call(context, 'report_inventory', host=host,
-                           rp_name=rp_name, devices=devices, digest=digest,
-                           failed_drivers=failed_drivers)
+                         failed_drivers: list[str],
+                         utilization: dict[str, dict[str, Any]] | None = None
+                         ) -> dict[str, bool]:
+        """Apply an agent's device tree; see cyborg.conductor.inventory.
+
+        ``utilization`` goes with version 1.2; below a cap of 1.2 (a
+        conductor not upgraded yet) the report goes without it.
+        """
+        kwargs: dict[str, Any] = {}
+        if self._client.can_send_version('1.2'):
+            client = self._prepare('report_inventory', '1.2')
+            kwargs['utilization'] = utilization or {}
+        else:
+            client = self._prepare('report_inventory', '1.0')
+        return client.prepare(timeout=REPORT_TIMEOUT).call(
+            context, 'report_inventory', host=host, rp_name=rp_name,
+            devices=devices, digest=digest, failed_drivers=failed_drivers,
+            **kwargs)
 
     def device_set_status(self, context, uuid: str, status: str) -> None:
         return self._prepare('device_set_status', '1.0').call(

@@ -97,6 +97,62 @@ def report_state(context, host: str) -> tuple[str | None, bool] | None:
             row.sync_requested > row.sync_done)
 
 
+@dataclasses.dataclass(frozen=True)
+class HostState:
+    """What one read tells of a host: its last report's digest (None
+    when a released missing device waits for removal), whether its
+    providers wait for a Placement sync, and ``{device address:
+    (driver, stored utilization)}`` of its devices."""
+
+    digest: str | None
+    sync_pending: bool
+    devices: dict[str, tuple[str | None, str | None]]
+
+
+@db_api.main_context_manager.reader.connection
+def host_state(context, host: str) -> HostState | None:
+    """:func:`report_state` and the utilization stored for each of the
+    host's devices, with one statement (the devices are joined)."""
+    reported = DEVICES.alias('reported')
+    rows = context.connection.execute(
+        sa.select(SERVICES.c.report_hash, SERVICES.c.sync_requested,
+                  SERVICES.c.sync_done,
+                  _removal_pending(host).label('removal'),
+                  reported.c.address, reported.c.driver,
+                  reported.c.utilization).select_from(
+            SERVICES.outerjoin(reported, reported.c.hostname ==
+                               SERVICES.c.host)).where(
+            SERVICES.c.host == host,
+            SERVICES.c.binary == constants.BINARY_AGENT)).all()
+    if not rows:
+        return None
+    first = rows[0]
+    return HostState(
+        None if first.removal else first.report_hash,
+        first.sync_requested > first.sync_done,
+        {row.address: (row.driver, row.utilization) for row in rows
+         if row.address is not None})
+
+
+@db_api.connection_writer
+def store_utilization(context, host: str,
+                      values: dict[str, str | None]) -> None:
+    """Write the utilization text (None: none) of some of ``host``'s
+    devices, with one statement. The rows' ``updated_at`` stays: a
+    utilization is not a change of the device."""
+    if not values:
+        return
+    context.connection.execute(
+        sa.update(DEVICES).where(
+            DEVICES.c.hostname == host,
+            DEVICES.c.address.in_(sorted(values))).values(
+            utilization=sa.case(
+                {address: sa.literal(text, sa.Text) if text is not None
+                 else sa.null() for address, text in values.items()},
+                value=DEVICES.c.address),
+            updated_at=DEVICES.c.updated_at))
+
+
 @db_api.connection_writer
 def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,

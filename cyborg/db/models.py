@@ -105,6 +105,10 @@ class Device(Base):
     driver = sa.Column(sa.String(100), nullable=True)
     missing = sa.Column(sa.Boolean, nullable=False, default=False,
                         server_default=sa.false())
+    # The latest utilization its agent reported, as JSON: {"metrics":
+    # {name: value}, "reported_at": ISO time of the report that first
+    # carried these values}; NULL when none was reported.
+    utilization = sa.Column(sa.Text, nullable=True)
 
 
 class Deployable(Base):

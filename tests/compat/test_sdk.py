@@ -29,7 +29,7 @@ from openstack import connection
 from openstack import exceptions as sdk_exc
 
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 5)
+MAX_VERSION = (2, 6)
 MAX = '%d.%d' % MAX_VERSION
 
 

@@ -48,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 API_REF = os.path.join(ROOT, 'api-ref', 'source')
 SAMPLES = os.path.join(API_REF, 'samples')
 WRITE = os.environ.get('CYBORG_WRITE_API_SAMPLES') == '1'
-MICROVERSION = 'accelerator 2.5'
+MICROVERSION = 'accelerator 2.6'
 # What the response samples show as the API's base URL.
 SAMPLE_BASE_URL = 'https://cloud.example.com/accelerator'
 SAMPLE_TIMESTAMP = '2026-01-15T09:30:00.000000+00:00'

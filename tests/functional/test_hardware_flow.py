@@ -185,6 +185,38 @@ def test_devices_of_the_tree_are_reported(flow):
     assert {'nvidia-smi', 'adf_ctl', 'dmesg'} <= ran, ran
 
 
+def _utilization(url: str) -> dict:
+    """Each device's utilization at microversion 2.6, by type and
+    address (from the first control path)."""
+    response = requests.get(url + '/v2/devices', timeout=10, headers={
+        'x-roles': 'admin', 'openstack-api-version': 'accelerator 2.6'})
+    response.raise_for_status()
+    return {d['type'] + ' ' + d['std_board_info']: d['utilization']
+            for d in response.json()['devices']}
+
+
+def test_utilization_is_shown_at_2_6(flow):
+    """The vGPU parent (held by nvidia) as the tree's nvidia-smi measures
+    it; the passthrough GPU (vfio-pci, the guest's) has none; QAT and
+    NIC count their VFs (all pre-bound to vfio-pci in this tree)."""
+    def shown():
+        found = _utilization(flow.url)
+        return found if all(
+            v is not None for k, v in found.items()
+            if 'passthrough' not in k) else None
+    _wait(shown, 'utilization of every measured device', flow.process)
+    found = shown()
+    metrics = sorted(((key.split()[0], value and value['metrics'])
+                      for key, value in found.items()),
+                     key=lambda item: (item[0], item[1] is not None))
+    assert metrics == [
+        ('GPU', None),
+        ('GPU', {'gpu_percent': 0.0, 'memory_total_mib': 15360,
+                 'memory_used_mib': 0}),
+        ('NIC', {'vfs_host': 0, 'vfs_in_use': 4, 'vfs_total': 4}),
+        ('QAT', {'vfs_host': 0, 'vfs_in_use': 4, 'vfs_total': 4})]
+
+
 # (deployable, profile group, allocation candidates query); the nested
 # kinds' deployables are children of their device's deployable.
 KINDS = {

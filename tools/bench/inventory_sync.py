@@ -21,6 +21,11 @@ PostgreSQL, in three phases:
 2. steady state: every host reports the same tree again;
 3. churn: 1% of the hosts change one device.
 
+With ``--utilization`` every report also carries a utilization reading of
+each device (outside the tree's digest), and a fourth phase changes every
+host's readings (the tree unchanged): it must cost one more statement per
+report and no Placement request.
+
 Prints wall time, DB statements and Placement requests per report, and
 the CPU milliseconds per report of the conductor (this process), of
 Placement (all its worker processes) and of PostgreSQL.
@@ -127,8 +132,17 @@ class CPUMeter:
         return result
 
 
+def host_utilization(wire, load: int) -> dict:
+    """A reading of each device of a host's tree: ``load`` percent busy,
+    as a GPU driver reports it."""
+    return {device['address']: {'gpu_percent': float(load),
+                                 'memory_used_mib': 64 * load,
+                                 'memory_total_mib': 15360}
+            for device in wire}
+
+
 def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
-              meter):
+              meter, utilization=None):
     context = cyborg_context.get_admin_context()
     statements, requests = counter.count, client.request_count
     cpu_before = meter.sample()
@@ -138,7 +152,8 @@ def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
         wire = trees[host]
         return conductor_api.report_inventory(
             context, host, host, wire, device_tree.tree_digest(
-                {'devices': wire, 'failed': []}), [])
+                {'devices': wire, 'failed': []}), [],
+            utilization=None if utilization is None else utilization[host])
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(report, hosts))
@@ -165,6 +180,10 @@ def main() -> int:
                         'FPGAs of 4 handles), gpu8 (8 NVIDIA T4s as the '
                         'NVIDIA driver reports them) or qat2x16 (2 QAT PFs '
                         'of 16 VFs, as the QAT driver reports them)')
+    parser.add_argument('--utilization', action='store_true',
+                        help='send a utilization reading of every device '
+                        'with each report, and add a phase whose reports '
+                        'change only the readings')
     parser.add_argument('--workers', type=int, default=8,
                         help='reports sent concurrently (8)')
     bench_placement.add_arguments(parser)
@@ -218,16 +237,25 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
           'Placement and PostgreSQL)')
     trees = {host: host_tree(args) for host in hosts}
     print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+    readings = ({host: host_utilization(trees[host], 10) for host in hosts}
+                if args.utilization else None)
     try:
         run_phase('registration', conductor_api, hosts, trees, args.workers,
-                  counter, client, meter)
+                  counter, client, meter, readings)
         run_phase('steady state', conductor_api, hosts, trees, args.workers,
-                  counter, client, meter)
+                  counter, client, meter, readings)
+        if readings is not None:
+            readings = {host: host_utilization(trees[host], 90)
+                        for host in hosts}
+            run_phase('util changed', conductor_api, hosts, trees,
+                      args.workers, counter, client, meter, readings)
         changed = hosts[::100]
         for host in changed:
             trees[host] = host_tree(args, changed=True)
+            if readings is not None:
+                readings[host] = host_utilization(trees[host], 90)
         run_phase('1% changed', conductor_api, hosts, trees, args.workers,
-                  counter, client, meter)
+                  counter, client, meter, readings)
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     finally:
         conductor.stop()

@@ -21,6 +21,7 @@ A driver turns what it finds on the host into the device trees of
 import abc
 
 from cyborg.domain import device_tree
+from cyborg.domain import utilization as utilization_mod
 
 
 class AcceleratorDriver(abc.ABC):
@@ -40,6 +41,19 @@ class AcceleratorDriver(abc.ABC):
     def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
         """Health per device address; by default what discover said."""
         return {device.address: device.health for device in devices}
+
+    def utilization(self, devices: list[device_tree.Device]
+                    ) -> dict[str, utilization_mod.Metrics]:
+        """Utilization per device address, for the metrics of
+        :mod:`cyborg.domain.utilization` the hardware exposes (by
+        default none).
+
+        Called after :meth:`discover` with its devices. A device the
+        driver cannot measure now (a tool missing or failing, a file
+        absent) is left out; it never makes the report fail. Only reads:
+        nothing here may change a device's settings.
+        """
+        return {}
 
     def program(self, controlpath: device_tree.ControlPathID,
                 image_path: str) -> None:

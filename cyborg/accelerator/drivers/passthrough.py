@@ -29,6 +29,7 @@ from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
+from cyborg.domain import utilization
 
 _HEX_ID = re.compile(r'^(?:0x)?([0-9a-f]{4})$')
 VENDOR_NAMES = {0x8086: 'INTEL', 0x15b3: 'MELLANOX', 0x1bd4: 'INSPUR',
@@ -173,6 +174,32 @@ def read_vfs(host: sysfs.HostRoot,
             found.append(pci.read_device(host, address))
         except errors.DeviceNotFound:
             continue
+    return found
+
+
+#: The drivers that hold a VF for an instance (libvirt binds a VF to
+#: vfio-pci when it attaches it, and gives it back at detach).
+VFIO_DRIVERS = frozenset(['vfio-pci'])
+
+
+def vf_utilization(host: sysfs.HostRoot, devices: list[device_tree.Device],
+                   passthrough_drivers: frozenset[str] = VFIO_DRIVERS
+                   ) -> dict[str, utilization.Metrics]:
+    """VFs enabled, in use by instances (bound to one of
+    ``passthrough_drivers``) and in use by the host (bound to another
+    driver), per physical function; a PF whose VFs cannot be read now
+    is left out."""
+    found = {}
+    for device in devices:
+        try:
+            address = pci.parse_address(device.address)
+            if not pci.exists(host, address):
+                continue  # gone since discovery: nothing to count
+            drivers = [vf.driver for vf in read_vfs(host, address)]
+        except errors.HostError:
+            continue
+        found[device.address] = utilization.vf_usage(drivers,
+                                                     passthrough_drivers)
     return found
 
 

@@ -219,3 +219,64 @@ def test_service_waits_for_the_first_runs_of_all_its_tasks(monkeypatch):
     assert not svc.wait_first_runs(0.05)  # slow has not run
     slow.first_run_done.set()
     assert svc.wait_first_runs(0.05)
+
+
+class Measured(fake.FakeDriver):
+    """The fake driver, measuring its devices with ``readings``."""
+
+    name = 'fake_driver'
+
+    def __init__(self, conf, readings):
+        super().__init__(conf)
+        self.readings = readings
+
+    def utilization(self, devices):
+        if isinstance(self.readings, Exception):
+            raise self.readings
+        return self.readings
+
+
+def _sent(conductor):
+    """(digest, utilization) of the last report sent."""
+    call = conductor.report_inventory.call_args
+    return call[0][4], call[1]['utilization']
+
+
+def test_utilization_is_sent_outside_the_digest(conf):
+    """Only the utilization changed: same digest (no diff, no Placement
+    call at the conductor), the new readings go with it."""
+    conductor = mock.Mock()
+    driver = Measured(conf, {})
+    finder = discovery.Discovery('h1', 'h1', [driver], conductor)
+    address = driver.discover()[0].address
+    driver.readings = {address: {'gpu_percent': 10}}
+    finder.report(mock.sentinel.context)
+    first_digest, first = _sent(conductor)
+    driver.readings = {address: {'gpu_percent': 90, 'memory_used_mib': 5}}
+    finder.report(mock.sentinel.context)
+    digest, utilization = _sent(conductor)
+    assert digest == first_digest
+    assert first == {address: {'gpu_percent': 10.0}}
+    assert utilization == {address: {'gpu_percent': 90.0,
+                                     'memory_used_mib': 5}}
+
+
+def test_only_known_metrics_of_the_drivers_devices_are_sent(conf):
+    conductor = mock.Mock()
+    driver = Measured(conf, {})
+    address = driver.discover()[0].address
+    driver.readings = {
+        address: {'gpu_percent': 101, 'memory_used_mib': -1,
+                  'vfs_in_use': 1.5, 'temperature': 40, 'vfs_total': 4},
+        '0000:99:00.0': {'gpu_percent': 1}}  # not one of its devices
+    discovery.Discovery('h1', 'h1', [driver], conductor).report(None)
+    assert _sent(conductor)[1] == {address: {'vfs_total': 4}}
+
+
+def test_a_failing_utilization_costs_only_the_utilization(conf, caplog):
+    conductor = mock.Mock()
+    driver = Measured(conf, RuntimeError('nvidia-smi exploded'))
+    finder = discovery.Discovery('h1', 'h1', [driver], conductor)
+    wire, failed, utilization = finder.collect_all()
+    assert (len(wire), failed, utilization) == (1, [], {})
+    assert 'failed to read the utilization' in caplog.text

@@ -35,7 +35,7 @@ from cyborg import context as cyborg_context
 #: in a later version goes here with it.
 CONDUCTOR_METHODS = {
     'device_profile_create': '1.0', 'device_profile_delete': '1.0',
-    'service_heartbeat': '1.0', 'report_inventory': '1.0',
+    'service_heartbeat': '1.0', 'report_inventory': '1.2',
     'device_set_status': '1.0', 'attribute_create': '1.0',
     'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
     'arq_unbind': '1.0', 'arq_delete': '1.0',
@@ -101,6 +101,7 @@ class _Recorder:
 
     def call(self, context, method, **kwargs):
         self._send(method)
+        self.options.setdefault('kwargs', []).append(kwargs)
 
     def cast(self, context, method, **kwargs):
         self._send(method)
@@ -170,6 +171,26 @@ def test_no_cap_by_default(conf, monkeypatch):
 def test_an_invalid_cap_is_refused(conf):
     with pytest.raises(ValueError):
         conf.set_override('agent', 'newest', group='upgrade_levels')
+
+
+@pytest.mark.parametrize('cap,version,sent', [
+    (None, '1.2', {'utilization': {'0000:3b:00.0': {'gpu_percent': 5.0}}}),
+    ('1.2', '1.2', {'utilization': {'0000:3b:00.0': {'gpu_percent': 5.0}}}),
+    ('1.1', '1.0', {}),
+    ('1.0', '1.0', {})])
+def test_report_inventory_sends_utilization_from_1_2(monkeypatch, cap,
+                                                      version, sent):
+    """A conductor not upgraded yet ([upgrade_levels] conductor = 1.0)
+    still gets the agent's reports, without their utilization."""
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
+    api.report_inventory(None, 'h', 'h.example', [], 'digest', [],
+                         utilization={'0000:3b:00.0': {'gpu_percent': 5.0}})
+    [(method, sent_version, options)] = clients[0].sent
+    assert (method, sent_version) == ('report_inventory', version)
+    [kwargs] = options['kwargs']
+    assert {k: v for k, v in kwargs.items() if k == 'utilization'} == sent
+    assert kwargs['digest'] == 'digest'
 
 
 def test_program_is_capped_below_1_1(monkeypatch):

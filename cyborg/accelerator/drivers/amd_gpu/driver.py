@@ -37,11 +37,13 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import gpu_passthrough
 from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
 from cyborg.accelerator.drivers.gpu_passthrough import trait
+from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
+from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ OWNER_TRAIT = resource_names.OWNER_TRAIT
 VENDOR_TRAIT = 'CUSTOM_GPU_AMD'
 MODE_PASSTHROUGH = 'passthrough'
 MODE_MXGPU = 'mxgpu'
+MIB = 1024 * 1024
 # Names of the boards the hardware notes list (pci.ids spelling).
 MODELS = {
     0x6929: 'FirePro S7150', 0x6860: 'Radeon Instinct MI25',
@@ -181,3 +184,42 @@ class AmdGpuDriver(base.AcceleratorDriver):
                 mode == MODE_PASSTHROUGH and driver not in [None, *allowed]):
             return device_tree.Health.UNHEALTHY.value
         return device_tree.Health.HEALTHY.value
+
+    def utilization(self, devices: list[device_tree.Device]
+                    ) -> dict[str, utilization_mod.Metrics]:
+        """What amdgpu exposes in sysfs while it holds the GPU
+        (``gpu_busy_percent``, ``mem_info_vram_used``/``_total`` in
+        bytes), and the VFs in use of an MxGPU GPU; a file that is
+        absent or unreadable gives no metric."""
+        found = {}
+        for device in devices:
+            metrics = self._amdgpu_metrics(device.address)
+            if (device.std_board_info or {}).get('mode') == MODE_MXGPU:
+                metrics.update(utilization_mod.vf_usage(
+                    [pci.driver(self._host, vf) for vf in
+                     sriov.vfs(self._host, device.address)],
+                    frozenset(self._conf.amd_gpu.vf_drivers)))
+            if metrics:
+                found[device.address] = metrics
+        return found
+
+    def _amdgpu_metrics(self, address: str) -> utilization_mod.Metrics:
+        def read(name: str) -> int | None:
+            try:
+                return sysfs.read_int(self._host,
+                                      pci.device_path(address, name))
+            except host_errors.HostError:
+                return None  # EBUSY while the GPU sleeps, or garbage
+
+        metrics: utilization_mod.Metrics = {}
+        busy = read('gpu_busy_percent')
+        if busy is not None:
+            metrics[utilization_mod.GPU_PERCENT.name] = float(busy)
+        for metric, name in ((utilization_mod.MEMORY_USED_MIB,
+                              'mem_info_vram_used'),
+                             (utilization_mod.MEMORY_TOTAL_MIB,
+                              'mem_info_vram_total')):
+            value = read(name)
+            if value is not None:
+                metrics[metric.name] = value // MIB
+        return utilization_mod.clean(metrics)

@@ -298,6 +298,13 @@ class IntelNICDriver(base.AcceleratorDriver):
             [passthrough.pci_handle(vf, **extra) for vf in vfs],
             vendor.lower(), device_tree.Preparation.VF.value)
 
+    def utilization(self, devices: list[device_tree.Device]
+                    ) -> dict[str, dict[str, int | float]]:
+        """Per PF: VFs enabled, VFs on vfio-pci (given to instances) and
+        VFs on a host driver (``iavf``, ``mlx5_core``: netdevs of the
+        host)."""
+        return passthrough.vf_utilization(self._host, devices)
+
     def _healthy(self, pf: pci.PCIDevice, ifnames: list[str]) -> bool:
         states = [sysfs.read_text(self._host, pci.device_path(
             pf.address, 'net', ifname, 'operstate')) for ifname in ifnames]

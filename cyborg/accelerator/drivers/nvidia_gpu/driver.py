@@ -455,6 +455,24 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                      address)
         return device_tree.Health.HEALTHY.value
 
+    # Utilization --------------------------------------------------------
+
+    def utilization(self, devices: list[device_tree.Device]
+                    ) -> dict[str, dict[str, int | float]]:
+        """GPU busy percentage and memory from nvidia-smi, for the GPUs
+        the nvidia driver holds (a passthrough GPU on vfio-pci has no
+        reading on the host); nothing when nvidia-smi cannot tell."""
+        held = [d for d in devices if self._held_by_nvidia(d)]
+        if not held:
+            return {}
+        rows = gpu_health.gpu_utilization(self._runner, self._smi_timeout)
+        found = {}
+        for device in held:
+            metrics = rows.get(pci.parse_address(device.address))
+            if metrics:
+                found[device.address] = metrics
+        return found
+
     # Preparation ------------------------------------------------------------
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,

@@ -130,6 +130,40 @@ def gpu_names(runner: runner_mod.Runner, timeout: float
             if values[0]}
 
 
+#: The utilization query (read-only), after ``pci.bus_id``.
+UTILIZATION_FIELDS = ('utilization.gpu', 'memory.used', 'memory.total')
+
+
+def _number(value: str | None, kind: type) -> int | float | None:
+    """A value of ``nounits`` output; None for ``[N/A]``,
+    ``[Not Supported]`` and anything else that is not a number."""
+    try:
+        return kind(value or '')
+    except ValueError:
+        return None
+
+
+def gpu_utilization(runner: runner_mod.Runner, timeout: float
+                    ) -> dict[pci.PCIAddress, dict[str, int | float]]:
+    """``gpu_percent``, ``memory_used_mib`` and ``memory_total_mib`` per
+    GPU address from ``nvidia-smi --query-gpu=pci.bus_id,
+    utilization.gpu,memory.used,memory.total``; a value nvidia-smi does
+    not support is left out, and {} when the tool cannot tell."""
+    try:
+        rows = _query(runner, UTILIZATION_FIELDS, timeout)
+    except ToolUnusable:
+        return {}
+    found = {}
+    for address, (busy, used, total) in rows.items():
+        metrics = {name: value for name, value in (
+            ('gpu_percent', _number(busy, float)),
+            ('memory_used_mib', _number(used, int)),
+            ('memory_total_mib', _number(total, int))) if value is not None}
+        if metrics:
+            found[address] = metrics
+    return found
+
+
 def parse_xids(text: str) -> dict[tuple[int, int, int], set[int]]:
     """Xid codes by (domain, bus, slot) from kernel log lines
     ``NVRM: Xid (PCI:0000:3b:00): 79, ...`` (no function)."""

@@ -191,6 +191,13 @@ class IntelQATDriver(base.AcceleratorDriver):
         return passthrough.make_device(pf, 'QAT', 'QAT ' + generation.model,
                                        deployable, healthy)
 
+    def utilization(self, devices: list[device_tree.Device]
+                    ) -> dict[str, dict[str, int | float]]:
+        """Per PF: VFs enabled, VFs on one of ``vf_drivers`` (vfio-pci:
+        given to instances) and VFs on a host driver (``c6xxvf``)."""
+        return passthrough.vf_utilization(self._host, devices,
+                                          self._vf_drivers)
+
     def _attachable(self, vf: pci.PCIDevice) -> bool:
         if vf.driver is None or vf.driver in self._vf_drivers:
             return True

@@ -21,12 +21,16 @@ from cyborg.api.schemas import device as schema
 from cyborg.db import hardware
 from cyborg.db import models
 from cyborg.domain import devices
+from cyborg.domain import utilization
 from cyborg.policies import device as policy
 
 COLLECTION = 'devices'
 STATUS_VERSION = (2, 3)
 HEALTH_VERSION = (2, 4)
-_COLUMNS = frozenset(c.name for c in models.Device.__table__.columns)
+UTILIZATION_VERSION = (2, 6)
+# Sort keys: every column but the utilization document.
+_COLUMNS = frozenset(c.name for c in models.Device.__table__.columns
+                     ) - {'utilization'}
 
 
 def view(device: dict) -> dict:
@@ -45,6 +49,9 @@ def view(device: dict) -> dict:
     if base.version_at_least(HEALTH_VERSION):
         result['health'] = device['health']
         result['missing'] = device['missing']
+    if base.version_at_least(UTILIZATION_VERSION):
+        result['utilization'] = utilization.from_stored(
+            device.get('utilization'))
     return result
 
 

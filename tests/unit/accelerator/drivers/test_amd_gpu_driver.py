@@ -174,3 +174,30 @@ def test_the_agent_loads_the_driver(make):
     assert isinstance(driver, amd.AmdGpuDriver)
     wire, failed = discovery.Discovery('h1', 'h1', [driver], None).collect()
     assert failed == [] and len(wire) == 2
+
+
+# Utilization --------------------------------------------------------------
+
+def test_utilization_of_mxgpu_vfs_and_amdgpu_sysfs(make):
+    """The S7150's VFs by driver; the V520, held by amdgpu (allowed
+    here), shows what amdgpu's sysfs files say (VRAM in bytes)."""
+    tree, conf = make('[amd_gpu]\npassthrough_drivers = vfio-pci,amdgpu\n')
+    tree.write(tree.dev(hosts.V520, 'gpu_busy_percent'), '12')
+    tree.write(tree.dev(hosts.V520, 'mem_info_vram_used'), str(512 << 20))
+    tree.write(tree.dev(hosts.V520, 'mem_info_vram_total'), str(8 << 30))
+    driver = amd.AmdGpuDriver(conf)
+    assert driver.utilization(driver.discover()) == {
+        hosts.S7150: {'vfs_total': 4, 'vfs_in_use': 2, 'vfs_host': 1},
+        hosts.V520: {'gpu_percent': 12.0, 'memory_used_mib': 512,
+                     'memory_total_mib': 8192}}
+
+
+def test_unreadable_amdgpu_files_give_no_metric(make):
+    tree, conf = make('[amd_gpu]\npassthrough_drivers = vfio-pci,amdgpu\n')
+    tree.write(tree.dev(hosts.V520, 'gpu_busy_percent'), 'busy')
+    tree.write(tree.dev(hosts.V520, 'mem_info_vram_total'), str(8 << 30))
+    driver = amd.AmdGpuDriver(conf)
+    found = driver.utilization(driver.discover())
+    assert found[hosts.V520] == {'memory_total_mib': 8192}
+    # The MI210 on vfio-pci belongs to its guest: nothing to read.
+    assert hosts.MI210 not in found

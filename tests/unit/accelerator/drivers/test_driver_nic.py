@@ -382,3 +382,13 @@ def test_bad_vf_vlans_stop_the_start(conf, tmp_path, value, message):
         _prepared_driver(conf, tree, vf_vlans=value)
     assert '[intel_nic_driver] vf_vlans: ' in str(error.value)
     assert message in str(error.value)
+
+
+def test_utilization_counts_the_vfs_by_driver(conf, tmp_path):
+    """X710: one VF with its iavf netdev (the host's), one on vfio-pci
+    (an instance's); E810: both on iavf."""
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    assert driver.utilization(driver.discover()) == {
+        hosts.X710_PF: {'vfs_total': 2, 'vfs_in_use': 1, 'vfs_host': 1},
+        hosts.E810_PF: {'vfs_total': 2, 'vfs_in_use': 0, 'vfs_host': 2}}

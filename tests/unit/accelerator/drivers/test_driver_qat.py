@@ -245,3 +245,22 @@ def test_vfs_declare_no_preparation_and_the_hooks_change_nothing(
         driver.prepare_attach_handle(handle, 'unused')
         driver.release_attach_handle(handle, 'unused')
     assert _snapshot(tree.root) == before
+
+
+def test_utilization_counts_the_vfs_by_driver(conf, tmp_path):
+    """One VF on vfio-pci (an instance's), three unbound (free)."""
+    tree = hosts.qat_4xxx_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    assert driver.utilization(driver.discover()) == {hosts.QAT_PF: {
+        'vfs_total': 4, 'vfs_in_use': 1, 'vfs_host': 0}}
+    tree.bind(hosts.QAT_VFS[1], 'qat_vfio_pci')
+    assert driver.utilization(driver.discover()) == {hosts.QAT_PF: {
+        'vfs_total': 4, 'vfs_in_use': 2, 'vfs_host': 0}}
+
+
+def test_utilization_of_a_pf_gone_meanwhile_is_left_out(conf, tmp_path):
+    tree = hosts.qat_4xxx_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    devices = driver.discover()
+    tree.remove_pci(hosts.QAT_PF)
+    assert driver.utilization(devices) == {}

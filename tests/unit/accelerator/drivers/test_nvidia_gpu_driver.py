@@ -810,3 +810,62 @@ def test_placement_accepts_every_name(make, builder, ini):
             assert (dep.num_accelerators, dep.attach_handles) == (0, [])
         else:
             assert 0 < dep.num_accelerators <= len(dep.attach_handles)
+
+
+# Utilization --------------------------------------------------------------
+
+UTILIZATION_QUERY = ['nvidia-smi', '--query-gpu=pci.bus_id,utilization.gpu,'
+                     'memory.used,memory.total',
+                     '--format=csv,noheader,nounits']
+
+
+def _utilization(tree, conf):
+    driver = driver_for(tree, conf)
+    return driver.utilization(driver.discover())
+
+
+def test_utilization_from_nvidia_smi(make):
+    tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
+    assert _utilization(tree, conf) == {hosts.VGPU_PARENT: {
+        'gpu_percent': 37.0, 'memory_used_mib': 1024,
+        'memory_total_mib': 15360}}
+    assert UTILIZATION_QUERY in tools.calls(tree.tools_dir)
+
+
+def test_unsupported_utilization_values_are_left_out(make):
+    tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
+    tools.write_nvidia_smi(tree.tools_dir, _t4_gpus(
+        utilization_gpu='[N/A]', memory_used='[Not Supported]'))
+    assert _utilization(tree, conf) == {hosts.VGPU_PARENT: {
+        'memory_total_mib': 15360}}
+
+
+@pytest.mark.parametrize('reply', [
+    tools.Reply(stdout='Field "utilization.gpu" is not a valid field to '
+                'query.\n\n', rc=2),
+    tools.Reply(stdout='garbage\n'),
+    None,  # no nvidia-smi at all
+])
+def test_no_utilization_when_nvidia_smi_cannot_tell(make, reply):
+    tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
+    if reply is None:
+        tree.remove('usr/bin/nvidia-smi')
+    else:
+        tools.write_tool(tree.tools_dir, 'nvidia-smi', {
+            **tools.health_replies(_t4_gpus()),
+            tuple(UTILIZATION_QUERY[1:]): reply})
+    assert _utilization(tree, conf) == {}
+
+
+def test_passthrough_gpus_are_not_measured(make):
+    """A GPU on vfio-pci is the guest's: the host's nvidia-smi does not
+    see it, so it is not even asked."""
+    tree, conf = make(hosts.nvidia_gpu_host,
+                      '[nvidia_gpu]\npassthrough_drivers = vfio-pci\n')
+    tree.bind(hosts.PGPU, 'vfio-pci')
+    tree.bind(hosts.VGPU_PARENT, 'vfio-pci')
+    driver = driver_for(tree, conf)
+    devices = driver.discover()
+    assert devices
+    assert driver.utilization(devices) == {}
+    assert UTILIZATION_QUERY not in tools.calls(tree.tools_dir)
