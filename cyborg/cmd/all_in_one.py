@@ -19,9 +19,11 @@ host, as nova-compute would. Everything else comes from --config-file.
 
 --host-root DIR sets ``[agent] host_root``: the drivers read their
 hardware under DIR. --demo-hardware builds a demo host (two NVIDIA GPUs,
-a QAT with 4 VFs, a NIC with 4 VFs on physnet1, fake vendor commands) in
-the state directory, enables the matching drivers and runs a stand-in
-for the kernel that makes the vGPUs the driver creates appear.
+a QAT with 4 VFs, a NIC with 4 VFs on physnet1, an Intel FPGA, fake
+vendor commands) in the state directory, enables the matching drivers and
+runs a stand-in for the kernel that makes the vGPUs the driver creates
+appear; unless told otherwise, it serves the demo FPGA's bitstreams (gzip,
+aes) as --bitstream-dir would.
 
 FPGA bitstreams come from Glance: --glance-url URL points ``[glance]`` at
 a Glance reached without keystone; --bitstream-dir DIR serves the images
@@ -72,8 +74,10 @@ CONDUCTOR_PLACEMENT_ROLES = ('admin', 'service')
 # finds the host's devices already listed.
 FIRST_REPORT_TIMEOUT = 60
 
-# Where --demo-hardware builds its host, under the state directory.
+# Where --demo-hardware builds its host, and writes the bitstreams of its
+# FPGA, under the state directory.
 DEMO_DIR = 'demo-host'
+DEMO_BITSTREAMS_DIR = 'demo-bitstreams'
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser('~'), '.local', 'share',
                                  'cyborg')
@@ -119,6 +123,9 @@ group asks to get each:
   {qat}  Intel QAT 4xxx, 4 VFs           resources:CUSTOM_QAT=1
   {nic}  Intel E810, 4 VFs               resources:CUSTOM_NIC=1,
                 on {physnet}                 trait:{ptrait}=required
+  {fpga}  Intel FPGA N6000 (DFL)         resources:FPGA=1,
+                programmed at bind with      accel:function_name=gzip
+                the bitstream of a function  (or aes)
 
 Ask Placement where a QAT VF fits:
 
@@ -158,9 +165,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                                  'admin guide) as a local Glance on '
                                  'loopback, and find bitstreams there.')
     hardware.add_argument('--demo-hardware', action='store_true',
-                          help='Build a demo host (GPUs, QAT, NIC) in the '
-                               'state directory and report it with the '
-                               'real drivers.')
+                          help='Build a demo host (GPUs, QAT, NIC, FPGA) '
+                               'in the state directory and report it with '
+                               'the real drivers.')
     return parser.parse_known_args(argv)
 
 
@@ -191,6 +198,7 @@ def _examples(kernel: demo_host.DemoKernel | None, placement: str) -> str:
         vgpu=demo_host.DEMO_VGPU_PARENT, vtype=demo_host.DEMO_VGPU_TYPE,
         vtrait=demo_host.DEMO_VGPU_TRAIT, qat=demo_host.DEMO_QAT_PF,
         nic=demo_host.DEMO_NIC_PF, physnet=demo_host.DEMO_PHYSNET,
+        fpga=demo_host.DEMO_FPGA_PF,
         ptrait=demo_host.DEMO_PHYSNET_TRAIT, placement=placement)
 
 
@@ -230,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         CONF.set_override('host_root', os.path.abspath(args.host_root),
                           group='agent')
     kernel = _set_demo_hardware(state_dir) if args.demo_hardware else None
+    if args.demo_hardware and not (args.glance_url or args.bitstream_dir):
+        # The demo FPGA's bitstreams, served as --bitstream-dir would.
+        args.bitstream_dir = os.path.join(state_dir, DEMO_BITSTREAMS_DIR)
+        demo_host.write_bitstreams(args.bitstream_dir)
     try:
         images = _set_bitstream_source(args)
     except exception.ConfigInvalid as e:

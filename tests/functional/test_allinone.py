@@ -271,13 +271,14 @@ def demo_allinone(work_dir):
 def test_demo_lists_its_hardware_and_says_what_to_ask(demo_allinone):
     devices = conftest.api_devices(demo_allinone.url)
     assert sorted((d['type'], d['model']) for d in devices) == [
-        ('GPU', 'Tesla T4'), ('GPU', 'Tesla T4'), ('NIC', 'E810-C'),
-        ('QAT', 'QAT 4xxx')]
+        ('FPGA', 'Intel FPGA N6000'), ('GPU', 'Tesla T4'),
+        ('GPU', 'Tesla T4'), ('NIC', 'E810-C'), ('QAT', 'QAT 4xxx')]
     text = demo_allinone.processes[0].log_text()
     for asked in ('resources:PGPU=1', 'resources:VGPU=1',
                   'trait:%s=required' % demo_host.DEMO_VGPU_TRAIT,
                   'resources:CUSTOM_QAT=1', 'resources:CUSTOM_NIC=1',
-                  'trait:%s=required' % demo_host.DEMO_PHYSNET_TRAIT):
+                  'trait:%s=required' % demo_host.DEMO_PHYSNET_TRAIT,
+                  'resources:FPGA=1', 'accel:function_name=gzip'):
         assert asked in text
 
 
@@ -297,23 +298,21 @@ def test_demo_allocation_candidates_find_a_qat_vf(demo_allinone):
         'capacity': 4, 'used': 0}
 
 
-def test_demo_makes_the_vgpu_a_bind_creates(demo_allinone):
-    """The demo's kernel stand-in: the mdev the driver creates on bind
-    appears in the demo host, and goes on delete."""
-    api = demo_allinone.url + '/v2'
+def _demo_bind(demo, name: str, group: dict, deployable: str
+               ) -> tuple[dict, str]:
+    """Create a one-group profile and its ARQ and bind it on the demo's
+    ``deployable`` as Nova would: the Bound ARQ and its instance."""
+    api = demo.url + '/v2'
     rp = {d['name']: d['rp_uuid'] for d in requests.get(
-        api + '/deployables', timeout=10).json()['deployables']}[
-        '0000_d8_00_0_' + demo_host.DEMO_VGPU_TYPE]
+        api + '/deployables', timeout=10).json()['deployables']}[deployable]
     response = requests.post(api + '/device_profiles', timeout=30, json=[{
-        'name': 'demo-vgpu', 'groups': [{
-            'resources:VGPU': '1',
-            'trait:' + demo_host.DEMO_VGPU_TRAIT: 'required'}]}])
+        'name': name, 'groups': [group]}])
     assert response.status_code == 201, response.text
     response = requests.post(api + '/accelerator_requests', timeout=30,
-                             json={'device_profile_name': 'demo-vgpu'})
+                             json={'device_profile_name': name})
     assert response.status_code == 201, response.text
     (arq,) = response.json()['arqs']
-    hostname = conftest.api_devices(demo_allinone.url)[0]['hostname']
+    hostname = conftest.api_devices(demo.url)[0]['hostname']
     instance = str(uuid.uuid4())
     response = requests.patch(
         api + '/accelerator_requests', headers=SERVICE, timeout=30,
@@ -329,14 +328,56 @@ def test_demo_makes_the_vgpu_a_bind_creates(demo_allinone):
         return arqs[0] if arqs[0]['state'] == 'Bound' else None
 
     arq = _wait(bound)
-    assert arq, demo_allinone.logs()
+    assert arq, demo.logs()
+    return arq, instance
+
+
+def _demo_delete(demo, instance: str) -> None:
+    response = requests.delete(demo.url + '/v2/accelerator_requests',
+                               params={'instance': instance},
+                               headers=SERVICE, timeout=30)
+    assert response.status_code == 204, response.text
+
+
+def test_demo_makes_the_vgpu_a_bind_creates(demo_allinone):
+    """The demo's kernel stand-in: the mdev the driver creates on bind
+    appears in the demo host, and goes on delete."""
+    arq, instance = _demo_bind(
+        demo_allinone, 'demo-vgpu',
+        {'resources:VGPU': '1',
+         'trait:' + demo_host.DEMO_VGPU_TRAIT: 'required'},
+        '0000_d8_00_0_' + demo_host.DEMO_VGPU_TYPE)
     mdevs = os.path.join(demo_allinone.processes[0].work_dir, 'state',
                          'demo-host', 'sys', 'bus', 'mdev', 'devices')
     mdev = os.path.join(mdevs, arq['attach_handle_uuid'])
     assert _wait(lambda: os.path.isdir(mdev)), demo_allinone.logs()
-    response = requests.delete(api + '/accelerator_requests',
-                               params={'instance': instance},
-                               headers=SERVICE, timeout=30)
-    assert response.status_code == 204, response.text
+    _demo_delete(demo_allinone, instance)
     assert _wait(lambda: not os.path.lexists(mdev)), demo_allinone.logs()
+    demo_allinone.check_alive()
+
+
+def test_demo_programs_the_fpga_with_the_function_a_profile_asks(
+        demo_allinone):
+    """The README's FPGA walk-through: a profile asking for the gzip
+    function; the bind finds the demo's gzip bitstream in the served
+    bitstream directory, programs it (the fake fpgaconf writes its
+    accelerator id to the port's afu_id) and binds."""
+    gzip_afu = demo_host.DEMO_BITSTREAMS['gzip'][0]
+    arq, instance = _demo_bind(
+        demo_allinone, 'demo-gzip',
+        {'resources:FPGA': '1', 'accel:function_name': 'gzip'},
+        '0000_5e_00_0')
+    afu_id = os.path.join(
+        demo_allinone.processes[0].work_dir, 'state', 'demo-host', 'sys',
+        'bus', 'pci', 'devices', demo_host.DEMO_FPGA_PF, 'fpga_region',
+        'region0', 'dfl-port.0', 'afu_id')
+    with open(afu_id) as f:
+        assert f.read().strip() == gzip_afu
+    (fpga,) = [d for d in requests.get(
+        demo_allinone.url + '/v2/deployables', timeout=10,
+        headers={'x-roles': 'admin'}).json()['deployables']
+        if d['name'] == '0000_5e_00_0']
+    assert fpga['bitstream_id'] is not None
+    assert arq['attach_handle_type'] == 'PCI'
+    _demo_delete(demo_allinone, instance)
     demo_allinone.check_alive()

@@ -39,6 +39,7 @@ that applies such writes (:meth:`HostTree.settle`) every
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -66,11 +67,25 @@ DEMO_NIC_IFNAME = 'ens801f0'
 DEMO_VLAN = 100
 DEMO_PHYSNET = 'physnet1'
 DEMO_PHYSNET_TRAIT = 'CUSTOM_PHYSNET_PHYSNET1'
+DEMO_FPGA_PF = '0000:5e:00.0'
+DEMO_FPGA_DEVICE = 0xbcce
+DEMO_FPGA_BITSTREAM = 0x2300011001030f
+DEMO_FPGA_AFU = '9aeffe5f84570612c6d23bb2fb5c8a63'
+DEMO_FPGA_INTERFACE = 'f3c9941350814aadbced07eb84a6d0bb'
+# Function name -> (accelerator id, bitstream uuid) of the demo images.
+DEMO_BITSTREAMS = {
+    'gzip': ('d8424dc4a4a3c413f89e433683f9040b',
+             '6e1a1d2b7c3f4a5e9b8d0c1f2e3a4b5c'),
+    'aes': ('3afb0c1d2e3f40516273849506a7b8c9',
+            '7f2b2e3c8d404b6fac9e1d203f4b5c6d'),
+}
+CLASS_ACCELERATOR = 0x120000
 
 GPU_UUIDS = {DEMO_PGPU: 'GPU-3a1f9e02-4c11-4b8a-9e2d-7f6b1c0a55e0',
              DEMO_VGPU_PARENT: 'GPU-3a1f9e02-4c11-4b8a-9e2d-7f6b1c0a55e1'}
 
-DRIVERS = ['nvidia_gpu_driver', 'intel_qat_driver', 'intel_nic_driver']
+DRIVERS = ['nvidia_gpu_driver', 'intel_qat_driver', 'intel_nic_driver',
+           'intel_fpga_driver']
 
 # {group: {option: value}}: what the demo tree needs beyond
 # [agent] host_root and enabled_drivers.
@@ -92,6 +107,7 @@ def build(root: str) -> HostTree:
     add_gpus(tree)
     add_qat(tree)
     add_nic(tree)
+    add_fpga(tree)
     fake_tools.write_dmesg(tree.tools_dir, [])
     fake_tools.write_lspci(tree.tools_dir, [
         (f.address, f.vendor, f.device, f.class_code, 0)
@@ -147,6 +163,43 @@ def add_nic(tree: HostTree) -> None:
     fake_tools.write_tool(tree.tools_dir, 'ip', {
         tuple(vf_vlan_args(index, vlan)): fake_tools.Reply()
         for index in range(len(DEMO_NIC_VFS)) for vlan in (DEMO_VLAN, 0)})
+
+
+def add_fpga(tree: HostTree) -> None:
+    """An OFS N6000 on dfl-pci running ``DEMO_FPGA_AFU``, with the
+    ``fpgainfo`` that describes it and an ``fpgaconf`` that programs
+    what a GBS image holds (its accelerator id becomes the port's
+    ``afu_id``)."""
+    tree.add_pci(DEMO_FPGA_PF, INTEL, DEMO_FPGA_DEVICE, CLASS_ACCELERATOR,
+                 subsystem=(INTEL, 0x1770), numa_node=0, driver='dfl-pci',
+                 revision=0x01)
+    tree.add_dfl_fpga(DEMO_FPGA_PF, DEMO_FPGA_BITSTREAM, DEMO_FPGA_AFU,
+                      DEMO_FPGA_INTERFACE)
+    fake_tools.write_tool(tree.tools_dir, 'fpgainfo', {
+        ('fme',): fake_tools.Reply(fake_tools.fpgainfo_fme(
+            DEMO_FPGA_PF, DEMO_FPGA_DEVICE, DEMO_FPGA_BITSTREAM,
+            DEMO_FPGA_INTERFACE))})
+    fake_tools.write_gbs_fpgaconf(tree.tools_dir, tree.abs(tree.dev(
+        DEMO_FPGA_PF, 'fpga_region', 'region0', 'dfl-port.0', 'afu_id')))
+
+
+def write_bitstreams(directory: str) -> list[str]:
+    """Write the demo's bitstream images (one per function of
+    ``DEMO_BITSTREAMS``, built for the demo FPGA's region) into
+    ``directory`` as ``--bitstream-dir`` reads them; their names."""
+    os.makedirs(directory, exist_ok=True)
+    for function, (afu_id, bs_uuid) in DEMO_BITSTREAMS.items():
+        name = 'demo-%s' % function
+        with open(os.path.join(directory, name + '.gbs'), 'wb') as f:
+            f.write(fake_tools.gbs_image(DEMO_FPGA_INTERFACE, afu_id))
+        with open(os.path.join(directory, name + '.json'), 'w') as f:
+            json.dump({'file': name + '.gbs', 'properties': {
+                'bs-name': name + '.gbs', 'bs-uuid': bs_uuid,
+                'vendor': 'Intel', 'board': 'N6000', 'version': '1.0',
+                'driver_ver': '1.0', 'driver_path': '/opt/opae',
+                'function_uuid': afu_id, 'function_name': function,
+                'region_uuid': DEMO_FPGA_INTERFACE}}, f, indent=4)
+    return ['demo-%s' % function for function in DEMO_BITSTREAMS]
 
 
 def vf_vlan_args(index: int, vlan: int) -> list[str]:
