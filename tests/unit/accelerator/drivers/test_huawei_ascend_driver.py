@@ -19,6 +19,7 @@ from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
+from cyborg.agent import discovery
 from cyborg.domain import device_tree
 
 from tests.fixtures.hosts import fpga_hosts
@@ -253,3 +254,15 @@ def test_an_npu_that_is_gone_has_no_utilization(conf, tmp_path):
     tree.remove_pci(fpga_hosts.ASCEND_910B)
     assert list(driver.utilization(devices)) == [fpga_hosts.ASCEND_310P]
     assert _usages(1) not in tools.calls(tree.tools_dir)
+
+
+def test_the_agent_reports_the_utilization(conf, tmp_path):
+    """Through the agent's report: the readings pass its cleaning."""
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    wire, failed, utilization = discovery.Discovery(
+        'h', 'h', [_driver(conf, tree)], None).collect_all()
+    assert failed == [] and len(wire) == 2
+    assert utilization[fpga_hosts.ASCEND_910B] == {
+        'gpu_percent': 37.0, 'memory_total_mib': 65536,
+        'memory_used_mib': 16384}
+    assert utilization[fpga_hosts.ASCEND_310P]['memory_used_mib'] == 1328
