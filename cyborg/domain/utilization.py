@@ -56,8 +56,13 @@ class Metric:
         return self.unit is not Unit.PERCENT or value <= 100
 
 
+#: The accelerator's compute busy percentage, whatever the accelerator:
+#: a GPU's (``utilization.gpu``, ``gpu_busy_percent``) or an NPU's AI
+#: cores' (``Aicore Usage Rate``). Named for the GPU, its first user.
 GPU_PERCENT = Metric('gpu_percent', Unit.PERCENT, float,
-                     'time the GPU was busy over the last sample period')
+                     'time the accelerator\'s compute units (a GPU, an '
+                     'NPU\'s AI cores) were busy over the last sample '
+                     'period')
 MEMORY_USED_MIB = Metric('memory_used_mib', Unit.MIB, int,
                          'device memory in use')
 MEMORY_TOTAL_MIB = Metric('memory_total_mib', Unit.MIB, int,

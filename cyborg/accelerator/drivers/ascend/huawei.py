@@ -28,6 +28,8 @@ addresses by their ``PCIe Bus Info``.
 
 from __future__ import annotations
 
+import math
+
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -39,6 +41,7 @@ from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.conf import huawei_ascend_driver as ascend_conf
 from cyborg.domain import device_tree
+from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -73,6 +76,48 @@ def bus_info(text: str) -> pci.PCIAddress | None:
     return None
 
 
+def _number(value: str | None) -> float | None:
+    """A non-negative finite number; None for ``NA`` and the like."""
+    try:
+        number = float(value or '')
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+#: Device memory keys of ``npu-smi info -t usages``, (capacity, usage
+#: rate), in order of preference: a board that reports HBM (910-class)
+#: has its device memory there (its ``Memory`` is the board's DDR).
+MEMORY_KEYS = (('hbm capacity(mb)', 'hbm usage rate(%)'),
+               ('memory capacity(mb)', 'memory usage rate(%)'))
+
+
+def usage_metrics(text: str) -> utilization_mod.Metrics:
+    """``gpu_percent`` (``Aicore Usage Rate(%)``), ``memory_total_mib``
+    and ``memory_used_mib`` (capacity times usage rate) of ``npu-smi info
+    -t usages`` output; a value that is ``NA`` or not a number is left
+    out."""
+    values: dict[str, str] = {}
+    for key, value in parse_key_values(text):
+        values.setdefault(key, value)
+    metrics: utilization_mod.Metrics = {}
+    busy = _number(values.get('aicore usage rate(%)'))
+    if busy is not None and busy <= 100:
+        metrics[utilization_mod.GPU_PERCENT.name] = busy
+    for capacity_key, rate_key in MEMORY_KEYS:
+        if capacity_key not in values:
+            continue
+        capacity = _number(values[capacity_key])
+        if capacity is not None:
+            metrics[utilization_mod.MEMORY_TOTAL_MIB.name] = round(capacity)
+            rate = _number(values.get(rate_key))
+            if rate is not None and rate <= 100:
+                metrics[utilization_mod.MEMORY_USED_MIB.name] = round(
+                    capacity * rate / 100)
+        break
+    return metrics
+
+
 def health_value(text: str) -> str | None:
     for key, value in parse_key_values(text):
         if 'health' in key:
@@ -98,6 +143,8 @@ class HuaweiAscendDriver(base.AcceleratorDriver):
         self._use_npu_smi = options.use_npu_smi
         self._timeout = options.npu_smi_timeout
         self._once = passthrough.Once()
+        #: ``{NPU id: address}`` as the last discovery's npu-smi mapped them.
+        self._npu_map: dict[int, pci.PCIAddress] = {}
 
     @staticmethod
     def _device_ids(values: list[str]) -> frozenset[int]:
@@ -155,17 +202,22 @@ class HuaweiAscendDriver(base.AcceleratorDriver):
     # npu-smi -----------------------------------------------------------------
 
     def _npu_smi_health(self) -> dict[pci.PCIAddress, str]:
-        """``{address: health}`` of the NPUs ``npu-smi`` sees."""
+        """``{address: health}`` of the NPUs ``npu-smi`` sees; keeps
+        their ``{NPU id: address}`` map for :meth:`utilization`."""
+        self._npu_map = {}
         if not self._use_npu_smi:
             return {}
         try:
-            states = {}
             for npu in npu_ids(self._npu_smi('info', '-l')):
                 address = bus_info(self._npu_smi(
                     'info', '-t', 'board', '-i', str(npu)))
+                if address is not None:
+                    self._npu_map[npu] = address
+            states = {}
+            for npu, address in self._npu_map.items():
                 value = health_value(self._npu_smi(
                     'info', '-t', 'health', '-i', str(npu)))
-                if address is not None and value is not None:
+                if value is not None:
                     states[address] = value
             return states
         except errors.ToolNotAvailable:
@@ -175,6 +227,29 @@ class HuaweiAscendDriver(base.AcceleratorDriver):
                 LOG.warning('huawei_ascend_driver: npu-smi cannot be used '
                             '(%s); health comes from sysfs only', exc)
             return {}
+
+    def utilization(self, devices: list[device_tree.Device]
+                    ) -> dict[str, utilization_mod.Metrics]:
+        """AI core busy percentage and device memory from ``npu-smi info
+        -t usages -i <id>`` for the NPUs the last discovery mapped (by
+        ``PCIe Bus Info``) that are still there; an NPU whose reading
+        fails or says ``NA`` has no metric (or not that one)."""
+        wanted = {d.address for d in devices}
+        found = {}
+        for npu, address in sorted(self._npu_map.items()):
+            key = str(address)
+            if key not in wanted or not pci.exists(self._host, address):
+                continue
+            try:
+                text = self._npu_smi('info', '-t', 'usages', '-i', str(npu))
+            except errors.ToolError as exc:
+                LOG.debug('huawei_ascend_driver: no usages of NPU %d: %s',
+                          npu, exc)
+                continue
+            metrics = usage_metrics(text)
+            if metrics:
+                found[key] = metrics
+        return found
 
     def _npu_smi(self, *args: str) -> str:
         return self._runner.run(['npu-smi', *args],

@@ -19,6 +19,7 @@ from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
+from cyborg.agent import discovery
 from cyborg.domain import device_tree
 
 from tests.fixtures.hosts import fpga_hosts
@@ -130,3 +131,138 @@ def test_bad_options(conf, tmp_path, option, value, message):
     tree = fpga_hosts.ascend_pair_host(str(tmp_path))
     with pytest.raises(passthrough.DriverConfigError, match=message):
         _driver(conf, tree, **{option: value})
+
+
+# Utilization --------------------------------------------------------------
+
+def _usages(npu):
+    return ['npu-smi', 'info', '-t', 'usages', '-i', str(npu)]
+
+
+def _utilization(driver):
+    return driver.utilization(driver.discover())
+
+
+def test_utilization_per_npu_mapped_by_bus_info(conf, tmp_path):
+    """NPU 0 is the 310P on bus c1 (its device memory is Memory, DDR);
+    NPU 1 the 910B on bus 41 (HBM; its Memory is the board's DDR)."""
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    assert _utilization(_driver(conf, tree)) == {
+        fpga_hosts.ASCEND_310P: {'gpu_percent': 12.0,
+                                 'memory_total_mib': 44280,
+                                 'memory_used_mib': 1328},
+        fpga_hosts.ASCEND_910B: {'gpu_percent': 37.0,
+                                 'memory_total_mib': 65536,
+                                 'memory_used_mib': 16384}}
+    calls = tools.calls(tree.tools_dir)
+    assert _usages(0) in calls and _usages(1) in calls
+    # Read-only: npu-smi is only asked for info.
+    assert all(call[1] == 'info' for call in calls)
+
+
+def test_utilization_only_for_the_devices_asked(conf, tmp_path):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    devices = [d for d in driver.discover()
+               if d.address == fpga_hosts.ASCEND_910B]
+    assert list(driver.utilization(devices)) == [fpga_hosts.ASCEND_910B]
+    assert _usages(0) not in tools.calls(tree.tools_dir)
+
+
+@pytest.mark.parametrize('rows,expected', [
+    # NA values are left out, each on its own.
+    ([('Aicore Usage Rate(%)', 'NA'), ('HBM Capacity(MB)', 65536),
+      ('HBM Usage Rate(%)', 'NA')], {'memory_total_mib': 65536}),
+    ([('Aicore Usage Rate(%)', 4), ('HBM Capacity(MB)', 'NA'),
+      ('HBM Usage Rate(%)', 10)], {'gpu_percent': 4.0}),
+    # A board with HBM has no device memory in Memory (its DDR), even
+    # when its HBM says NA.
+    ([('Memory Capacity(MB)', 15171), ('Memory Usage Rate(%)', 6),
+      ('HBM Capacity(MB)', 'NA'), ('HBM Usage Rate(%)', 'NA')], {}),
+    # Without HBM keys: Memory.
+    ([('Memory Capacity(MB)', 8192), ('Memory Usage Rate(%)', 50),
+      ('Aicore Usage Rate(%)', 'NA')],
+     {'memory_total_mib': 8192, 'memory_used_mib': 4096}),
+    # Out of range or not a number.
+    ([('Aicore Usage Rate(%)', 101), ('Memory Capacity(MB)', '-1'),
+      ('Memory Usage Rate(%)', 5)], {}),
+    ([('Aicore Usage Rate(%)', '7.5'), ('Memory Capacity(MB)', 1000),
+      ('Memory Usage Rate(%)', 'x')],
+     {'gpu_percent': 7.5, 'memory_total_mib': 1000}),
+])
+def test_usage_values(conf, tmp_path, rows, expected):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path), usages=(
+        tools.Reply(fpga_hosts.npu_usages(*rows)),
+        tools.Reply(fpga_hosts.USAGES_910B)))
+    found = _utilization(_driver(conf, tree))
+    assert found.get(fpga_hosts.ASCEND_310P, {}) == expected
+    assert found[fpga_hosts.ASCEND_910B]['gpu_percent'] == 37.0
+
+
+@pytest.mark.parametrize('reply', [
+    tools.Reply(stderr='This device does not support querying usages.\n',
+                rc=255),
+    tools.Reply('garbage\n'),
+    None,  # a query this npu-smi does not know
+])
+def test_one_npu_failing_leaves_only_it_out(conf, tmp_path, reply):
+    tree = fpga_hosts.ascend_pair_host(
+        str(tmp_path), usages=(reply, tools.Reply(fpga_hosts.USAGES_910B)))
+    assert list(_utilization(_driver(conf, tree))) == [
+        fpga_hosts.ASCEND_910B]
+
+
+def test_no_utilization_without_npu_smi(conf, tmp_path):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    tree.remove('usr/bin/npu-smi')
+    driver = _driver(conf, tree)
+    devices = driver.discover()
+    assert len(devices) == 2
+    assert driver.utilization(devices) == {}
+
+
+def test_no_utilization_when_npu_smi_fails_or_is_off(conf, tmp_path):
+    tree = fpga_hosts.ascend_pair_host(
+        str(tmp_path), list_reply=tools.Reply(
+            stderr='dcmi module initialize failed\n', rc=255))
+    assert _utilization(_driver(conf, tree)) == {}
+    assert _usages(0) not in tools.calls(tree.tools_dir)
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path / 'other'))
+    assert _utilization(_driver(conf, tree, use_npu_smi=False)) == {}
+    assert tools.calls(tree.tools_dir) == []
+
+
+def test_utilization_with_health_unknown_to_npu_smi(conf, tmp_path):
+    """The fact sheet's host: npu-smi without ``-t health`` still maps
+    NPU 0 by bus info for its usages."""
+    tree = hosts.ascend_host(str(tmp_path))
+    tools.write_tool(tree.tools_dir, 'npu-smi', {
+        ('info', '-l'): tools.Reply('\tNPU ID : 0\n'),
+        ('info', '-t', 'board', '-i', '0'): tools.Reply(
+            '\tPCIe Bus Info : %s\n' % hosts.ASCEND),
+        ('info', '-t', 'usages', '-i', '0'): tools.Reply(
+            fpga_hosts.USAGES_910B)})
+    assert _utilization(_driver(conf, tree)) == {hosts.ASCEND: {
+        'gpu_percent': 37.0, 'memory_total_mib': 65536,
+        'memory_used_mib': 16384}}
+
+
+def test_an_npu_that_is_gone_has_no_utilization(conf, tmp_path):
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    driver = _driver(conf, tree)
+    devices = driver.discover()
+    tree.remove_pci(fpga_hosts.ASCEND_910B)
+    assert list(driver.utilization(devices)) == [fpga_hosts.ASCEND_310P]
+    assert _usages(1) not in tools.calls(tree.tools_dir)
+
+
+def test_the_agent_reports_the_utilization(conf, tmp_path):
+    """Through the agent's report: the readings pass its cleaning."""
+    tree = fpga_hosts.ascend_pair_host(str(tmp_path))
+    wire, failed, utilization = discovery.Discovery(
+        'h', 'h', [_driver(conf, tree)], None).collect_all()
+    assert failed == [] and len(wire) == 2
+    assert utilization[fpga_hosts.ASCEND_910B] == {
+        'gpu_percent': 37.0, 'memory_total_mib': 65536,
+        'memory_used_mib': 16384}
+    assert utilization[fpga_hosts.ASCEND_310P]['memory_used_mib'] == 1328
