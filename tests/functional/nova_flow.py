@@ -296,6 +296,31 @@ class NovaFlowDeployment:
                 'held_not_in_use': held_not_in_use}
 
 
+def start_bind(api: str, group: dict[str, str], host: str, rp_uuid: str,
+               timeout: float = 30) -> tuple[str, str]:
+    """Nova's flow up to the bind, over HTTP against the v2 API at
+    ``api``: a new profile of one ``group``, its one ARQ, and a bind of
+    that ARQ on provider ``rp_uuid`` of ``host`` for a new instance
+    (202). The ARQ's uuid and the instance's."""
+    name = 'flow-%s' % uuid_lib.uuid4().hex[:8]
+    response = requests.post(api + '/device_profiles', timeout=timeout,
+                             json=[{'name': name, 'groups': [group]}])
+    assert response.status_code == 201, response.text
+    response = requests.post(api + '/accelerator_requests', timeout=timeout,
+                             json={'device_profile_name': name})
+    assert response.status_code == 201, response.text
+    (arq,) = response.json()['arqs']
+    instance = str(uuid_lib.uuid4())
+    response = requests.patch(
+        api + '/accelerator_requests', headers=SERVICE, timeout=timeout,
+        json={arq['uuid']: [
+            {'op': 'add', 'path': '/hostname', 'value': host},
+            {'op': 'add', 'path': '/device_rp_uuid', 'value': rp_uuid},
+            {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
+    assert response.status_code == 202, response.text
+    return arq['uuid'], instance
+
+
 def _read(path: str) -> str:
     try:
         with open(path, errors='replace') as f:

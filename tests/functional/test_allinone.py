@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.clients import placement as placement_client
 from tests.functional import conftest
+from tests.functional import nova_flow
 from tests.functional import servers
 from tests.functional.fake_nova import FakeNova
 
@@ -298,29 +299,15 @@ def test_demo_allocation_candidates_find_a_qat_vf(demo_allinone):
         'capacity': 4, 'used': 0}
 
 
-def _demo_bind(demo, name: str, group: dict, deployable: str
-               ) -> tuple[dict, str]:
-    """Create a one-group profile and its ARQ and bind it on the demo's
-    ``deployable`` as Nova would: the Bound ARQ and its instance."""
+def _demo_bind(demo, group: dict, deployable: str) -> tuple[dict, str]:
+    """Create a profile of one ``group`` and its ARQ and bind it on the
+    demo's ``deployable`` as Nova would: the Bound ARQ and its
+    instance."""
     api = demo.url + '/v2'
     rp = {d['name']: d['rp_uuid'] for d in requests.get(
         api + '/deployables', timeout=10).json()['deployables']}[deployable]
-    response = requests.post(api + '/device_profiles', timeout=30, json=[{
-        'name': name, 'groups': [group]}])
-    assert response.status_code == 201, response.text
-    response = requests.post(api + '/accelerator_requests', timeout=30,
-                             json={'device_profile_name': name})
-    assert response.status_code == 201, response.text
-    (arq,) = response.json()['arqs']
     hostname = conftest.api_devices(demo.url)[0]['hostname']
-    instance = str(uuid.uuid4())
-    response = requests.patch(
-        api + '/accelerator_requests', headers=SERVICE, timeout=30,
-        json={arq['uuid']: [
-            {'op': 'add', 'path': '/hostname', 'value': hostname},
-            {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
-            {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
-    assert response.status_code == 202, response.text
+    _arq, instance = nova_flow.start_bind(api, group, hostname, rp)
 
     def bound():
         arqs = requests.get(api + '/accelerator_requests', timeout=10,
@@ -343,7 +330,7 @@ def test_demo_makes_the_vgpu_a_bind_creates(demo_allinone):
     """The demo's kernel stand-in: the mdev the driver creates on bind
     appears in the demo host, and goes on delete."""
     arq, instance = _demo_bind(
-        demo_allinone, 'demo-vgpu',
+        demo_allinone,
         {'resources:VGPU': '1',
          'trait:' + demo_host.DEMO_VGPU_TRAIT: 'required'},
         '0000_d8_00_0_' + demo_host.DEMO_VGPU_TYPE)
@@ -364,7 +351,7 @@ def test_demo_programs_the_fpga_with_the_function_a_profile_asks(
     accelerator id to the port's afu_id) and binds."""
     gzip_afu = demo_host.DEMO_BITSTREAMS['gzip'][0]
     arq, instance = _demo_bind(
-        demo_allinone, 'demo-gzip',
+        demo_allinone,
         {'resources:FPGA': '1', 'accel:function_name': 'gzip'},
         '0000_5e_00_0')
     afu_id = os.path.join(

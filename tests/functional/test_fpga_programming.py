@@ -44,6 +44,7 @@ from cyborg.clients import placement as placement_client
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 from tests.functional import conftest
+from tests.functional import nova_flow
 from tests.functional import test_api_samples as api_samples
 from tests.functional import servers
 from tests.functional.fake_glance import FakeGlance
@@ -139,27 +140,9 @@ class Deployment:
         """Create a profile and its ARQ and bind it on the region (202):
         the ARQ and instance uuids."""
         self.wait_free()
-        name = 'fpga-%s' % uuid.uuid4().hex[:8]
-        response = requests.post(
-            self.api + '/device_profiles', timeout=TIMEOUT,
-            json=[{'name': name, 'groups': [
-                dict(group, **{'resources:FPGA': '1'})]}])
-        assert response.status_code == 201, response.text
-        response = requests.post(self.api + '/accelerator_requests',
-                                 timeout=TIMEOUT,
-                                 json={'device_profile_name': name})
-        assert response.status_code == 201, response.text
-        (arq,) = response.json()['arqs']
-        instance = str(uuid.uuid4())
-        response = requests.patch(
-            self.api + '/accelerator_requests', headers=SERVICE,
-            timeout=TIMEOUT, json={arq['uuid']: [
-                {'op': 'add', 'path': '/hostname', 'value': HOST},
-                {'op': 'add', 'path': '/device_rp_uuid',
-                 'value': self.deployable()['rp_uuid']},
-                {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
-        assert response.status_code == 202, response.text
-        return arq['uuid'], instance
+        return nova_flow.start_bind(
+            self.api, dict(group, **{'resources:FPGA': '1'}), HOST,
+            self.deployable()['rp_uuid'], TIMEOUT)
 
     def finish_bind(self, arq_uuid: str, instance: str) -> dict:
         """The ARQ once Nova got its event, with that event's status as

@@ -30,7 +30,6 @@ driver writes to ``create`` and goes when it writes to ``remove``.
 
 import os
 import re
-import uuid
 
 import pytest
 import requests
@@ -40,6 +39,7 @@ from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.accelerator.drivers.utils import fake_tools
 from cyborg.clients import placement as placement_client
 from tests.functional import conftest
+from tests.functional import nova_flow
 from tests.functional import servers
 from tests.functional.fake_nova import FakeNova
 
@@ -81,25 +81,9 @@ class Flow:
     def bind(self, group: dict[str, str], rp: str) -> tuple[str, dict]:
         """Nova's flow for a one-group profile bound on ``rp``: the
         instance and its ARQ once resolved (its event accepted)."""
-        name = 'hw-%s' % uuid.uuid4().hex[:8]
-        response = requests.post(self.api + '/device_profiles',
-                                 timeout=TIMEOUT,
-                                 json=[{'name': name, 'groups': [group]}])
-        assert response.status_code == 201, response.text
-        response = requests.post(self.api + '/accelerator_requests',
-                                 timeout=TIMEOUT,
-                                 json={'device_profile_name': name})
-        assert response.status_code == 201, response.text
-        (arq,) = response.json()['arqs']
-        instance = str(uuid.uuid4())
-        response = requests.patch(
-            self.api + '/accelerator_requests', headers=SERVICE,
-            timeout=TIMEOUT, json={arq['uuid']: [
-                {'op': 'add', 'path': '/hostname', 'value': HOST},
-                {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
-                {'op': 'add', 'path': '/instance_uuid', 'value': instance}]})
-        assert response.status_code == 202, response.text
-        self.nova.wait_tags([arq['uuid']], TIMEOUT)
+        arq_uuid, instance = nova_flow.start_bind(self.api, group, HOST, rp,
+                                                  TIMEOUT)
+        self.nova.wait_tags([arq_uuid], TIMEOUT)
         response = requests.get(self.api + '/accelerator_requests',
                                 timeout=TIMEOUT,
                                 params={'instance': instance,
@@ -179,7 +163,8 @@ def _wait(predicate, what: str, process) -> None:
 def test_devices_of_the_tree_are_reported(flow):
     devices = conftest.api_devices(flow.url)
     assert sorted((d['type'], d['hostname']) for d in devices) == [
-        ('GPU', HOST), ('GPU', HOST), ('NIC', HOST), ('QAT', HOST)]
+        ('FPGA', HOST), ('GPU', HOST), ('GPU', HOST), ('NIC', HOST),
+        ('QAT', HOST)]
     # The drivers' health reads ran the tree's fake commands.
     ran = {call[0] for call in fake_tools.calls(flow.tree.tools_dir)}
     assert {'nvidia-smi', 'adf_ctl', 'dmesg'} <= ran, ran
@@ -198,18 +183,21 @@ def _utilization(url: str) -> dict:
 def test_utilization_is_shown_at_2_6(flow):
     """The vGPU parent (held by nvidia) as the tree's nvidia-smi measures
     it; the passthrough GPU (vfio-pci, the guest's) has none; QAT and
-    NIC count their VFs (all pre-bound to vfio-pci in this tree)."""
+    NIC count their VFs (all pre-bound to vfio-pci in this tree); the
+    FPGA driver measures nothing."""
     def shown():
         found = _utilization(flow.url)
         return found if all(
             v is not None for k, v in found.items()
-            if 'passthrough' not in k) else None
+            if 'passthrough' not in k and not k.startswith('FPGA')
+        ) else None
     _wait(shown, 'utilization of every measured device', flow.process)
     found = shown()
     metrics = sorted(((key.split()[0], value and value['metrics'])
                       for key, value in found.items()),
                      key=lambda item: (item[0], item[1] is not None))
     assert metrics == [
+        ('FPGA', None),
         ('GPU', None),
         ('GPU', {'gpu_percent': 0.0, 'memory_total_mib': 15360,
                  'memory_used_mib': 0}),
