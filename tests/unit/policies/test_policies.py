@@ -38,6 +38,7 @@ EXPECTED = {
     'cyborg:device:enable': {'admin'},
     'cyborg:deployable:get_all': {'manager', 'admin'},
     'cyborg:deployable:get_one': {'manager', 'admin'},
+    'cyborg:deployable:program': {'admin'},
     'cyborg:attribute:get_all': {'manager', 'admin'},
     'cyborg:attribute:get_one': {'manager', 'admin'},
     'cyborg:attribute:create': {'admin'},
