@@ -309,7 +309,8 @@ def ping_idle_connections_only(engine: sa.engine.Engine) -> None:
     database before every transaction, to find connections the server
     or the network closed while they sat in the pool (a restart, an idle
     timeout). A connection returned a moment ago was working then: the
-    ping is kept for connections that waited longer, and for new ones. A
+    ping is kept for connections that waited longer (a new one needs
+    none, as with ``pool_pre_ping``). A
     failed ping of a lost connection makes the pool replace its
     connections, as ``pool_pre_ping`` does. (A server lost
     within that second is found by the transaction's first statement
@@ -322,7 +323,9 @@ def ping_idle_connections_only(engine: sa.engine.Engine) -> None:
     pool._pre_ping = False
     dialect = engine.dialect
 
-    def checkin(dbapi_connection, record):
+    def used(dbapi_connection, record):
+        # A new connection (every one of a NullPool) is as good as one
+        # just used; pool_pre_ping does not ping those either.
         if record is not None:
             record.info[_CHECKED_IN] = time.monotonic()
 
@@ -336,7 +339,8 @@ def ping_idle_connections_only(engine: sa.engine.Engine) -> None:
         if not dialect._do_ping_w_event(dbapi_connection):
             raise sa.exc.InvalidatePoolError()
 
-    sa.event.listen(pool, 'checkin', checkin)
+    sa.event.listen(pool, 'connect', used)
+    sa.event.listen(pool, 'checkin', used)
     sa.event.listen(pool, 'checkout', checkout)
 
 

@@ -174,13 +174,13 @@ def test_a_connection_that_ran_a_statement_is_still_rolled_back():
 
 
 
-def _pinging_engine(monkeypatch, clock):
+def _pinging_engine(monkeypatch, clock, poolclass=sa.pool.QueuePool):
     """A SQLite engine with pool_pre_ping (as oslo.db makes them) and
     :func:`db_api.ping_idle_connections_only`, counting the pings;
     ``clock`` is the monotonic time the function sees."""
     monkeypatch.setattr(db_api.time, 'monotonic', lambda: clock[0])
     engine = sa.create_engine('sqlite://', pool_pre_ping=True,
-                              poolclass=sa.pool.QueuePool)
+                              poolclass=poolclass)
     pings = []
     real = engine.dialect.do_ping
 
@@ -202,17 +202,31 @@ def test_a_connection_back_a_moment_ago_is_not_pinged(monkeypatch):
     clock = [100.0]
     engine, pings = _pinging_engine(monkeypatch, clock)
     assert not engine.pool._pre_ping
-    with engine.connect() as connection:  # new: pinged once
+    with engine.connect() as connection:  # new: not pinged
         connection.execute(sa.text('SELECT 1'))
-    assert pings == [1]
+    assert pings == []
     clock[0] += db_api.PING_AFTER_IDLE
     with engine.connect() as connection:
         connection.execute(sa.text('SELECT 1'))
-    assert pings == [1]
+    assert pings == []
     clock[0] += db_api.PING_AFTER_IDLE + 0.1  # idle longer: pinged
     with engine.connect() as connection:
         connection.execute(sa.text('SELECT 1'))
-    assert pings == [1, 1]
+    assert pings == [1]
+    with engine.connect() as connection:
+        connection.execute(sa.text('SELECT 1'))
+    assert pings == [1]
+
+
+def test_new_connections_are_not_pinged(monkeypatch):
+    clock = [100.0]
+    engine, pings = _pinging_engine(monkeypatch, clock,
+                                    poolclass=sa.pool.NullPool)
+    for _ in range(3):
+        with engine.connect() as connection:
+            connection.execute(sa.text('SELECT 1'))
+        clock[0] += db_api.PING_AFTER_IDLE + 1
+    assert pings == []
 
 
 def test_a_lost_idle_connection_is_replaced(monkeypatch):
