@@ -331,9 +331,27 @@ class Client(threading.Thread):
             index += 1
 
 
+def _db_counters(db) -> dict[str, int] | None:
+    """MariaDB's global counts of client statements and of the other
+    commands (pings among them); None for another server. Only the
+    deployment being measured uses the server meanwhile (the other's
+    agents report every 10 s), so their increase is its own."""
+    if not isinstance(db, servers.MariaDBServer):
+        return None
+    connection = db._connect()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN "
+                           "('Questions', 'Com_admin_commands', "
+                           "'Com_commit', 'Com_rollback')")
+            return {name: int(value) for name, value in cursor.fetchall()}
+    finally:
+        connection.close()
+
+
 def measure(deployment, nova, rps, clients, duration, pg_pids,
             placement_pids, rabbit_pids, db_label='PostgreSQL',
-            label=None) -> dict[str, float]:
+            label=None, db=None) -> dict[str, float]:
     """Run ``clients`` clients for ``duration`` seconds and print the
     results; returns cycles/s, errors and bind-to-event p50/p99 (ms)."""
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
@@ -345,6 +363,7 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
     nova_posts = len(nova.requests)
     roles = {role: used(pids)
              for role, pids in deployment.pids_by_role().items()}
+    counters = _db_counters(db)
     started = time.monotonic()
     threads = [Client(deployment.url, nova, rps[i::clients] or rps,
                       started + duration, results, errors,
@@ -383,11 +402,21 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
               (cpu.own_cpu() - own) * 1000 / cycles))
     print('  Nova event requests per cycle: %.2f'
           % ((len(nova.requests) - nova_posts) / cycles), flush=True)
+    db_per_cycle = {}
+    if counters is not None:
+        after = _db_counters(db)
+        db_per_cycle = {name: (after[name] - counters[name]) / cycles
+                        for name in counters}
+        print('  %s commands per cycle: %.1f statements (%.1f COMMIT, '
+              '%.1f ROLLBACK), %.1f pings and other admin commands' % (
+                  db_label, db_per_cycle['Questions'],
+                  db_per_cycle['Com_commit'], db_per_cycle['Com_rollback'],
+                  db_per_cycle['Com_admin_commands']), flush=True)
     events = [v * 1000 for v in results['bind_to_event']]
     return {'cycles_per_s': len(results['cycles']) / elapsed,
             'errors': len(errors), 'event_p50': percentile(events, .5),
             'event_p99': percentile(events, .99), 'service_ms': service_ms,
-            'db_ms': db_ms, 'role_ms': role_ms}
+            'db_ms': db_ms, 'role_ms': role_ms, 'db_commands': db_per_cycle}
 
 
 def main() -> int:
@@ -485,7 +514,7 @@ def main() -> int:
                             deployment, nova, rps[deployment.name], clients,
                             args.duration, pg_pids, [placement.process.pid],
                             [rabbit.process.pid], db_label,
-                            label=deployment.name)
+                            label=deployment.name, db=pg)
                         summary.append((clients, round_ + 1,
                                         deployment.name, result))
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
@@ -511,11 +540,15 @@ def _print_summary(summary) -> None:
         'event p50', 'event p99', 'CPU ms per cycle (service: by process; '
         'database)'))
     for clients, round_, name, result in summary:
-        print('%-11d %5d %-9s %9.1f %7d %10.1f %10.1f  %.1f: %s; %.1f' % (
+        commands = result['db_commands']
+        print('%-11d %5d %-9s %9.1f %7d %10.1f %10.1f  %.1f: %s; %.1f%s' % (
             clients, round_, name, result['cycles_per_s'], result['errors'],
             result['event_p50'], result['event_p99'], result['service_ms'],
             ', '.join('%s %.1f' % item for item in result['role_ms'].items()),
-            result['db_ms']))
+            result['db_ms'],
+            ' (%.1f statements, %.1f pings per cycle)' % (
+                commands['Questions'], commands['Com_admin_commands'])
+            if commands else ''))
     for clients in dict.fromkeys(c for c, _, _, _ in summary):
         means = {}
         for name in ('cyborg', 'upstream', 'baseline'):
