@@ -34,12 +34,15 @@ and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
         [--db postgresql|mysql|sqlite-all-in-one]
-        [--service cyborg|upstream|both [--rounds 2]]
+        [--service cyborg|upstream|both [--rounds 2]] [--compare-root DIR]
 
 ``--service upstream`` measures upstream OpenStack Cyborg (from
 ``.venv-upstream``: ``tools/bench/upstream-venv.sh``) on the same kind of
 deployment, ``both`` measures ours and upstream's on the same servers,
 interleaved, and prints the ratio of their cycles per second.
+``--compare-root DIR`` adds another build of ours (the checkout DIR, run
+from DIR/.venv; e.g. the main branch) as "baseline", interleaved with
+this one the same way, for before/after comparisons on the same servers.
 """
 
 import argparse
