@@ -448,12 +448,16 @@ def main() -> int:
                         help='what to measure: cyborg (ours, default), '
                         'upstream (openstack-cyborg from .venv-upstream: '
                         'tools/bench/upstream-venv.sh), or both on the same '
-                        'servers, interleaved (ours, upstream, ours, ...), '
-                        'with a summary and the ratio')
+                        'servers, interleaved (ours, upstream, upstream, '
+                        'ours, ...), with a summary and the ratio')
     parser.add_argument('--rounds', type=int, default=1,
                         help='with --service both or --compare-root: '
                         'measurements of each deployment per concurrency, '
                         'interleaved (1)')
+    parser.add_argument('--warmup', type=int, default=5,
+                        help='with --service both or --compare-root: '
+                        'seconds of an unrecorded run of each deployment '
+                        'before the measured ones (5; 0: none)')
     parser.add_argument('--compare-root', metavar='DIR',
                         help='also measure another build of ours, the '
                         'checkout DIR with its virtualenv DIR/.venv (e.g. '
@@ -510,9 +514,23 @@ def main() -> int:
                           16, args.agents * 4))
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             summary = []
+            if len(deployments) > 1 and args.warmup:
+                # Unrecorded: the first run after the set-up is slower,
+                # whichever deployment it measures.
+                for deployment in deployments:
+                    measure(deployment, nova, rps[deployment.name],
+                            int(args.clients.split(',')[-1]), args.warmup,
+                            pg_pids, [placement.process.pid],
+                            [rabbit.process.pid], db_label,
+                            label='%s warm-up (not counted)'
+                            % deployment.name, db=pg)
             for clients in (int(c) for c in args.clients.split(',')):
                 for round_ in range(rounds):
-                    for deployment in deployments:
+                    # Every other round the other goes first: a run
+                    # measured right after the other's is not the same.
+                    order = (deployments if round_ % 2 == 0
+                             else deployments[::-1])
+                    for deployment in order:
                         result = measure(
                             deployment, nova, rps[deployment.name], clients,
                             args.duration, pg_pids, [placement.process.pid],
