@@ -43,8 +43,40 @@ LOG = logging.getLogger(__name__)
 ALLOWED_EXMODS = [exception.__name__]
 
 
+# Keys of RequestContext.to_dict() that from_dict() does not read
+# (derived from others), and those it reads back as the same value when
+# absent: left out of messages, which oslo.messaging packs key by key,
+# copies and unpacks on every call.
+_CONTEXT_UNREAD = frozenset(('project', 'user_identity'))
+_CONTEXT_DEFAULTS = {
+    'system_scope': None, 'domain': None, 'user_domain': None,
+    'project_domain': None, 'read_only': False, 'show_deleted': False,
+    'auth_token': None, 'global_request_id': None, 'resource_uuid': None,
+    'is_admin_project': True, 'service_user_id': None,
+    'service_project_id': None}
+# Lists that come back empty when absent.
+_CONTEXT_LISTS = frozenset(('service_roles',))
+_ABSENT = object()
+
+
+def _restored(key: str, value: Any) -> bool:
+    if key in _CONTEXT_LISTS:
+        return not value
+    return (key in _CONTEXT_UNREAD
+            or _CONTEXT_DEFAULTS.get(key, _ABSENT) is value)
+
+
+def context_to_wire(context) -> dict[str, Any]:
+    """``context.to_dict()`` without what ``from_dict()`` restores by
+    itself: ``RequestContext.from_dict()`` of the result equals
+    ``context``."""
+    return {key: value for key, value in context.to_dict().items()
+            if not _restored(key, value)}
+
+
 class RequestContextSerializer(messaging.Serializer):
-    """Sends the request context as a dict; entities are plain JSON."""
+    """Sends the request context as a dict (:func:`context_to_wire`);
+    entities are plain JSON."""
 
     def serialize_entity(self, context, entity):
         return entity
@@ -53,7 +85,7 @@ class RequestContextSerializer(messaging.Serializer):
         return entity
 
     def serialize_context(self, context):
-        return context.to_dict()
+        return context_to_wire(context)
 
     def deserialize_context(self, context):
         return cyborg_context.RequestContext.from_dict(context)

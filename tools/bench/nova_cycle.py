@@ -34,12 +34,15 @@ and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
         [--db postgresql|mysql|sqlite-all-in-one]
-        [--service cyborg|upstream|both [--rounds 2]]
+        [--service cyborg|upstream|both [--rounds 2]] [--compare-root DIR]
 
 ``--service upstream`` measures upstream OpenStack Cyborg (from
 ``.venv-upstream``: ``tools/bench/upstream-venv.sh``) on the same kind of
 deployment, ``both`` measures ours and upstream's on the same servers,
 interleaved, and prints the ratio of their cycles per second.
+``--compare-root DIR`` adds another build of ours (the checkout DIR, run
+from DIR/.venv; e.g. the main branch) as "baseline", interleaved with
+this one the same way, for before/after comparisons on the same servers.
 """
 
 import argparse
@@ -88,14 +91,25 @@ def percentile(values, fraction) -> float:
 
 
 class Deployment:
-    """Every process of the benchmark, started and stopped together."""
+    """Every process of the benchmark, started and stopped together.
 
-    name = 'cyborg'
+    ``venv``: the virtualenv whose installed cyborg runs (by default the
+    running one); another build of ours (``--compare-root``) gets a
+    ``name`` of its own, which names its database, RabbitMQ virtual host,
+    hosts and working directory.
+    """
+
     # Sent with every request (noauth: none needed).
     headers: dict[str, str] = {}
 
     def __init__(self, workdir: str, agents: int, api_workers: int,
-                 api_threads: int, api_server: str):
+                 api_threads: int, api_server: str, name: str = 'cyborg',
+                 venv: str | None = None):
+        self.name = name
+        self.venv = venv
+        if venv is not None:
+            workdir = os.path.join(workdir, name)
+            os.makedirs(workdir, exist_ok=True)
         self.workdir = workdir
         self.agents = agents
         self.deployables = agents * 4
@@ -105,8 +119,10 @@ class Deployment:
         self.processes: list[servers.CyborgProcess] = []
 
     def start(self, pg, rabbit, placement, nova) -> None:
-        self.db_url = pg.create_database('cyborg')
-        base = {'DEFAULT': {'transport_url': rabbit.url,
+        self.db_url = pg.create_database(self.name)
+        base = {'DEFAULT': {'transport_url': (
+                    rabbit.url if self.venv is None
+                    else rabbit.create_vhost(self.name)),
                             'heartbeat_interval': 10,
                             'periodic_interval': 10},
                 'database': {'connection': self.db_url,
@@ -119,13 +135,21 @@ class Deployment:
                 'api': {'auth_strategy': 'noauth'}}
         config = servers.write_config(
             os.path.join(self.workdir, 'cyborg.conf'), base)
-        servers.run_script('cyborg-dbsync', 'upgrade', config_file=config)
+        if self.venv is None:
+            servers.run_script('cyborg-dbsync', 'upgrade',
+                               config_file=config)
+        else:
+            servers.run_logged([upstream_lib.venv_script(
+                'cyborg-dbsync', self.venv), '--config-file', config,
+                'upgrade'], os.path.join(self.workdir, 'dbsync.log'),
+                '%s cyborg-dbsync upgrade' % self.name)
+        prefix = 'bench' if self.venv is None else self.name
         self._spawn('cyborg-conductor', dict(base, DEFAULT=dict(
-            base['DEFAULT'], host='bench-conductor')))
+            base['DEFAULT'], host=prefix + '-conductor')))
         self.processes[-1].wait_log('Started cyborg-conductor')
         client = placement.client()
         for index in range(self.agents):
-            host = 'bench-compute-%d' % index
+            host = '%s-compute-%d' % (prefix, index)
             embedded_placement.ensure_compute_node(client, host)
             self._spawn('cyborg-agent', dict(
                 base, DEFAULT=dict(base['DEFAULT'], host=host),
@@ -138,16 +162,34 @@ class Deployment:
         env = dict(os.environ, CYBORG_CONFIG_FILES=config,
                    PYTHONWARNINGS='ignore')
         log = os.path.join(self.workdir, '%s.log' % self.api_server)
-        self.api = servers.spawn(servers.wsgi_argv(
-            self.api_server, 'cyborg.wsgi.api:application', self.api_port,
-            self.api_workers, self.api_threads), log, env=env)
+        self.api = servers.spawn(self._api_argv(), log, env=env,
+                                 cwd=self.workdir)
         self.url = 'http://127.0.0.1:%d/v2' % self.api_port
         servers.wait_for(lambda: urllib.request.urlopen(self.url, timeout=2),
                          60, 'cyborg-api', self.api, log)
 
+    def _api_argv(self) -> list[str]:
+        """The WSGI server's command line; for another build, in its
+        virtualenv (uWSGI's ``--virtualenv``, or its own gunicorn), from
+        its working directory (never this checkout's ``cyborg``)."""
+        argv = servers.wsgi_argv(
+            self.api_server, 'cyborg.wsgi.api:application', self.api_port,
+            self.api_workers, self.api_threads,
+            chdir=self.workdir if self.venv else None)
+        if self.venv is not None:
+            if self.api_server == 'uwsgi':
+                argv[argv.index('--virtualenv') + 1] = self.venv
+            else:
+                argv[0] = upstream_lib.venv_script('gunicorn', self.venv)
+        return argv
+
     def _spawn(self, script, config, name=None):
-        process = servers.CyborgProcess(script, config, self.workdir,
-                                        name=name)
+        if self.venv is None:
+            process = servers.CyborgProcess(script, config, self.workdir,
+                                            name=name)
+        else:
+            process = upstream_lib.UpstreamProcess(
+                script, config, self.workdir, name=name, venv=self.venv)
         self.processes.append(process.start())
 
     def server_pids(self) -> list[int]:
@@ -292,9 +334,27 @@ class Client(threading.Thread):
             index += 1
 
 
+def _db_counters(db) -> dict[str, int] | None:
+    """MariaDB's global counts of client statements and of the other
+    commands (pings among them); None for another server. Only the
+    deployment being measured uses the server meanwhile (the other's
+    agents report every 10 s), so their increase is its own."""
+    if not isinstance(db, servers.MariaDBServer):
+        return None
+    connection = db._connect()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN "
+                           "('Questions', 'Com_admin_commands', "
+                           "'Com_commit', 'Com_rollback')")
+            return {name: int(value) for name, value in cursor.fetchall()}
+    finally:
+        connection.close()
+
+
 def measure(deployment, nova, rps, clients, duration, pg_pids,
             placement_pids, rabbit_pids, db_label='PostgreSQL',
-            label=None) -> dict[str, float]:
+            label=None, db=None) -> dict[str, float]:
     """Run ``clients`` clients for ``duration`` seconds and print the
     results; returns cycles/s, errors and bind-to-event p50/p99 (ms)."""
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
@@ -306,6 +366,7 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
     nova_posts = len(nova.requests)
     roles = {role: used(pids)
              for role, pids in deployment.pids_by_role().items()}
+    counters = _db_counters(db)
     started = time.monotonic()
     threads = [Client(deployment.url, nova, rps[i::clients] or rps,
                       started + duration, results, errors,
@@ -329,24 +390,36 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
         print('  %-14s %8.1f %8.1f %8.1f' % (
             name, percentile(values, .5), percentile(values, .95),
             percentile(values, .99)))
+    service_ms = (used(deployment.server_pids()) - server) * 1000 / cycles
+    db_ms = (used(pg_pids) - pg) * 1000 / cycles
     print('  CPU ms per cycle: cyborg %.1f, %s %.1f, Placement %.1f'
-          % ((used(deployment.server_pids()) - server) * 1000 / cycles,
-             db_label,
-             (used(pg_pids) - pg) * 1000 / cycles,
+          % (service_ms, db_label, db_ms,
              (used(placement_pids) - plc) * 1000 / cycles))
+    role_ms = {role: (used(pids) - roles[role]) * 1000 / cycles
+               for role, pids in deployment.pids_by_role().items()}
     print('  cyborg CPU ms per cycle by process: %s' % ', '.join(
-        '%s %.1f' % (role, (used(pids) - roles[role]) * 1000 / cycles)
-        for role, pids in deployment.pids_by_role().items()))
+        '%s %.1f' % item for item in role_ms.items()))
     print('  other CPU ms per cycle: RabbitMQ %.1f, benchmark clients and '
           'fake Nova %.1f' % (
               (used(rabbit_pids) - rabbit) * 1000 / cycles,
               (cpu.own_cpu() - own) * 1000 / cycles))
     print('  Nova event requests per cycle: %.2f'
           % ((len(nova.requests) - nova_posts) / cycles), flush=True)
+    db_per_cycle = {}
+    if counters is not None:
+        after = _db_counters(db)
+        db_per_cycle = {name: (after[name] - counters[name]) / cycles
+                        for name in counters}
+        print('  %s commands per cycle: %.1f statements (%.1f COMMIT, '
+              '%.1f ROLLBACK), %.1f pings and other admin commands' % (
+                  db_label, db_per_cycle['Questions'],
+                  db_per_cycle['Com_commit'], db_per_cycle['Com_rollback'],
+                  db_per_cycle['Com_admin_commands']), flush=True)
     events = [v * 1000 for v in results['bind_to_event']]
     return {'cycles_per_s': len(results['cycles']) / elapsed,
             'errors': len(errors), 'event_p50': percentile(events, .5),
-            'event_p99': percentile(events, .99)}
+            'event_p99': percentile(events, .99), 'service_ms': service_ms,
+            'db_ms': db_ms, 'role_ms': role_ms, 'db_commands': db_per_cycle}
 
 
 def main() -> int:
@@ -375,27 +448,44 @@ def main() -> int:
                         help='what to measure: cyborg (ours, default), '
                         'upstream (openstack-cyborg from .venv-upstream: '
                         'tools/bench/upstream-venv.sh), or both on the same '
-                        'servers, interleaved (ours, upstream, ours, ...), '
-                        'with a summary and the ratio')
+                        'servers, interleaved (ours, upstream, upstream, '
+                        'ours, ...), with a summary and the ratio')
     parser.add_argument('--rounds', type=int, default=1,
-                        help='with --service both: measurements of each '
-                        'service per concurrency, interleaved (1)')
+                        help='with --service both or --compare-root: '
+                        'measurements of each deployment per concurrency, '
+                        'interleaved (1)')
+    parser.add_argument('--warmup', type=int, default=5,
+                        help='with --service both or --compare-root: '
+                        'seconds of an unrecorded run of each deployment '
+                        'before the measured ones (5; 0: none)')
+    parser.add_argument('--compare-root', metavar='DIR',
+                        help='also measure another build of ours, the '
+                        'checkout DIR with its virtualenv DIR/.venv (e.g. '
+                        'the main branch), named "baseline", interleaved '
+                        'with this one on the same servers')
     args = parser.parse_args()
     if args.db == ALL_IN_ONE:
-        if args.service != 'cyborg':
+        if args.service != 'cyborg' or args.compare_root:
             parser.error('--db %s measures ours only' % ALL_IN_ONE)
         return _main_all_in_one(args)
+    if args.compare_root and args.service == 'upstream':
+        parser.error('--compare-root compares builds of ours')
     db_server, db_label = DATABASES[args.db]
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-cycle-')
     deployments = []
     if args.service in ('cyborg', 'both'):
         deployments.append(Deployment(workdir, args.agents, args.api_workers,
                                       args.api_threads, args.api_server))
+    if args.compare_root:
+        deployments.append(Deployment(
+            workdir, args.agents, args.api_workers, args.api_threads,
+            args.api_server, name='baseline',
+            venv=os.path.join(os.path.abspath(args.compare_root), '.venv')))
     if args.service in ('upstream', 'both'):
         deployments.append(upstream_lib.UpstreamDeployment(
             workdir, args.agents, args.api_workers, args.api_threads,
             args.api_server))
-    rounds = args.rounds if args.service == 'both' else 1
+    rounds = args.rounds if len(deployments) > 1 else 1
     print('load average before: %s' % _load())
     with db_server() as pg, \
             servers.RabbitMQServer() as rabbit, \
@@ -424,14 +514,28 @@ def main() -> int:
                           16, args.agents * 4))
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             summary = []
+            if len(deployments) > 1 and args.warmup:
+                # Unrecorded: the first run after the set-up is slower,
+                # whichever deployment it measures.
+                for deployment in deployments:
+                    measure(deployment, nova, rps[deployment.name],
+                            int(args.clients.split(',')[-1]), args.warmup,
+                            pg_pids, [placement.process.pid],
+                            [rabbit.process.pid], db_label,
+                            label='%s warm-up (not counted)'
+                            % deployment.name, db=pg)
             for clients in (int(c) for c in args.clients.split(',')):
                 for round_ in range(rounds):
-                    for deployment in deployments:
+                    # Every other round the other goes first: a run
+                    # measured right after the other's is not the same.
+                    order = (deployments if round_ % 2 == 0
+                             else deployments[::-1])
+                    for deployment in order:
                         result = measure(
                             deployment, nova, rps[deployment.name], clients,
                             args.duration, pg_pids, [placement.process.pid],
                             [rabbit.process.pid], db_label,
-                            label=deployment.name)
+                            label=deployment.name, db=pg)
                         summary.append((clients, round_ + 1,
                                         deployment.name, result))
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
@@ -452,26 +556,39 @@ def _load() -> str:
 def _print_summary(summary) -> None:
     """Every run's numbers, and per concurrency the ratio of the mean
     cycles/s of ours to upstream's."""
-    print('\n%-11s %5s %-9s %9s %7s %10s %10s' % (
+    print('\n%-11s %5s %-9s %9s %7s %10s %10s  %s' % (
         'concurrency', 'round', 'service', 'cycles/s', 'errors',
-        'event p50', 'event p99'))
+        'event p50', 'event p99', 'CPU ms per cycle (service: by process; '
+        'database)'))
     for clients, round_, name, result in summary:
-        print('%-11d %5d %-9s %9.1f %7d %10.1f %10.1f' % (
+        commands = result['db_commands']
+        print('%-11d %5d %-9s %9.1f %7d %10.1f %10.1f  %.1f: %s; %.1f%s' % (
             clients, round_, name, result['cycles_per_s'], result['errors'],
-            result['event_p50'], result['event_p99']))
+            result['event_p50'], result['event_p99'], result['service_ms'],
+            ', '.join('%s %.1f' % item for item in result['role_ms'].items()),
+            result['db_ms'],
+            ' (%.1f statements, %.1f pings per cycle)' % (
+                commands['Questions'], commands['Com_admin_commands'])
+            if commands else ''))
     for clients in dict.fromkeys(c for c, _, _, _ in summary):
         means = {}
-        for name in ('cyborg', 'upstream'):
-            rates = [r['cycles_per_s'] for c, _, n, r in summary
-                     if c == clients and n == name]
-            if rates:
-                means[name] = sum(rates) / len(rates)
-        if len(means) == 2:
-            print('concurrency %d: cyborg %.1f, upstream %.1f cycles/s '
-                  '(means): ratio %s' % (
-                      clients, means['cyborg'], means['upstream'],
-                      '%.1fx' % (means['cyborg'] / means['upstream'])
-                      if means['upstream'] else 'inf (upstream 0)'))
+        for name in ('cyborg', 'upstream', 'baseline'):
+            runs = [r for c, _, n, r in summary if c == clients and n == name]
+            if runs:
+                means[name] = {key: sum(r[key] for r in runs) / len(runs)
+                               for key in ('cycles_per_s', 'service_ms')}
+        for other in ('upstream', 'baseline'):
+            if 'cyborg' not in means or other not in means:
+                continue
+            ours, theirs = means['cyborg'], means[other]
+            print('concurrency %d: cyborg %.1f, %s %.1f cycles/s (means): '
+                  'ratio %s; service CPU ms per cycle %.1f vs %.1f' % (
+                      clients, ours['cycles_per_s'], other,
+                      theirs['cycles_per_s'],
+                      '%.2fx' % (ours['cycles_per_s']
+                                 / theirs['cycles_per_s'])
+                      if theirs['cycles_per_s'] else 'inf (%s 0)' % other,
+                      ours['service_ms'], theirs['service_ms']))
 
 
 def _report_log_errors(deployment, limit: int = 5) -> None:

@@ -288,3 +288,33 @@ def test_non_json_accept_is_406_and_changes_nothing(
     assert response.status_int == 406
     assert response.content_type == 'application/json'
     assert not conductor.method_calls
+
+
+def test_json_body_is_parsed_once(conf, conductor, database):
+    """Pecan's keyword arguments come from the document the body guard
+    parsed: webob does not parse the body again."""
+    conductor.device_profile_create.return_value = {
+        'uuid': 'u', 'name': 'a', 'description': None,
+        'groups': [{'resources:CUSTOM_X': '1'}],
+        'created_at': '2026-01-01T00:00:00', 'updated_at': None}
+    app = _app(conf, conductor)
+    webob_json = mock.PropertyMock(side_effect=AssertionError('parsed'))
+    with mock.patch.object(webob.request.BaseRequest, 'json', webob_json), \
+            mock.patch.object(webob.request.BaseRequest, 'json_body',
+                              webob_json):
+        response = _request(app, 'POST', '/v2/device_profiles',
+                            [{'name': 'a',
+                              'groups': [{'resources:CUSTOM_X': '1'}]}])
+    assert response.status_int == 201
+    webob_json.assert_not_called()
+
+
+def test_request_json_without_the_guard_is_webobs():
+    request = api_app.Request.blank('/v2/x', method='POST',
+                                    body=b'{"a": 1}')
+    request.content_type = 'application/json'
+    assert request.json == {'a': 1}
+    request.environ['cyborg.json_body'] = {'b': 2}
+    assert request.json == {'b': 2}
+    request.environ['cyborg.json_body_error'] = ValueError('bad')
+    assert request.json == {'a': 1}

@@ -129,6 +129,35 @@ def test_context_survives_serialization():
     ) == ('p', ['admin'], ['service'], True)
 
 
+@pytest.mark.parametrize('values', [
+    {},
+    {'project_id': 'p', 'user_id': 'u', 'roles': ['member']},
+    {'project_id': 'p', 'roles': ['admin'], 'service_roles': ['service'],
+     'service_user_id': 'nova', 'service_project_id': 'services'},
+    {'roles': ['reader'], 'is_admin': True, 'read_only': True,
+     'show_deleted': True, 'is_admin_project': False, 'auth_token': 't',
+     'global_request_id': 'req-g', 'system_scope': 'all',
+     'domain_id': 'd', 'user_domain_id': 'ud', 'project_domain_id': 'pd',
+     'resource_uuid': 'r', 'service_roles': []},
+])
+def test_context_on_the_wire_leaves_out_only_what_comes_back(values):
+    context = cyborg_context.RequestContext(**values)
+    serializer = rpc.RequestContextSerializer()
+    wire = serializer.serialize_context(context)
+    copy = serializer.deserialize_context(wire)
+    assert copy.to_dict() == context.to_dict()
+    left_out = set(context.to_dict()) - set(wire)
+    assert {'project', 'user_identity'} <= left_out
+    assert wire['request_id'] == context.request_id
+
+
+def test_context_on_the_wire_drops_defaults():
+    context = cyborg_context.RequestContext(project_id='p', roles=['admin'])
+    wire = rpc.RequestContextSerializer().serialize_context(context)
+    assert set(wire) == {'user', 'project_id', 'is_admin', 'request_id',
+                         'roles'}
+
+
 class ExpectingEndpoint:
     @messaging.expected_exceptions(exception.CyborgException)
     def refuse(self, context):

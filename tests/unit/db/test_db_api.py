@@ -172,3 +172,79 @@ def test_a_connection_that_ran_a_statement_is_still_rolled_back():
             connection.execute(sa.text('SELECT * FROM nowhere'))
     assert rollbacks == [1, 1, 1]
 
+
+
+def _pinging_engine(monkeypatch, clock, poolclass=sa.pool.QueuePool):
+    """A SQLite engine with pool_pre_ping (as oslo.db makes them) and
+    :func:`db_api.ping_idle_connections_only`, counting the pings;
+    ``clock`` is the monotonic time the function sees."""
+    monkeypatch.setattr(db_api.time, 'monotonic', lambda: clock[0])
+    engine = sa.create_engine('sqlite://', pool_pre_ping=True,
+                              poolclass=poolclass)
+    pings = []
+    real = engine.dialect.do_ping
+
+    def counted(dbapi_connection):
+        pings.append(1)
+        return real(dbapi_connection)
+
+    engine.dialect.do_ping = counted
+    db_api.ping_idle_connections_only(engine)
+    return engine, pings
+
+
+def test_configured_engine_pings_idle_connections_only(database):
+    assert not database.pool._pre_ping
+    assert database.pool.dispatch.checkout
+
+
+def test_a_connection_back_a_moment_ago_is_not_pinged(monkeypatch):
+    clock = [100.0]
+    engine, pings = _pinging_engine(monkeypatch, clock)
+    assert not engine.pool._pre_ping
+    with engine.connect() as connection:  # new: not pinged
+        connection.execute(sa.text('SELECT 1'))
+    assert pings == []
+    clock[0] += db_api.PING_AFTER_IDLE
+    with engine.connect() as connection:
+        connection.execute(sa.text('SELECT 1'))
+    assert pings == []
+    clock[0] += db_api.PING_AFTER_IDLE + 0.1  # idle longer: pinged
+    with engine.connect() as connection:
+        connection.execute(sa.text('SELECT 1'))
+    assert pings == [1]
+    with engine.connect() as connection:
+        connection.execute(sa.text('SELECT 1'))
+    assert pings == [1]
+
+
+def test_new_connections_are_not_pinged(monkeypatch):
+    clock = [100.0]
+    engine, pings = _pinging_engine(monkeypatch, clock,
+                                    poolclass=sa.pool.NullPool)
+    for _ in range(3):
+        with engine.connect() as connection:
+            connection.execute(sa.text('SELECT 1'))
+        clock[0] += db_api.PING_AFTER_IDLE + 1
+    assert pings == []
+
+
+def test_a_lost_idle_connection_is_replaced(monkeypatch):
+    clock = [100.0]
+    engine, pings = _pinging_engine(monkeypatch, clock)
+    with engine.connect() as connection:
+        first = connection.connection.dbapi_connection
+    monkeypatch.setattr(engine.dialect, '_do_ping_w_event',
+                        lambda dbapi_connection: dbapi_connection
+                        is not first)
+    clock[0] += db_api.PING_AFTER_IDLE + 1
+    with engine.connect() as connection:
+        assert connection.connection.dbapi_connection is not first
+        assert connection.execute(sa.text('SELECT 1')).scalar() == 1
+
+
+def test_an_engine_without_pre_ping_is_left_alone():
+    engine = sa.create_engine('sqlite://')
+    db_api.ping_idle_connections_only(engine)
+    assert not engine.pool.dispatch.checkout
+    assert not engine.pool.dispatch.checkin
