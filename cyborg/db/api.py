@@ -24,7 +24,6 @@ callers never hold ORM state across a transaction boundary.
 
 import functools
 import threading
-import time
 
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
@@ -225,7 +224,6 @@ def configure(conf) -> None:
     # GIL away once per transaction.
     manager.configure(sqlite_fk=True, thread_checkin=False, **options)
     manager.append_on_engine_create(skip_redundant_rollbacks)
-    manager.append_on_engine_create(ping_idle_connections_only)
     main_context_manager.patch_factory(manager)
 
 
@@ -291,57 +289,6 @@ def skip_redundant_rollbacks(engine: sa.engine.Engine) -> None:
     dialect.do_commit, dialect.do_rollback = do_commit, do_rollback
     sa.event.listen(engine, 'before_cursor_execute', statement)
     sa.event.listen(engine, 'checkout', checkout)
-
-
-# Seconds a pooled connection may have been idle and still be used
-# without a ping first.
-PING_AFTER_IDLE = 1.0
-# When the connection was last checked in (time.monotonic()), in its
-# pool record's info.
-_CHECKED_IN = 'cyborg_checked_in'
-
-
-def ping_idle_connections_only(engine: sa.engine.Engine) -> None:
-    """Make ``engine`` ping a pooled connection at check-out only when it
-    was idle more than :data:`PING_AFTER_IDLE` seconds, not every time.
-
-    oslo.db turns on SQLAlchemy's ``pool_pre_ping``: a round trip to the
-    database before every transaction, to find connections the server
-    or the network closed while they sat in the pool (a restart, an idle
-    timeout). A connection returned a moment ago was working then: the
-    ping is kept for connections that waited longer (a new one needs
-    none, as with ``pool_pre_ping``). A
-    failed ping of a lost connection makes the pool replace its
-    connections, as ``pool_pre_ping`` does. (A server lost
-    within that second is found by the transaction's first statement
-    instead, which fails; SQLAlchemy then replaces every pooled
-    connection, as it does for a server lost while a transaction runs.)
-    """
-    pool = engine.pool
-    if not getattr(pool, '_pre_ping', False):
-        return
-    pool._pre_ping = False
-    dialect = engine.dialect
-
-    def used(dbapi_connection, record):
-        # A new connection (every one of a NullPool) is as good as one
-        # just used; pool_pre_ping does not ping those either.
-        if record is not None:
-            record.info[_CHECKED_IN] = time.monotonic()
-
-    def checkout(dbapi_connection, record, proxy):
-        checked_in = record.info.pop(_CHECKED_IN, None)
-        if (checked_in is not None
-                and time.monotonic() - checked_in <= PING_AFTER_IDLE):
-            return
-        # What pool_pre_ping does: False for a lost connection (any other
-        # error is raised), and then every pooled connection is replaced.
-        if not dialect._do_ping_w_event(dbapi_connection):
-            raise sa.exc.InvalidatePoolError()
-
-    sa.event.listen(pool, 'connect', used)
-    sa.event.listen(pool, 'checkin', used)
-    sa.event.listen(pool, 'checkout', checkout)
 
 
 def get_engine() -> sa.engine.Engine:
