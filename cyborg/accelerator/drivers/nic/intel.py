@@ -410,10 +410,8 @@ class IntelNICDriver(base.AcceleratorDriver):
 
 
 def _vf_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
-    info = handle.attach_info
     try:
-        return pci.parse_address('%s:%s:%s.%s' % (
-            info['domain'], info['bus'], info['device'], info['function']))
-    except (KeyError, errors.InvalidPCIAddress) as exc:
+        return pci.handle_address(handle.attach_info)
+    except errors.InvalidPCIAddress as exc:
         raise VFPrepareError(reason='attach handle %r has no PCI address: '
-                             '%s' % (info, exc))
+                             '%s' % (handle.attach_info, exc))

@@ -580,13 +580,11 @@ def _mdev_label(mdev_type: mdev.MdevType | None, type_id: str) -> str:
 
 
 def _handle_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
-    info = handle.attach_info
     try:
-        return pci.parse_address('%s:%s:%s.%s' % (
-            info['domain'], info['bus'], info['device'], info['function']))
-    except (KeyError, host_errors.InvalidPCIAddress) as exc:
+        return pci.handle_address(handle.attach_info)
+    except host_errors.InvalidPCIAddress as exc:
         raise PrepareError('attach handle %r has no PCI address: %s'
-                           % (info, exc))
+                           % (handle.attach_info, exc))
 
 
 def _vgpu_type_id(handle: device_tree.AttachHandle) -> int:

@@ -71,6 +71,20 @@ class PCIAddress:
                 'function': '%x' % self.function}
 
 
+def handle_address(attach_info: dict[str, str]) -> PCIAddress:
+    """The PCI address a PCI attach handle's info names (``domain``,
+    ``bus``, ``device``, ``function``, as Nova's libvirt driver reads
+    it); ``InvalidPCIAddress`` when it names none."""
+    try:
+        text = '%s:%s:%s.%s' % (attach_info['domain'], attach_info['bus'],
+                                attach_info['device'],
+                                attach_info['function'])
+    except (KeyError, TypeError) as exc:
+        raise errors.InvalidPCIAddress(repr(attach_info),
+                                       'no %s in the attach info' % exc)
+    return parse_address(text)
+
+
 def parse_address(text: str) -> PCIAddress:
     """Parse any spelling of a PCI address; raise ``InvalidPCIAddress``.
 

@@ -219,3 +219,18 @@ def test_list_devices_skips_a_device_gone_since_listed(gpu_host):
         pci.read_device(host, '0000:3b:00.1')
     assert [str(d.address) for d in pci.list_devices(host)] == [
         '0000:3a:00.0', hosts.PGPU, '0000:d7:00.0', hosts.VGPU_PARENT]
+
+
+def test_the_address_a_handle_names():
+    info = {'domain': '0000', 'bus': '3b', 'device': '02', 'function': '1'}
+    assert str(pci.handle_address(info)) == '0000:3b:02.1'
+
+
+@pytest.mark.parametrize('info', [
+    {'domain': '0000', 'bus': '3b', 'device': '02'},
+    {'domain': '0000', 'bus': 'zz', 'device': '02', 'function': '1'},
+    None,
+])
+def test_a_handle_without_an_address_is_refused(info):
+    with pytest.raises(errors.InvalidPCIAddress):
+        pci.handle_address(info)
