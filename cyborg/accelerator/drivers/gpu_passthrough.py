@@ -15,11 +15,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from oslo_log import log as logging
 
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
+
+LOG = logging.getLogger(__name__)
 
 PCI_BRIDGE = 0x0604
 GPU_CLASSES = (0x0300, 0x0302)
@@ -54,6 +59,22 @@ def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
         if not is_bridge and bound is not None and bound not in drivers:
             held.append('%s (%s)' % (member, bound))
     return ', '.join(held)
+
+
+def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
+                        drivers: list[str], driver_name: str,
+                        first: Callable[[str], bool]) -> bool:
+    """Whether no other endpoint of the GPU's IOMMU group is held by the
+    host (:func:`held_group_members`); if one is, says so in a warning,
+    once per GPU and holder (``first(key)``: whether ``key`` is new)."""
+    held = held_group_members(host, gpu, drivers)
+    if not held:
+        return True
+    if first('group-%s-%s' % (gpu.address, held)):
+        LOG.warning('%s: device %s shares its iommu_group with %s, which '
+                    'the host holds; it is not reported', driver_name,
+                    gpu.address, held)
+    return False
 
 
 def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],

@@ -106,14 +106,8 @@ class AmdGpuDriver(base.AcceleratorDriver):
                             'to one of [amd_gpu] passthrough_drivers; it is '
                             'not reported', gpu.address, gpu.driver)
             return False
-        held = gpu_passthrough.held_group_members(self._host, gpu, drivers)
-        if held:
-            if self._first('group-%s-%s' % (gpu.address, held)):
-                LOG.warning('amd_gpu_driver: device %s shares its '
-                            'iommu_group with %s, which the host holds; it '
-                            'is not reported', gpu.address, held)
-            return False
-        return True
+        return gpu_passthrough.group_is_assignable(
+            self._host, gpu, drivers, self.name, self._first)
 
     def _traits(self, gpu: pci.PCIDevice, *extra: str) -> list[str]:
         product = '%04X' % gpu.device_id

@@ -249,15 +249,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                             'and has no vGPU type; it is not reported',
                             gpu.address, gpu.driver)
             return False
-        held = gpu_passthrough.held_group_members(self._host, gpu,
-                                                  drivers)
-        if held:
-            if self._first('group-%s-%s' % (gpu.address, held)):
-                LOG.warning('nvidia_gpu_driver: device %s shares its '
-                            'iommu_group with %s, which the host holds; it '
-                            'is not reported', gpu.address, held)
-            return False
-        return True
+        return gpu_passthrough.group_is_assignable(
+            self._host, gpu, drivers, self.name, self._first)
 
     def _product_traits(self, gpu: pci.PCIDevice) -> list[str]:
         return [OWNER_TRAIT, VENDOR_TRAIT,
