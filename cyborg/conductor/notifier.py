@@ -16,7 +16,9 @@ Every conductor runs one :class:`Notifier`: a daemon thread that posts
 batches of events to Nova, one request per batch, and records each
 event's outcome. Events this conductor's binds queued arrive through
 :meth:`Notifier.deliver` right after their transaction committed, already
-leased to the conductor, and go out at once; the thread also claims every
+leased to the conductor, and go out at once, or, under load, together
+with the others that arrive within ``[nova] send_interval`` of the
+previous request; the thread also claims every
 other due event (:func:`cyborg.db.nova_events.claim_due`: retries, and
 events whose conductor died) every ``[nova] poll_interval`` seconds, and
 loops at once while full batches keep coming.
@@ -112,6 +114,8 @@ class Notifier:
         # (time.monotonic()) they are to be recorded at the latest.
         self._unrecorded: list[tuple[dict[str, Any], Any]] = []
         self._record_at = 0.0
+        # When (time.monotonic()) the last request to Nova was sent.
+        self._last_request = float('-inf')
         # Counters, for tests and logs.
         self.sent = 0
         self.retried = 0
@@ -179,6 +183,8 @@ class Notifier:
         next_poll = time.monotonic()
         while not self._stop.is_set():
             woken = self._wake.wait(self._sleep_time(next_poll))
+            if woken:
+                self._gather()
             self._wake.clear()
             try:
                 # Woken only to record: nothing new to send or claim.
@@ -206,6 +212,15 @@ class Notifier:
                           'outcome of %d sent event(s); they will be sent '
                           'again', self.host, len(self._unrecorded))
         LOG.info('Nova notifier of %s stopped', self.host)
+
+    def _gather(self) -> None:
+        """Wait out ``[nova] send_interval`` since the last request, unless
+        a full batch is ready, so that the events delivered meanwhile go
+        to Nova in one request."""
+        nova = self._conf.nova
+        wait = self._last_request + nova.send_interval - time.monotonic()
+        if wait > 0 and len(self._ready) < nova.events_batch_size:
+            self._stop.wait(wait)
 
     def _sleep_time(self, next_poll: float) -> float:
         """Seconds until the next poll, or until outcomes are due."""
@@ -272,6 +287,7 @@ class Notifier:
                                          row['instance_uuid'], row['status'])
                   for row in batch.values()]
         started = time.monotonic()
+        self._last_request = started
         self.requests += 1
         try:
             results = client.send_events(events)

@@ -100,6 +100,17 @@ notifier_opts = [
              'sent again after claim_timeout (Nova ignores an event '
              'nobody waits for). 0 records after every request.'),
     cfg.FloatOpt(
+        'send_interval', default=0.02, min=0.0, max=1.0, mutable=True,
+        help='Least time, in seconds, between two event requests of one '
+             'conductor. The events of binds that finish within it wait '
+             'for its end and go to Nova together, in one request of up '
+             'to events_batch_size events: a busy conductor sends Nova '
+             'fewer, larger requests, each of which costs Nova an '
+             'instance lookup per cell and a message per compute host. '
+             'An event that finds no request sent within this time goes '
+             'at once, so it delays events only under load, by at most '
+             'this. 0 sends every event at once.'),
+    cfg.FloatOpt(
         'poll_interval', default=1.0, min=0.01, mutable=True,
         help='Seconds the notifier sleeps when it has nothing to send. '
              'Events of binds finished by this conductor are sent at '

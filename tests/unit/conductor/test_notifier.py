@@ -363,6 +363,47 @@ def test_deliver_wakes_the_thread(notifier, client, admin_context):
     assert nova_events.pending_count(admin_context) == 0
 
 
+def test_events_within_the_send_interval_go_in_one_request(
+        nova_opts, notifier, client, admin_context):
+    nova_opts.set_override('send_interval', 0.5, group='nova')
+    notifier.start()
+    time.sleep(0.2)  # the first (empty) round sent nothing
+    delivered = time.monotonic()
+    first = _deliver_one(notifier, admin_context)['arq_uuid']
+    first_sent, events = client.wait_calls(1)[0]
+    # Nothing was sent within the interval: the event goes at once.
+    assert [e['tag'] for e in events] == [first]
+    assert first_sent - delivered < 0.2
+    gathered = [_deliver_one(notifier, admin_context)['arq_uuid']
+                for _ in range(3)]
+    sent, events = client.wait_calls(2)[1]
+    # The next three waited for the interval's end and went together.
+    assert sorted(e['tag'] for e in events) == sorted(gathered)
+    assert sent - first_sent >= 0.45
+    time.sleep(0.6)
+    delivered = time.monotonic()
+    last = _deliver_one(notifier, admin_context)['arq_uuid']
+    sent, events = client.wait_calls(3)[2]
+    assert [e['tag'] for e in events] == [last]
+    assert sent - delivered < 0.2
+
+
+def test_a_full_batch_does_not_wait_for_the_send_interval(
+        nova_opts, notifier, client, admin_context):
+    nova_opts.set_override('send_interval', 1.0, group='nova')
+    nova_opts.set_override('events_batch_size', 2, group='nova')
+    notifier.start()
+    time.sleep(0.2)
+    _deliver_one(notifier, admin_context)
+    first_sent = client.wait_calls(1)[0][0]
+    rows_ = _enqueue_leased(admin_context, 2, 'conductor-1',
+                            timeutils.utcnow(), 30)
+    notifier.deliver(rows_)
+    sent, events = client.wait_calls(2)[1]
+    assert len(events) == 2
+    assert sent - first_sent < 0.5  # not the 1s interval
+
+
 def test_start_sends_what_is_due(database, admin_context, notifier, client):
     arqs = enqueue(admin_context, 3, now=timeutils.utcnow())
     notifier.start()
