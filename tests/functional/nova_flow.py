@@ -376,10 +376,13 @@ def database_kind(server) -> str:
 @contextlib.contextmanager
 def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                agents: Sequence[AgentSpec], conductor_workers: int = 16,
-               nova_options: dict | None = None
+               nova_options: dict | None = None,
+               conductor_options: dict | None = None
                ) -> Iterator[NovaFlowDeployment]:
     """Start the deployment described in the module docstring, with
-    its database on ``db_server`` (PostgreSQL or MariaDB)."""
+    its database on ``db_server`` (PostgreSQL or MariaDB);
+    ``conductor_options`` replace the conductors' ``[conductor]``
+    defaults of this module."""
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
     suffix = uuid_lib.uuid4().hex[:8]
@@ -418,7 +421,8 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
             config['DEFAULT']['host'] = '%s-cond-%d' % (name, index)
             config['conductor'] = {'bind_timeout': BIND_TIMEOUT,
                                    'agent_timeout': AGENT_TIMEOUT,
-                                   'workers': conductor_workers}
+                                   'workers': conductor_workers,
+                                   **(conductor_options or {})}
             config['nova'] = nova_config
             flow.conductor_configs.append(config)
             flow.conductors.append(None)  # type: ignore[arg-type]

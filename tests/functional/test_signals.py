@@ -32,8 +32,11 @@ from tests.functional import nova_flow
 from tests.functional import servers
 
 AGENT = 'signals-mdev'
-# Below the deployment's [conductor] agent_timeout (3 s).
-PREPARE_DELAY = 2.0
+# Long enough for a test to see the bind job running and signal its
+# conductor before it ends, on a loaded 2-core machine too; below the
+# [conductor] agent_timeout of this deployment.
+PREPARE_DELAY = 6.0
+AGENT_TIMEOUT = 10
 # Seconds a daemon may take to stop gracefully here (its default grace
 # period is 60 s).
 STOP_TIMEOUT = 60
@@ -48,7 +51,9 @@ def flow(postgres, rabbitmq, placement, work_dir):
                                   fake_driver={'prepare_delay':
                                                PREPARE_DELAY})]
     with nova_flow.deployment('signals', postgres, rabbitmq, placement,
-                              work_dir, agents, conductor_workers=4
+                              work_dir, agents, conductor_workers=4,
+                              conductor_options={
+                                  'agent_timeout': AGENT_TIMEOUT}
                               ) as deployment:
         yield deployment
 
@@ -168,14 +173,18 @@ def test_sigterm_hands_back_a_bind_job_past_the_grace_period(flow):
     conductor = flow.conductors[owner]
     mark = len(_log(conductor))
     started = time.monotonic()
-    assert conductor.stop() == 0
-    assert time.monotonic() - started < PREPARE_DELAY + 5
-    log = _log(conductor, mark)
+    try:
+        assert conductor.stop() == 0
+        # Stopped without waiting for the job (grace period 0).
+        assert time.monotonic() - started < PREPARE_DELAY
+        log = _log(conductor, mark)
+    finally:
+        # The next tests need both conductors, whatever failed here.
+        process = flow.start_conductor(owner)
     assert 'caught SIGTERM' in log
     assert 'Handing back 1 unfinished bind jobs (ARQs %s)' % arq in log
     assert ('cyborg-conductor stopped; work in flight was left unfinished'
             in log)
-    process = flow.start_conductor(owner)
     _wait_log(process, 'Resuming 1 unfinished bind jobs', mark)
     _assert_bound(flow, arq)
 
