@@ -131,11 +131,13 @@ def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
 
 _PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
     PROFILES.c.name == sa.bindparam('name'))
+# The same, with the number of ARQs the project holds (``held``): one
+# round trip for both.
+_PROFILE_AND_HELD = _PROFILE_BY_NAME.add_columns(
+    sa.select(sa.func.count()).select_from(ARQS)
+    .where(ARQS.c.project_id == sa.bindparam('project_id'))
+    .scalar_subquery().label('held'))
 _INSERT = sa.insert(ARQS)
-
-
-_PROJECT_ARQ_COUNT = sa.select(sa.func.count()).select_from(ARQS).where(
-    ARQS.c.project_id == sa.bindparam('project_id'))
 
 
 @db_api.connection_writer
@@ -149,8 +151,10 @@ def arq_create(context, device_profile_name: str,
     would give ``project_id`` more than ``max_project_arqs`` (403).
     """
     connection = context.connection
+    limited = max_project_arqs is not None and project_id is not None
     profile = connection.execute(
-        _PROFILE_BY_NAME, {'name': device_profile_name}).first()
+        _PROFILE_AND_HELD if limited else _PROFILE_BY_NAME,
+        {'name': device_profile_name, 'project_id': project_id}).first()
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
@@ -160,13 +164,10 @@ def arq_create(context, device_profile_name: str,
     if max_arqs is not None:
         dp_rules.check_limit('ARQs the device profile asks for', count,
                              max_arqs, '[api] max_arqs_per_request')
-    if max_project_arqs is not None and project_id is not None:
-        held = connection.execute(_PROJECT_ARQ_COUNT,
-                                  {'project_id': project_id}).scalar_one()
-        if held + count > max_project_arqs:
-            raise exception.ProjectLimitExceeded(
-                project=project_id, count=held + count,
-                limit=max_project_arqs)
+    if limited and profile.held + count > max_project_arqs:
+        raise exception.ProjectLimitExceeded(
+            project=project_id, count=profile.held + count,
+            limit=max_project_arqs)
     now = timeutils.utcnow()
     rows = [{'uuid': uuidutils.generate_uuid(), 'project_id': project_id,
              'state': states.INITIAL, 'device_profile_id': profile.id,
