@@ -98,46 +98,22 @@ def image_record(image_id: str, data: bytes | None,
     return record
 
 
-class ImageServer:
+class ImageServer(wsgi_server.LoopbackApp):
     """Serves the images it is given (see the module docstring) on a
     free loopback port (or ``port``) from a thread of this process."""
 
     def __init__(self, port: int = 0):
+        super().__init__(port)
         self._lock = threading.Lock()
         self.images: dict[str, dict[str, Any]] = {}
         self.data: dict[str, bytes] = {}
         #: Images per page of the list (None: all on one page).
         self.page_size: int | None = None
-        self._port = port
-        self._server: wsgi_server.WSGIServer | None = None
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     @property
     def url(self) -> str:
         """The endpoint, e.g. ``http://127.0.0.1:PORT`` (no version)."""
         return 'http://%s:%d' % (LOOPBACK, self._port)
-
-    def start(self) -> ImageServer:
-        if self._server is None:
-            self._server = wsgi_server.WSGIServer(self._app, LOOPBACK,
-                                                  self._port)
-            self._port = self._server.port
-            self._server.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def __enter__(self) -> ImageServer:
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
 
     def add(self, record: dict[str, Any], data: bytes | None) -> str:
         """Serve the image ``record`` (see :func:`image_record`) with

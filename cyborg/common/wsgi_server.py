@@ -327,3 +327,44 @@ class WSGIServer:
             LOG.warning('%d connections in flight did not end within %ss',
                         left, timeout)
         return not left
+
+
+class LoopbackApp:
+    """A WSGI application of this process served on a loopback port (or
+    ``port``) from a thread: the stand-ins for other services that
+    cyborg and its tests start. Subclasses define
+    ``_app(environ, start_response)``. The port is kept across
+    :meth:`stop` and :meth:`start`.
+    """
+
+    host = '127.0.0.1'
+
+    def __init__(self, port: int = 0):
+        self._port = port
+        self._server: WSGIServer | None = None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    def _app(self, environ, start_response):
+        raise NotImplementedError
+
+    def start(self):
+        """Listen (once); returns the instance."""
+        if self._server is None:
+            self._server = WSGIServer(self._app, self.host, self._port)
+            self._port = self._server.port
+            self._server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

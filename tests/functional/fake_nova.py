@@ -78,7 +78,7 @@ def _valid_event(event: Any) -> bool:
             and isinstance(event.get('tag', ''), str))
 
 
-class FakeNova:
+class FakeNova(wsgi_server.LoopbackApp):
     """See the module docstring.
 
     ``events`` lists every event received (also refused ones), in arrival
@@ -89,6 +89,7 @@ class FakeNova:
     """
 
     def __init__(self, port: int = 0):
+        super().__init__(port)
         self._lock = threading.Condition()
         self.events: list[dict[str, Any]] = []
         # tag -> arrival of its latest accepted event (wait_tags' index).
@@ -98,35 +99,13 @@ class FakeNova:
         self.unhosted: set[str] = set()
         self.delay = 0.0
         self._answer_503 = False
-        self._port = port
-        self._server: wsgi_server.WSGIServer | None = None
 
     # Life cycle -------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     @property
     def url(self) -> str:
         """The compute endpoint, e.g. ``http://127.0.0.1:PORT/v2.1``."""
         return 'http://%s:%d%s' % (LOOPBACK, self._port, PREFIX)
-
-    def start(self) -> FakeNova:
-        self._listen()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def _listen(self) -> None:
-        if self._server is None:
-            self._server = wsgi_server.WSGIServer(self._app, LOOPBACK,
-                                                  self._port)
-            self._port = self._server.port
-            self._server.start()
 
     def down(self, refuse: bool = False) -> None:
         """Answer 503 from now on, or (``refuse``) refuse connections."""
@@ -139,13 +118,7 @@ class FakeNova:
         """Accept events again (on the same port)."""
         with self._lock:
             self._answer_503 = False
-        self._listen()
-
-    def __enter__(self) -> FakeNova:
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+        self.start()
 
     # Behaviour and observations ---------------------------------------------
 

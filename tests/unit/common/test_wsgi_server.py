@@ -220,3 +220,31 @@ def test_links_name_the_server_never_the_host_header():
     finally:
         server.stop()
     assert body == b'http://127.0.0.1:%d' % server.port
+
+
+class _Hello(wsgi_server.LoopbackApp):
+    def _app(self, environ, start_response):
+        start_response('200 OK', [('Content-Type', 'text/plain')])
+        return [b'hello']
+
+
+def _get_root(port: int) -> bytes:
+    with socket.create_connection(('127.0.0.1', port), timeout=5) as conn:
+        conn.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
+        return conn.makefile('rb').read()
+
+
+def test_loopback_app_keeps_its_port_across_stop_and_start():
+    with _Hello() as app:
+        port = app.port
+        assert port != 0
+        assert _get_root(port).endswith(b'hello')
+        assert app.start() is app  # already listening: nothing changes
+        app.stop()
+        with pytest.raises(OSError):
+            _get_root(port)
+        app.start()
+        assert app.port == port
+        assert _get_root(port).endswith(b'hello')
+    with pytest.raises(OSError):
+        _get_root(port)
