@@ -41,6 +41,7 @@ e.g. ``http://127.0.0.1:PORT`` (no trailing slash).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -73,6 +74,29 @@ def placement_config(url: str) -> dict:
     """``[placement]`` options to reach a no-keystone Placement."""
     return {'auth_type': 'admin_token', 'endpoint': url, 'token': 'admin',
             'endpoint_override': url}
+
+
+ALL_IN_ONE_RUNNING = 'Cyborg all-in-one is running.'
+
+
+@contextlib.contextmanager
+def all_in_one_on_host(config: dict, directory: str, tree, port: int):
+    """A ``cyborg-all-in-one`` on ``port`` whose agent reads the host
+    fixture ``tree`` (its root, and its vendor commands as the only ones
+    on PATH), with ``config`` and state in ``directory``; the process,
+    running, and stopped after."""
+    process = servers.CyborgProcess(
+        'cyborg-all-in-one', config, directory,
+        args=['--host', servers.LOOPBACK, '--port', str(port),
+              '--placement-port', '0', '--host-root', tree.root,
+              '--state-dir', os.path.join(directory, 'state')],
+        env={'PATH': tree.tools_dir})
+    try:
+        process.start()
+        process.wait_log(ALL_IN_ONE_RUNNING, START_TIMEOUT)
+        yield process
+    finally:
+        process.stop()
 
 
 def api_devices(url: str, **params) -> list[dict]:
@@ -222,7 +246,7 @@ def allinone(work_dir):
                          '--state-dir', os.path.join(directory, 'state')])
     try:
         process.start()
-        process.wait_log('Cyborg all-in-one is running.', START_TIMEOUT)
+        process.wait_log(ALL_IN_ONE_RUNNING, START_TIMEOUT)
         url = 'http://%s:%d' % (servers.LOOPBACK, port)
         process.wait_http(url + '/', START_TIMEOUT)
         servers.wait_for(lambda: api_devices(url), START_TIMEOUT,

@@ -77,7 +77,7 @@ def test_ready_line_comes_after_the_first_inventory_report(work_dir):
               '--state-dir', os.path.join(directory, 'state')])
     try:
         process.start()
-        process.wait_log('Cyborg all-in-one is running.',
+        process.wait_log(conftest.ALL_IN_ONE_RUNNING,
                          conftest.START_TIMEOUT)
         devices = conftest.api_devices(
             'http://%s:%d' % (servers.LOOPBACK, port))
@@ -138,7 +138,7 @@ def busy_allinone(work_dir):
                   '--state-dir', os.path.join(directory, 'state')])
         try:
             process.start()
-            process.wait_log('Cyborg all-in-one is running.',
+            process.wait_log(conftest.ALL_IN_ONE_RUNNING,
                              conftest.START_TIMEOUT)
             url = 'http://%s:%d' % (servers.LOOPBACK, port)
             servers.wait_for(

@@ -56,7 +56,7 @@ TIMEOUT = 30
 REGION = hosts.DFL_PR_INTERFACE_ID
 OTHER_REGION = '0123456789abcdef0123456789abcdef'
 GZIP = 'd8424dc4a4a3c413f89e433683f9040b'
-RUNNING = 'Cyborg all-in-one is running.'
+RUNNING = conftest.ALL_IN_ONE_RUNNING
 AES = '3afb0c1d2e3f40516273849506a7b8c9'
 
 
@@ -201,21 +201,11 @@ def fpga(work_dir):
         tree.abs(fpga_hosts.afu_id_path(tree, hosts.DFL_PF, 0)),
         hold_file=os.path.join(directory, 'fpgaconf-hold'))
     port = servers.free_port()
-    with FakeNova() as nova, FakeGlance() as glance:
-        process = servers.CyborgProcess(
-            'cyborg-all-in-one', _config(nova.url, glance.url), directory,
-            args=['--host', servers.LOOPBACK, '--port', str(port),
-                  '--placement-port', '0', '--host-root', tree.root,
-                  '--state-dir', os.path.join(directory, 'state')],
-            env={'PATH': tree.tools_dir})
-        try:
-            process.start()
-            process.wait_log(RUNNING, conftest.START_TIMEOUT)
-            yield Deployment(process, 'http://%s:%d' % (servers.LOOPBACK,
-                                                        port),
-                             tree, glance, nova, directory)
-        finally:
-            process.stop()
+    with FakeNova() as nova, FakeGlance() as glance, \
+            conftest.all_in_one_on_host(_config(nova.url, glance.url),
+                                        directory, tree, port) as process:
+        yield Deployment(process, 'http://%s:%d' % (servers.LOOPBACK, port),
+                         tree, glance, nova, directory)
 
 
 def test_the_region_is_reported_with_its_function(fpga):

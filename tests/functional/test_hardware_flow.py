@@ -134,22 +134,11 @@ def flow(work_dir):
     directory = os.path.join(work_dir, 'hardware-flow')
     tree = demo_host.build(os.path.join(directory, 'host'))
     port = servers.free_port()
-    with FakeNova() as nova, demo_host.DemoKernel(tree):
-        process = servers.CyborgProcess(
-            'cyborg-all-in-one', _config(nova.url), directory,
-            args=['--host', servers.LOOPBACK, '--port', str(port),
-                  '--placement-port', '0', '--host-root', tree.root,
-                  '--state-dir', os.path.join(directory, 'state')],
-            # The vendor commands the drivers find are the tree's only.
-            env={'PATH': tree.tools_dir})
-        try:
-            process.start()
-            process.wait_log('Cyborg all-in-one is running.',
-                             conftest.START_TIMEOUT)
-            yield Flow(process, 'http://%s:%d' % (servers.LOOPBACK, port),
-                       tree, nova)
-        finally:
-            process.stop()
+    with FakeNova() as nova, demo_host.DemoKernel(tree), \
+            conftest.all_in_one_on_host(_config(nova.url), directory, tree,
+                                        port) as process:
+        yield Flow(process, 'http://%s:%d' % (servers.LOOPBACK, port),
+                   tree, nova)
 
 
 def _address(info: dict) -> str:
