@@ -140,6 +140,10 @@ class Deployable(Base):
     # (cyborg.domain.device_tree.Preparation); 'none': nothing.
     preparation = sa.Column(sa.String(32), nullable=False, default='none',
                             server_default='none')
+    # Gone from its device's reports but kept because an attach handle of
+    # it is in use; removed by the first report after its release.
+    retained = sa.Column(sa.Boolean, nullable=False, default=False,
+                         server_default=sa.false())
 
 
 class Attribute(Base):
@@ -281,6 +285,10 @@ class PlacementProvider(Base):
     generation = sa.Column(sa.Integer, nullable=True)
     inventory_hash = sa.Column(sa.String(64), nullable=True)
     traits_hash = sa.Column(sa.String(64), nullable=True)
+    # Taken over from an upstream Cyborg import: its name, parent and
+    # traits may still be upstream's until it holds no allocation.
+    adopted = sa.Column(sa.Boolean, nullable=False, default=False,
+                        server_default=sa.false())
 
 
 class NovaEvent(Base):
@@ -314,6 +322,21 @@ class NovaEvent(Base):
     repeat_until = sa.Column(DateTime, nullable=True)
 
 
+class UpstreamImport(Base):
+    """One import of an upstream OpenStack Cyborg database
+    (``cyborg-manage upstream-import``)."""
+
+    __tablename__ = 'upstream_imports'
+    __table_args__ = (TABLE_ARGS,)
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    source_revision = sa.Column(sa.String(64), nullable=False)
+    started_at = sa.Column(DateTime, nullable=False)
+    finished_at = sa.Column(DateTime, nullable=True)
+    # JSON: rows copied per table, ARQs per state, what was skipped.
+    counts = sa.Column(sa.Text, nullable=True)
+
+
 # The tables, for the SQLAlchemy Core statements of the DB API modules:
 # named here once, imported by name where they are used.
 SERVICES = Service.__table__
@@ -326,3 +349,4 @@ PROFILES = DeviceProfile.__table__
 ARQS = ExtendedAcceleratorRequest.__table__
 PROVIDERS = PlacementProvider.__table__
 EVENTS = NovaEvent.__table__
+UPSTREAM_IMPORTS = UpstreamImport.__table__
