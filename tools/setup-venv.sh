@@ -15,8 +15,10 @@
 # what the all-in-one needs (embedded Placement, the openstack CLI).
 # Usage: tools/setup-venv.sh [--test|--bench]
 #   --test adds the test requirements (uWSGI among them, built from
-#   source: needs a C compiler and the Python headers); --bench adds those
-#   and the benchmarks'.
+#   source: needs a C compiler and the Python headers) and, unless it is
+#   there, upstream OpenStack Cyborg in .venv-upstream
+#   (tools/bench/upstream-venv.sh: the upstream import tests run its
+#   migrations); --bench adds those and the benchmarks'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,3 +38,6 @@ case "${1:-}" in
     *) echo "usage: $0 [--test|--bench]" >&2; exit 2 ;;
 esac
 "$VENV/bin/pip" install -q -c tools/constraints.txt "${reqs[@]}"
+if [ -n "${1:-}" ] && [ ! -x .venv-upstream/bin/cyborg-dbsync ]; then
+    VENV=.venv-upstream tools/bench/upstream-venv.sh
+fi

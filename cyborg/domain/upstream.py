@@ -59,10 +59,10 @@ from cyborg.domain import device_tree
 #: what they are. The tables the import reads have the same columns in
 #: all of them (``devices.device_state``, new in 17.0.0, is not read).
 KNOWN_REVISIONS: dict[str, str] = {
-    'b47c8f2d1e3a': 'openstack-cyborg 17.0.0 (head: devices.device_state)',
-    'a35b4295a0e5': 'device type NVME',
-    '9625668549b5': 'device types MDEV and PCI',
-    '6c77bd6afea5': 'devices.status',
+    'b47c8f2d1e3a': 'openstack-cyborg 17.0.0, adds devices.device_state',
+    'a35b4295a0e5': 'adds device type NVME',
+    '9625668549b5': 'adds device types MDEV and PCI',
+    '6c77bd6afea5': 'adds devices.status',
 }
 
 #: Upstream's tables the import copies, parents before children.

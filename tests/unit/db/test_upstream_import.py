@@ -255,7 +255,8 @@ def test_dry_run_reports_and_writes_nothing(source, database):
     lines = report.lines()
     text = '\n'.join(lines)
     assert lines[0].startswith('Source: ')
-    assert 'alembic revision %s (openstack-cyborg 17.0.0' % HEAD in lines[0]
+    assert ('alembic revision %s (openstack-cyborg 17.0.0, adds '
+            'devices.device_state)' % HEAD) in lines[0]
     for table, read, imported in [
             ('device_profiles', 2, '2'), ('devices', 3, '3'),
             ('controlpath_ids', 4, '4'), ('deployables', 4, '4'),

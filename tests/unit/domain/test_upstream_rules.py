@@ -150,8 +150,8 @@ def test_report_lines_and_counts():
     report.adjustments = ['something adjusted']
     assert report.lines() == [
         'Source: mysql+pymysql://u:***@h/cyborg, alembic revision '
-        'b47c8f2d1e3a (openstack-cyborg 17.0.0 (head: '
-        'devices.device_state))',
+        'b47c8f2d1e3a (openstack-cyborg 17.0.0, adds '
+        'devices.device_state)',
         'Upstream tables (rows read -> rows imported):',
         '  devices                              2 -> 2',
         '  quota_usages                         1 -> skipped (upstream '
