@@ -336,6 +336,25 @@ def test_failure_part_way_leaves_the_target_as_it_was(
 
 
 @pytest.mark.parametrize('database', ['sqlite'], indirect=True)
+def test_an_older_known_revision_is_imported(request, database):
+    """6c77bd6afea5, the oldest revision known (no devices.device_state),
+    made by upstream's migrations on the first source server."""
+    kind = SOURCE_KINDS[0]
+    server = request.getfixturevalue(kind + '_server')
+    url = server.create_database('upstream_6c77bd6afea5')
+    try:
+        upstream_db.dbsync()
+    except upstream_db.UpstreamMissing as e:
+        pytest.fail(str(e))
+    upstream_db.migrate(url, '6c77bd6afea5')
+    upstream_db.insert(url, upstream_data.good())
+    report = upstream_import.import_database(url, database)
+    assert report.revision == '6c77bd6afea5'
+    assert report.problems == []
+    assert _counts(database)['devices'] == 3
+
+
+@pytest.mark.parametrize('database', ['sqlite'], indirect=True)
 def test_unknown_revisions_are_refused_by_name(database, tmp_path):
     url = 'sqlite:///%s' % (tmp_path / 'upstream.sqlite')
     engine = sa.create_engine(url)
