@@ -161,7 +161,7 @@ def _plan_profiles(source, plan: Plan, report) -> dict[int, str]:
     for row in source['device_profiles']:
         uuids[row['id']] = row['uuid']
         try:
-            upstream.parse_json(row['profile_json'], 'profile_json')
+            upstream.profile_groups(row['profile_json'])
         except upstream.Unmappable as e:
             _problem(report, 'device profile', row['uuid'], e)
         plan.rows['device_profiles'].append(dict(

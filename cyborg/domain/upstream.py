@@ -137,6 +137,17 @@ def parse_json(text: str | None, what: str) -> Any:
         raise Unmappable('%s is not JSON (%s): %r' % (what, e, text))
 
 
+def profile_groups(text: str | None) -> list[dict[str, Any]]:
+    """The groups of a device profile's ``profile_json``
+    (``{"groups": [{...}, ...]}``, upstream's form and ours)."""
+    value = parse_json(text, 'profile_json')
+    groups = value.get('groups') if isinstance(value, dict) else None
+    if not isinstance(groups, list) or not all(
+            isinstance(group, dict) for group in groups):
+        raise Unmappable('profile_json has no list of groups: %r' % (text,))
+    return groups
+
+
 def canonical(text: str | None, what: str) -> str:
     """``text`` (JSON) in our canonical form
     (:func:`cyborg.domain.device_tree.canonical_json`)."""

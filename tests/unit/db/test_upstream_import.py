@@ -303,6 +303,8 @@ def test_rows_that_cannot_be_imported_are_listed_and_nothing_written(
         bad_source, database, dry_run=True).problems
     assert _counts(database) == empty
     assert sorted(problems) == sorted([
+        "device profile %s: profile_json has no list of groups: "
+        "'{\"group\": []}'" % u(3),
         "control path id %s: cpid_info is not JSON (Extra data: line 1 "
         "column 2 (char 1)): '0000:3b:00.0'" % u(25),
         'device %s: the device has no PCI control path id to take its '
@@ -314,7 +316,7 @@ def test_rows_that_cannot_be_imported_are_listed_and_nothing_written(
         "attach handle %s: attach_info is not JSON (Expecting ':' delimiter: "
         "line 1 column 25 (char 24)): '{\"domain\": \"0000\", \"bus\"'"
         % u(59)])
-    assert 'Cannot import: 5' in caught.value.report.lines()
+    assert 'Cannot import: 6' in caught.value.report.lines()
 
 
 @pytest.mark.parametrize('database', ['sqlite'], indirect=True)

@@ -124,6 +124,17 @@ def test_canonical_json_and_its_errors():
         upstream.parse_json(None, 'cpid_info')
 
 
+def test_profile_groups():
+    assert upstream.profile_groups('{"groups": [{"resources:FPGA": "1"}]}'
+                                   ) == [{'resources:FPGA': '1'}]
+    for text in ('[]', '{"groups": {}}', '{"groups": ["x"]}', '{}'):
+        with pytest.raises(upstream.Unmappable,
+                           match='profile_json has no list of groups'):
+            upstream.profile_groups(text)
+    with pytest.raises(upstream.Unmappable, match='is not JSON'):
+        upstream.profile_groups('{')
+
+
 def test_newest_row_wins():
     old = datetime.datetime(2024, 1, 1)
     new = datetime.datetime(2024, 6, 1)
