@@ -74,7 +74,7 @@ ACCELERATORS = 4  # our fake driver's accelerators_per_device default
 TRAITS = ['CUSTOM_FAKE_DEVICE', 'OWNER_CYBORG']
 PROJECT = 'bench-project'
 ALLOCATION_VERSION = '1.36'
-ALLOCATIONS_PER_REQUEST = 250
+ALLOCATIONS_PER_REQUEST = 20
 WHEN = datetime.datetime(2025, 1, 1)
 
 
