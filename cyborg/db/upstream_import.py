@@ -171,6 +171,27 @@ def _plan_profiles(source, plan: Plan, report) -> dict[int, str]:
     return uuids
 
 
+def _plan_cpids(device: str, cpids: list[dict[str, Any]], plan: Plan,
+                report) -> list[Any]:
+    """The control path ids of ``device``; their PCI infos, parsed."""
+    infos, seen = [], collections.defaultdict(list)
+    for cpid in cpids:
+        try:
+            info = upstream.canonical(cpid['cpid_info'], 'cpid_info')
+        except upstream.Unmappable as e:
+            _problem(report, 'control path id', cpid['uuid'], e)
+            continue
+        seen[(info,)].append(cpid['uuid'])
+        if cpid['cpid_type'] == 'PCI':
+            infos.append(upstream.parse_json(info, 'cpid_info'))
+        plan.rows['controlpath_ids'].append(dict(
+            uuid=cpid['uuid'], _device=device, cpid_type=cpid['cpid_type'],
+            cpid_info=info, **_stamps(cpid)))
+    _duplicates(report, 'control path ids', seen,
+                'of device %s have the same info' % device)
+    return infos
+
+
 def _plan_devices(source, plan: Plan, report) -> dict[int, str]:
     """Devices and their control path ids; upstream device id -> uuid."""
     cpids = collections.defaultdict(list)
@@ -180,22 +201,7 @@ def _plan_devices(source, plan: Plan, report) -> dict[int, str]:
     addresses = collections.defaultdict(list)
     for row in source['devices']:
         uuids[row['id']] = row['uuid']
-        infos, seen = [], collections.defaultdict(list)
-        for cpid in cpids[row['id']]:
-            try:
-                info = upstream.canonical(cpid['cpid_info'], 'cpid_info')
-            except upstream.Unmappable as e:
-                _problem(report, 'control path id', cpid['uuid'], e)
-                continue
-            seen[(info,)].append(cpid['uuid'])
-            if cpid['cpid_type'] == 'PCI':
-                infos.append(upstream.parse_json(info, 'cpid_info'))
-            plan.rows['controlpath_ids'].append(dict(
-                uuid=cpid['uuid'], _device=row['uuid'],
-                cpid_type=cpid['cpid_type'], cpid_info=info,
-                **_stamps(cpid)))
-        _duplicates(report, 'control path ids', seen,
-                    'of device %s have the same info' % row['uuid'])
+        infos = _plan_cpids(row['uuid'], cpids[row['id']], plan, report)
         try:
             address = upstream.device_address(infos)
         except upstream.Unmappable as e:
