@@ -108,8 +108,8 @@ MDEV_222 = ('[nvidia_gpu]\nenabled_vgpu_types = nvidia-222\n'
 
 # Discovery: passthrough ---------------------------------------------------
 
-def test_without_rebind_gpus_held_by_nvidia_are_not_passed_through(make,
-                                                                caplog):
+def test_without_rebind_gpus_held_by_nvidia_are_not_passed_through(
+        make, caplog):
     tree, conf = make(hosts.nvidia_gpu_host)
     driver = driver_for(tree, conf)
     with caplog.at_level(logging.WARNING):
