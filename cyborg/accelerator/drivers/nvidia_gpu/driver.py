@@ -114,6 +114,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         self._vgpu17_names: dict[int, str] = {}
         self._noted: set[str] = set()
         self._unhealthy: dict[str, str] = {}
+        self._known_info: dict[pci.PCIAddress, dict[str, str]] = {}
         self._rebinder = rebind.Rebinder(
             self._host, os.path.join(conf.state_path, 'nvidia_gpu',
                                      'rebound'),
@@ -367,7 +368,16 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         return handles, len(handles), label
 
     def _proc_info(self, gpu: pci.PCIAddress) -> dict[str, str]:
-        return procfs.information(self._host, gpu)
+        """What the nvidia driver says of the GPU; while the agent has
+        moved it to vfio-pci (the nvidia driver no longer knows it), what
+        it said before, so that the device does not change while a guest
+        has it."""
+        info = procfs.information(self._host, gpu)
+        if info:
+            self._known_info[gpu] = info
+        elif self._rebinder.moved(gpu):
+            info = self._known_info.get(gpu, {})
+        return info
 
     def _device(self, gpu: pci.PCIDevice, model: str,
                 deployables: list[device_tree.Deployable],

@@ -30,6 +30,7 @@ import pytest
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
 from cyborg.accelerator.drivers.utils import demo_host
+from cyborg.accelerator.drivers.utils import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
@@ -166,6 +167,22 @@ def test_bind_moves_the_gpu_to_vfio_pci_and_release_gives_it_back(host,
     assert tree.refused == []
     # The other GPU never moved.
     assert _driver_of(tree, hosts.VGPU_PARENT) == 'nvidia'
+
+
+def test_the_device_is_the_same_while_the_guest_has_it(host):
+    """On vfio-pci the nvidia driver no longer describes the GPU (its
+    /proc entry is gone, nvidia-smi does not list it)."""
+    tree, driver, _state = host()
+    before = next(d for d in driver.discover() if d.address == hosts.PGPU)
+    driver.prepare_attach_handle(before.deployables[0].attach_handles[0],
+                                 UUID)
+    tree.remove('proc/driver/nvidia/gpus/%s' % hosts.PGPU)
+    tools.write_nvidia_smi(tree.tools_dir, [])
+    during = next(d for d in driver.discover() if d.address == hosts.PGPU)
+    assert (during.model, during.vendor_board_info) == (
+        'Tesla T4', {'gpu_uuid': 'GPU-3a1f9e02-4c11-4b8a-9e2d-7f6b1c0a55e0'})
+    assert device_tree.tree_to_wire([during]) == device_tree.tree_to_wire(
+        [before])
 
 
 def test_a_gpu_in_use_on_the_host_fails_the_bind(host):
