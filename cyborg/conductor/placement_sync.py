@@ -52,8 +52,8 @@ allocations (re-parenting needs Placement 1.37): the host stays pending
 and each later sync asks for the provider's allocations (one request per
 waiting provider) until there are none, then renames and moves it once.
 A retained deployable's provider reserves its whole inventory, and the
-other providers of its device reserve the handles it holds (see
-:func:`load_host_state`).
+other providers of its device reserve the units whose handles it holds
+(see :func:`load_host_state`).
 """
 
 import dataclasses
@@ -170,10 +170,9 @@ def load_host_state(context, host: str) -> HostState | None:
 
     A ``retained`` deployable (kept only while an attach handle of it is
     in use) is unschedulable; each other deployable of its device
-    reserves, up to its total, as many units as the retained ones of the
-    device hold handles in use, so that no unit is offered twice (more
-    than that when several deployables of the device have inventory, and
-    only until the retained ones are released).
+    reserves the units it has no attach handle for (those the retained
+    ones hold: the report diff does not add them twice), so that no unit
+    is offered twice. A unit without a handle could not be bound anyway.
     """
     rows = providers_db.host_rows(context, host)
     if rows is None:
@@ -194,7 +193,8 @@ def load_host_state(context, host: str) -> HostState | None:
             inventories=inventory(
                 attrs[providers.RESOURCE_CLASS_KEY], row.num_accelerators,
                 is_schedulable(row) and not row.retained,
-                rows.held.get(row.device_id, 0)),
+                max(0, row.num_accelerators - rows.handles.get(
+                    row.id, row.num_accelerators))),
             traits=traits, parent_deployable=rp_uuids.get(row.parent_id))
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,

@@ -33,9 +33,12 @@ takes its name, and the imported attach handles that match reported ones
 keep their uuid and ``in_use``. A bound handle keeps the attach info
 Nova was given until it is released. An imported deployable that no
 reported one adopts is removed, or ``retained`` while one of its handles
-is in use (its provider takes nothing new): the handles it holds are not
+is in use (its provider takes nothing new; its free handles are
+removed, and the first report after a release removes the released
+one, even a report unchanged since): the handles it holds are not
 added again to the reported deployables of its device (their providers
-reserve as many units, see :mod:`cyborg.db.providers`), and the first
+reserve the units they have no handle for, see
+:func:`cyborg.conductor.placement_sync.load_host_state`), and the first
 report after the release removes it, even a report unchanged since.
 
 Deployables may be nested (``children`` in the wire form): a child's row
@@ -86,18 +89,22 @@ class DiffSummary:
 
 
 def _removal_pending(host):
-    """Whether a device of ``host`` kept ``missing``, or a deployable
-    ``retained``, while in use holds no handle in use any more: the next
-    report, changed or not, must be applied to remove it."""
+    """Whether a device of ``host`` kept ``missing`` while in use holds
+    no handle in use any more, or a deployable kept ``retained`` has a
+    handle released: the next report, changed or not, must be applied to
+    remove it (or the handle, which another deployable may then take)."""
     in_use = sa.exists().where(DEPLOYABLES.c.device_id == DEVICES.c.id,
                                HANDLES.c.deployable_id == DEPLOYABLES.c.id,
                                HANDLES.c.in_use == sa.true())
     retained = DEPLOYABLES.alias('retained')
     held = sa.exists().where(HANDLES.c.deployable_id == retained.c.id,
                              HANDLES.c.in_use == sa.true())
+    free = sa.exists().where(HANDLES.c.deployable_id == retained.c.id,
+                             HANDLES.c.in_use == sa.false())
     released = sa.exists().where(retained.c.device_id == DEVICES.c.id,
                                  DEVICES.c.hostname == host,
-                                 retained.c.retained == sa.true(), ~held)
+                                 retained.c.retained == sa.true(),
+                                 sa.or_(~held, free))
     return sa.or_(sa.exists().where(DEVICES.c.hostname == host,
                                     DEVICES.c.missing == sa.true(),
                                     ~in_use), released)
@@ -373,11 +380,13 @@ class _HostDiff:
 
     # Adoption of imported deployables
 
-    def _functions(self, deployable_id: int) -> set[str]:
-        """PCI functions of a known deployable's handles."""
+    def _functions(self, deployable_id: int,
+                   in_use: bool = False) -> set[str]:
+        """PCI functions of a known deployable's handles (those in use)."""
         return {function for handle in self._children(
             self.handles, 'deployable_id', deployable_id)
-            if (function := adoption.pci_function(handle.attach_info))}
+            if (handle.in_use or not in_use)
+            and (function := adoption.pci_function(handle.attach_info))}
 
     def _adopt(self, device, existing: dict[str, Any],
                walked: list) -> bool:
@@ -390,13 +399,14 @@ class _HostDiff:
                                      handle['attach_info']))}
                    for dep, _parent, _depth in walked
                    if dep['name'] not in existing}
-        foreign = [(dep.id, name, self._functions(dep.id))
-                   for name, dep in existing.items() if name not in wanted
-                   and adoption.is_foreign(dep.rp_uuid, self.host,
-                                           device.address, name)]
-        if not unnamed or not foreign:
+        names = {dep.id: name for name, dep in existing.items()
+                 if name not in wanted and adoption.is_foreign(
+                     dep.rp_uuid, self.host, device.address, name)}
+        if not unnamed or not names:
             return False
-        names = {dep_id: name for dep_id, name, _functions in foreign}
+        foreign = [(dep_id, self._functions(dep_id),
+                    self._functions(dep_id, in_use=True))
+                   for dep_id in names]
         for name, dep_id in adoption.match(unnamed, foreign).items():
             row = existing.pop(names[dep_id])
             self.connection.execute(sa.update(DEPLOYABLES).where(
@@ -578,12 +588,18 @@ class _HostDiff:
 
     def _remove_deployable(self, row) -> bool:
         """Remove a deployable no longer reported, or keep it
-        ``retained`` while one of its handles is in use."""
+        ``retained``, with only its handles in use, while it has any."""
         handles = self._children(self.handles, 'deployable_id', row.id)
         if any(handle.in_use for handle in handles):
+            # A free handle of it would never be bound (its provider
+            # takes nothing new); another deployable may want it.
+            free = [handle.id for handle in handles if not handle.in_use]
+            if free:
+                self.connection.execute(sa.delete(HANDLES).where(
+                    HANDLES.c.id.in_(free)))
             self.summary.retained += 1
             if row.retained:
-                return False
+                return bool(free)
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == row.id).values(retained=True,
                                                    updated_at=self.now))

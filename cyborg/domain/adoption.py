@@ -22,9 +22,11 @@ deployable adopts a foreign deployable of the same device when:
    ours do, but a deployable adopted once carries our name from then
    on); or else
 2. they share a PCI function in their attach handles' info (the one
-   rule that holds for every driver: both attach the same functions).
-   Among several candidates the one sharing most functions wins, then
-   the oldest row.
+   rule that holds for every driver: both attach the same functions),
+   and the reported one carries every function the imported one has in
+   use (otherwise the imported one is kept as it is, ``retained``, until
+   those are released). Among several candidates the one sharing most
+   functions wins, then the oldest row.
 
 Per upstream driver (upstream name -> ours, all on the same device):
 
@@ -114,20 +116,22 @@ def is_foreign(rp_uuid: str | None, host: str, address: str,
 
 
 def match(reported: dict[str, set[str]],
-          foreign: list[tuple[int, str, set[str]]]) -> dict[str, int]:
+          foreign: list[tuple[int, set[str], set[str]]]) -> dict[str, int]:
     """{reported name: foreign deployable id} of the adoptions.
 
     ``reported``: the names of the reported deployables that no row
     carries, with the PCI functions of their handles; ``foreign``: (id,
-    name, PCI functions) of the device's foreign deployables no reported
-    deployable names. Each foreign deployable is adopted at most once.
+    PCI functions, PCI functions in use) of the device's foreign
+    deployables no reported deployable names. Each foreign deployable is
+    adopted at most once.
     """
     found: dict[str, int] = {}
     taken: set[int] = set()
     for name, functions in sorted(reported.items()):
         candidates = [(-len(functions & theirs), row_id)
-                      for row_id, _name, theirs in foreign
-                      if row_id not in taken and functions & theirs]
+                      for row_id, theirs, in_use in foreign
+                      if row_id not in taken and functions & theirs
+                      and in_use <= functions]
         if candidates:
             row_id = min(candidates)[1]
             found[name] = row_id

@@ -98,10 +98,12 @@ def test_handle_identity_ignores_how_numbers_are_spelt():
 
 def test_match_prefers_most_shared_functions_then_oldest():
     reported = {'pool': {'a', 'b', 'c'}, 'other': {'z'}}
-    foreign = [(5, 'vf-a', {'a'}), (3, 'vf-b', {'b'}), (9, 'both', {'b',
-                                                                     'c'})]
+    foreign = [(5, {'a'}, set()), (3, {'b'}, {'b'}), (9, {'b', 'c'}, set())]
     assert adoption.match(reported, foreign) == {'pool': 9}
     assert adoption.match({'pool': {'a', 'b'}}, foreign[:2]) == {'pool': 3}
+    # One holding a function in use that the reported one lacks is not
+    # adopted: it stays as it is until released.
+    assert adoption.match({'vf-a': {'a'}}, [(1, {'a', 'b'}, {'b'})]) == {}
 
 
 def test_referenced_and_kept_traits():
@@ -381,3 +383,76 @@ def test_upstream_only_provider_is_deleted_once_free(
     assert conductor.sync_host(admin_context, HOST) is True
     assert held not in upstream_placement.providers
     assert 'create' not in upstream_placement.kinds()
+
+
+@pytest.fixture
+def nested_conf(fake_conf):
+    """Our agent reports the device as a tree: a top deployable with a
+    child per function (``0000_10_00_0_c0`` holds function 1...)."""
+    fake_conf.set_override('accelerators_per_device', 1,
+                           group='fake_driver')
+    fake_conf.set_override('children_per_device', 3, group='fake_driver')
+    yield fake_conf
+    fake_conf.clear_override('children_per_device', group='fake_driver')
+
+
+def test_child_carrying_the_bound_function_adopts_and_moves_later(
+        conductor, upstream_placement, admin_context, database, nested_conf):
+    """Upstream's one deployable of three functions, one bound: the child
+    carrying the bound one adopts it; its provider keeps upstream's
+    parent until the allocation goes, then moves under the new top."""
+    rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], in_use=[2])])
+    uuid = upstream_placement.upstream_provider(
+        UPSTREAM, {'FPGA': {'total': 3, 'max_unit': 3}}, [])
+    upstream_placement.allocations[uuid] = {'instance': {'FPGA': 1}}
+    assert _report(conductor, admin_context, _wire(nested_conf))[
+        'synced'] is False
+    found = _rows(database)
+    assert found[OURS + '_c1'][0] == rows.deployables[UPSTREAM]
+    assert sorted(found[OURS + '_c1'][3]) == [2]
+    assert sorted(found[OURS + '_c0'][3]) == [1]
+    provider = upstream_placement.providers[uuid]
+    assert provider['parent'] == COMPUTE_RP
+    assert provider['inventories']['FPGA']['total'] == 1
+    assert len(upstream_placement.providers) == 4     # top, c0, c2 new
+    imported.release(database, rows.arqs[UPSTREAM, 2])
+    del upstream_placement.allocations[uuid]
+    assert conductor.sync_host(admin_context, HOST) is True
+    top = found[OURS][1]
+    assert (provider['parent'], provider['name']) == (
+        top, HOST + '_' + OURS + '_c1')
+    assert 'delete' not in upstream_placement.kinds()
+
+
+def test_units_held_by_a_retained_deployable_are_reserved(
+        database, admin_context, nested_conf):
+    """No child carries both bound functions: the imported deployable is
+    retained, and the children whose function it holds have no handle
+    and reserve their unit."""
+    rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], in_use=[1, 2])])
+    _apply(admin_context, _wire(nested_conf))
+    found = _rows(database)
+    assert found[UPSTREAM][2] is True
+    assert sorted(found[UPSTREAM][3]) == [1, 2]      # the free one went
+    assert [sorted(found[OURS + suffix][3]) for suffix in
+            ('_c0', '_c1', '_c2')] == [[], [], [3]]
+    state = placement_sync.load_host_state(admin_context, HOST)
+    reserved = {spec.name: spec.inventories['FPGA']['reserved']
+                for spec in state.desired.values() if spec.inventories}
+    assert reserved == {
+        HOST + '_' + OURS + '_c0': 1, HOST + '_' + OURS + '_c1': 1,
+        HOST + '_' + OURS + '_c2': 0, HOST + '_' + UPSTREAM: 3}
+    # A release is applied at once, even with the same report.
+    imported.release(database, rows.arqs[UPSTREAM, 1])
+    assert inventory.report_state(admin_context, HOST)[0] is None
+    _apply(admin_context, _wire(nested_conf))
+    found = _rows(database)
+    assert sorted(found[UPSTREAM][3]) == [2]
+    assert sorted(found[OURS + '_c0'][3]) == [1]
+    imported.release(database, rows.arqs[UPSTREAM, 2])
+    _apply(admin_context, _wire(nested_conf))
+    found = _rows(database)
+    assert UPSTREAM not in found
+    assert sorted(found[OURS + '_c1'][3]) == [2]
