@@ -394,16 +394,16 @@ class _HostDiff:
         ones adopt (see :func:`cyborg.domain.adoption.match`), updating
         ``existing`` ({name: row}) to their new names."""
         wanted = {dep['name'] for dep, _parent, _depth in walked}
+        names = {dep.id: name for name, dep in existing.items()
+                 if name not in wanted and adoption.is_foreign(
+                     dep.rp_uuid, self.host, device.address, name)}
+        if not names:
+            return False
         unnamed = {dep['name']: {function for handle in dep['attach_handles']
                                  if (function := adoption.pci_function(
                                      handle['attach_info']))}
                    for dep, _parent, _depth in walked
                    if dep['name'] not in existing}
-        names = {dep.id: name for name, dep in existing.items()
-                 if name not in wanted and adoption.is_foreign(
-                     dep.rp_uuid, self.host, device.address, name)}
-        if not unnamed or not names:
-            return False
         foreign = [(dep_id, self._functions(dep_id),
                     self._functions(dep_id, in_use=True))
                    for dep_id in names]
@@ -650,11 +650,18 @@ class _HostDiff:
         :func:`cyborg.domain.adoption.handle_identity`); a free one
         takes the reported spelling of its info, one in use keeps what
         Nova was given. Handles ``held`` by other rows are not added."""
-        existing = {adoption.handle_identity(row.attach_info): row
-                    for row in self._children(self.handles, 'deployable_id',
-                                              deployable_id)}
-        wanted_by_key = {adoption.handle_identity(h['attach_info']): h
-                         for h in wanted}
+        rows = self._children(self.handles, 'deployable_id', deployable_id)
+        wanted_by_text = {device_tree.canonical_json(h['attach_info']): h
+                          for h in wanted}
+        if held or {row.attach_info for row in rows} != set(wanted_by_text):
+            existing = {adoption.handle_identity(row.attach_info): row
+                        for row in rows}
+            wanted_by_key = {adoption.handle_identity(h['attach_info']): h
+                             for h in wanted}
+        else:
+            # Spelt alike (every report after the first): no parsing.
+            existing = {row.attach_info: row for row in rows}
+            wanted_by_key = wanted_by_text
         new = [handle for key, handle in wanted_by_key.items()
                if key not in existing and key not in held]
         self._add_handles(deployable_id, cpid_id, new)
