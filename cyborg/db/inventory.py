@@ -254,6 +254,8 @@ class _HostDiff:
         # again while they are held).
         self._held: dict[int, set[str]] = {}
         self._referenced: set[str] | None = None
+        # Deployables adopted by this report.
+        self._adopted: set[int] = set()
 
     def _children(self, rows, column: str, parent_id: int) -> list:
         return [row for row in rows if getattr(row, column) == parent_id]
@@ -413,6 +415,7 @@ class _HostDiff:
                 DEPLOYABLES.c.id == dep_id).values(
                     name=name, retained=False, updated_at=self.now))
             existing[name] = row
+            self._adopted.add(dep_id)
             self._ids[device.id, name] = self._ids.pop(
                 (device.id, names[dep_id]))
             self.summary.adopted += 1
@@ -554,11 +557,14 @@ class _HostDiff:
                           deployable), retained=False)
         changes = {key: value for key, value in wanted.items()
                    if getattr(row, key) != value}
-        if row.bitstream_id is not None and self._function_changed(
-                row.id, deployable.get('traits') or []):
+        if (row.bitstream_id is not None and row.id not in self._adopted
+                and self._function_changed(row.id,
+                                           deployable.get('traits') or [])):
             # The region runs another function than the bitstream the
             # conductor recorded (programmed by other means): what it
-            # holds is unknown now.
+            # holds is unknown now. (An adopted deployable's recorded
+            # traits are upstream's, named otherwise: its bitstream
+            # stays.)
             changes['bitstream_id'] = None
         if changes:
             self.connection.execute(sa.update(DEPLOYABLES).where(

@@ -170,6 +170,20 @@ def test_upstream_trait_a_profile_references_is_kept(database, admin_context,
         'trait1': 'CUSTOM_FPGA_UPSTREAM'}
 
 
+def test_adoption_keeps_the_programmed_bitstream(database, admin_context,
+                                                 fake_conf):
+    """Upstream names function traits otherwise: the adoption does not
+    take the difference for a reprogrammed region."""
+    bitstream = '6e1a1d2b-7c3f-4a5e-9b8d-0c1f2e3a4b5c'
+    imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], bitstream_id=bitstream,
+        traits=['CUSTOM_FPGA_FUNCTION_ID_INTEL_ABC_-1'])])
+    _apply(admin_context, _wire(fake_conf))
+    with database.connect() as connection:
+        assert connection.execute(sa.select(
+            imported.DEPLOYABLES.c.bitstream_id)).scalar() == bitstream
+
+
 def _per_function(database):
     """Upstream modelled the device as one deployable per function (as
     its QAT and NIC drivers do); function 2's is bound."""
