@@ -85,7 +85,13 @@ def host(engine, placement):
     conf([], project='cyborg', default_config_files=[])
     conf.set_override('num_devices', 1, group='fake_driver')
     conf.set_override('accelerators_per_device', 3, group='fake_driver')
-    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
+    try:
+        wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
+    finally:
+        # The group object, and so its overrides, is shared by every
+        # ConfigOpts that registers it.
+        conf.clear_override('num_devices', group='fake_driver')
+        conf.clear_override('accelerators_per_device', group='fake_driver')
     try:
         yield name, compute, client, wire
     finally:
