@@ -83,39 +83,6 @@ def _attributes(engine, name):
             .where(imported.DEPLOYABLES.c.name == name))}
 
 
-# The rules ------------------------------------------------------------------
-
-def test_handle_identity_ignores_how_numbers_are_spelt():
-    upstream = '{"bus":"0c","device":"0","domain":"0000","function":"1"}'
-    ours = {'domain': '0000', 'bus': '0c', 'device': '00', 'function': '1'}
-    assert adoption.handle_identity(upstream) == adoption.handle_identity(
-        ours)
-    assert adoption.pci_function(upstream) == '0000:0c:00.1'
-    mdev = dict(ours, vgpu_mark='nvidia-223_0')
-    assert adoption.handle_identity(mdev) != adoption.handle_identity(ours)
-    assert adoption.pci_function('not json') is None
-
-
-def test_match_prefers_most_shared_functions_then_oldest():
-    reported = {'pool': {'a', 'b', 'c'}, 'other': {'z'}}
-    foreign = [(5, {'a'}, set()), (3, {'b'}, {'b'}), (9, {'b', 'c'}, set())]
-    assert adoption.match(reported, foreign) == {'pool': 9}
-    assert adoption.match({'pool': {'a', 'b'}}, foreign[:2]) == {'pool': 3}
-    # One holding a function in use that the reported one lacks is not
-    # adopted: it stays as it is until released.
-    assert adoption.match({'vf-a': {'a'}}, [(1, {'a', 'b'}, {'b'})]) == {}
-
-
-def test_referenced_and_kept_traits():
-    groups = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'},
-              {'trait:CUSTOM_OLD': 'forbidden'}]
-    referenced = adoption.referenced_traits(groups)
-    assert referenced == {'CUSTOM_FPGA_INTEL', 'CUSTOM_OLD'}
-    assert adoption.kept_traits(
-        ['CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_X', 'CUSTOM_FAKE_DEVICE'],
-        ['CUSTOM_FAKE_DEVICE'], referenced) == ['CUSTOM_FPGA_INTEL']
-
-
 # The report diff -----------------------------------------------------------
 
 def test_matching_device_keeps_every_identity(database, admin_context,
