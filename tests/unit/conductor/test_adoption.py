@@ -254,6 +254,26 @@ class UpstreamPlacement(FakePlacement):
         self._call('allocations', uuid)
         return self.allocations.get(uuid, {})
 
+    def _check_in_use(self, uuid, inventories):
+        """Placement refuses to drop a class that allocations use."""
+        for used in self.allocations.get(uuid, {}).values():
+            if set(used) - set(inventories):
+                raise placement_client.InventoryInUse('in use')
+
+    def set_inventories(self, uuid, generation, inventories):
+        self._check_in_use(uuid, inventories)
+        return super().set_inventories(uuid, generation, inventories)
+
+    def reshape_inventories(self, providers):
+        for uuid, (_generation, inventories) in providers.items():
+            self._check_in_use(uuid, inventories)
+        return super().reshape_inventories(providers)
+
+    def get_inventories(self, uuid):
+        self._call('get_inventories', uuid)
+        provider = self.providers[uuid]
+        return provider['generation'], dict(provider['inventories'])
+
     def update_provider(self, uuid, name, parent_uuid):
         self._call('update', uuid)
         provider = self.providers[uuid]
@@ -437,3 +457,27 @@ def test_units_held_by_a_retained_deployable_are_reserved(
     found = _rows(database)
     assert UPSTREAM not in found
     assert sorted(found[OURS + '_c1'][3]) == [2]
+
+
+def test_allocated_upstream_class_is_kept_reserved_until_free(
+        conductor, upstream_placement, admin_context, database, fake_conf):
+    """Upstream's resource class differs from ours and an instance holds
+    it: the provider keeps it, all reserved, beside ours, until free."""
+    rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], in_use=[1], resource_class='CUSTOM_OLD')])
+    uuid = upstream_placement.upstream_provider(
+        UPSTREAM, {'CUSTOM_OLD': {'total': 3, 'max_unit': 3}}, [])
+    upstream_placement.allocations[uuid] = {'instance': {'CUSTOM_OLD': 1}}
+    wire = _wire(fake_conf)
+    assert _report(conductor, admin_context, wire)['synced'] is False
+    inventories = upstream_placement.providers[uuid]['inventories']
+    assert inventories['FPGA']['total'] == 3
+    assert inventories['FPGA']['reserved'] == 0
+    assert inventories['CUSTOM_OLD'] == {'total': 3, 'max_unit': 3,
+                                         'reserved': 3}
+    imported.release(database, rows.arqs[UPSTREAM, 1])
+    del upstream_placement.allocations[uuid]
+    assert conductor.sync_host(admin_context, HOST) is True
+    assert list(upstream_placement.providers[uuid]['inventories']) == [
+        'FPGA']
+    assert 'create' not in upstream_placement.kinds()
