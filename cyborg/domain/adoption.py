@@ -28,7 +28,9 @@ deployable adopts a foreign deployable of the same device when:
    those are released). Among several candidates the one sharing most
    functions wins, then the oldest row.
 
-Per upstream driver (upstream name -> ours, all on the same device):
+Per upstream driver (upstream name -> ours, all on the same device; the
+admin guide's "How agents and the conductor adopt an upstream Cyborg"
+has the details):
 
 ==================  ============================  =========================
 upstream driver     upstream deployable           adopted by our deployable
@@ -38,9 +40,9 @@ fake_driver         ``<host>_FakeDevice``, 16     ``dddd_bb_ss_f`` (16
 nvidia_gpu_driver   ``<host>_<bdf>`` (pGPU: one   ``dddd_bb_ss_f`` (pGPU) or
                     PCI handle; vGPU: MDEV        ``dddd_bb_ss_f_<type>``
                     handles on the GPU)           (vGPU) on the same GPU
-intel_fpga_driver   ``<hostname>_<bdf>`` (PF, or  the deployable holding
-                    last VF's name with one       the same PF/VF functions
-                    handle per VF)                (VF pool: a child)
+intel_fpga_driver   ``<hostname>_<bdf>`` (PF, or  ``dddd_bb_ss_f`` of the
+                    last VF's name with one       function in use (else the
+                    handle per VF)                first sharing one)
 inspur/xilinx FPGA  ``<host>_<bdf>``              ``dddd_bb_ss_f`` (Xilinx:
                                                   user function)
 intel_qat_driver    one ``<hostname>_<VF bdf>``   the PF's VF pool child
@@ -49,7 +51,7 @@ intel_qat_driver    one ``<hostname>_<VF bdf>``   the PF's VF pool child
                                                   retained while in use)
 intel_nic_driver    one per VF (or the PF)        the PF's VF pool child
 inspur NVMe, PCI    ``<host>_<bdf>``              ``dddd_bb_ss_f``
-huawei_ascend       ``<name>_<dddd_bb_ss_f>``     ``dddd_bb_ss_f``
+huawei_ascend       none (upstream keeps none)    (nothing to adopt)
 ==================  ============================  =========================
 
 Attach handles are the same when their info names the same PCI function
