@@ -32,14 +32,14 @@ adopting one keeps the imported row (its uuid and provider uuid) and
 takes its name, and the imported attach handles that match reported ones
 keep their uuid and ``in_use``. A bound handle keeps the attach info
 Nova was given until it is released. An imported deployable that no
-reported one adopts is removed, or ``retained`` while one of its handles
-is in use (its provider takes nothing new; its free handles are
-removed, and the first report after a release removes the released
-one, even a report unchanged since): the handles it holds are not
-added again to the reported deployables of its device (their providers
-reserve the units they have no handle for, see
-:func:`cyborg.conductor.placement_sync.load_host_state`), and the first
-report after the release removes it, even a report unchanged since.
+reported one adopts is removed, or ``retained`` with only its handles in
+use while it has any (its provider takes nothing new). The handles it
+holds are not added again to the reported deployables of its device
+(their providers reserve the units they have no handle for, see
+:func:`cyborg.conductor.placement_sync.load_host_state`). The first
+report after a release, even a report unchanged since, removes the
+released handle (the reported deployable wanting it gets it) or, after
+the last, the retained deployable.
 
 Deployables may be nested (``children`` in the wire form): a child's row
 has ``parent_id`` (its parent's) and ``root_id`` (the top deployable's);
@@ -409,7 +409,8 @@ class _HostDiff:
         foreign = [(dep_id, self._functions(dep_id),
                     self._functions(dep_id, in_use=True))
                    for dep_id in names]
-        for name, dep_id in adoption.match(unnamed, foreign).items():
+        matches = adoption.match(unnamed, foreign)
+        for name, dep_id in matches.items():
             row = existing.pop(names[dep_id])
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == dep_id).values(
@@ -422,7 +423,7 @@ class _HostDiff:
             LOG.info('Deployable %s (%s) of device %s of host %s adopted '
                      'as %s', row.uuid, names[dep_id], device.address,
                      self.host, name)
-        return True
+        return bool(matches)
 
     def _held_handles(self, existing: dict[str, Any],
                       walked: list) -> set[str]:
@@ -534,11 +535,11 @@ class _HostDiff:
                                                         links['root_id'])
             self._links_of[deployable_id] = (links['parent_id'],
                                              links['root_id'])
-            held = self._held.get(device_id, set())
+            held = self._held.get(device_id)
             handles += self._handle_rows(deployable_id, cpid_id, [
                 handle for handle in deployable['attach_handles']
-                if adoption.handle_identity(handle['attach_info'])
-                not in held])
+                if not held or adoption.handle_identity(
+                    handle['attach_info']) not in held])
             attributes += self._attribute_rows(deployable_id,
                                                _attributes(deployable))
         if handles:
