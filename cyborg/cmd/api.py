@@ -27,7 +27,8 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    config.prepare_service(argv or sys.argv)
+    config.prepare_service(argv or sys.argv,
+                           database=config.DATABASE_EXISTING)
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
     handler = signals.install('cyborg-api', CONF,
                               {'policy file': authorizer.reload})
