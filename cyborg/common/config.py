@@ -76,16 +76,17 @@ def use_state_dir(conf: cfg.ConfigOpts, state_dir: str) -> None:
         state_dir, DATABASE_FILE), group='database')
 
 
-def check(database: str | None) -> None:
+def check(database: str | None,
+          hint: str = config_checks.DATABASE_HINT) -> None:
     """Raise :class:`config_checks.ConfigProblems` naming every option of
     CONF whose value is not valid and, unless ``database`` is None, why
     the database cannot be opened (``DATABASE_EXISTING``: it must exist
-    already)."""
+    already), with ``hint`` saying what to change."""
     problems = config_checks.option_problems(CONF)
     if database is not None and not any(
             p.startswith('[database] connection ') for p in problems):
         problems += config_checks.database_problems(
-            CONF, must_exist=database == DATABASE_EXISTING)
+            CONF, must_exist=database == DATABASE_EXISTING, hint=hint)
     if problems:
         raise config_checks.ConfigProblems(problems)
 
@@ -143,7 +144,9 @@ def prepare_service(argv: list[str], default_config_files=None,
         if state_dir and CONF.state_dir:
             use_state_dir(CONF, os.path.abspath(
                 os.path.expanduser(CONF.state_dir)))
-        check(database() if callable(database) else database)
+        check(database() if callable(database) else database,
+              hint=(config_checks.STATE_DIR_HINT if state_dir
+                    else config_checks.DATABASE_HINT))
     except config_checks.ConfigProblems as e:
         refuse(argv[0].rsplit('/', 1)[-1], e.problems)
     setup_logging()

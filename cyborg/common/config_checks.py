@@ -24,6 +24,7 @@ the option, possibly after other services were started.
 
 import ipaddress
 import os
+import re
 
 from oslo_config import cfg
 import sqlalchemy.engine
@@ -32,10 +33,16 @@ import sqlalchemy.engine
 # bad command line).
 EXIT_STATUS = 2
 
-# What an operator is told to do about a database the tools cannot open.
-_DATABASE_HINT = ('set [database] connection in --config-file, or '
+# What an operator is told to do about a database a command cannot open
+# (STATE_DIR_HINT: a command that has --state-dir).
+DATABASE_HINT = 'set [database] connection in --config-file'
+STATE_DIR_HINT = ('set [database] connection in --config-file, or '
                   '--state-dir to the state directory of a '
                   'cyborg-all-in-one')
+
+
+# The file oslo.config names in the message of a value it cannot convert.
+_SOURCE = re.compile(r"detail='([^']+)'")
 
 
 class ConfigProblems(Exception):
@@ -47,18 +54,15 @@ class ConfigProblems(Exception):
 
 
 def _reason(error: Exception) -> str:
-    """The part of oslo.config's message that says what is wrong."""
+    """What is wrong and, when a file set it, where: from oslo.config's
+    message (it names the location in its own words)."""
     text = str(error)
     marker = ' is not valid: '
-    return text.split(marker, 1)[1] if marker in text else text
-
-
-def _location(conf: cfg.ConfigOpts, name: str, group: str | None) -> str:
-    try:
-        detail = conf.get_location(name, group).detail
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, ValueError):
-        return ''
-    return ' (in %s)' % detail if detail else ''
+    if marker not in text:
+        return text
+    where, reason = text.split(marker, 1)
+    source = _SOURCE.search(where)
+    return '%s (in %s)' % (reason, source.group(1)) if source else reason
 
 
 def option_problems(conf: cfg.ConfigOpts) -> list[str]:
@@ -71,16 +75,18 @@ def option_problems(conf: cfg.ConfigOpts) -> list[str]:
         try:
             return mapping[name]
         except (ValueError, cfg.Error) as e:
-            problems.append('[%s] %s%s is not valid: %s' % (
-                group or 'DEFAULT', name, _location(conf, name, group),
-                _reason(e)))
+            problems.append('[%s] %s is not valid: %s' % (
+                group or 'DEFAULT', name, _reason(e)))
             return None
 
-    for key in sorted(conf):
+    groups = []
+    for key in sorted(conf):  # [DEFAULT]'s options first, then groups
         value = read(conf, key, None)
         if isinstance(value, cfg.ConfigOpts.GroupAttr):
-            for name in sorted(value):
-                read(value, name, key)
+            groups.append((key, value))
+    for key, group in groups:
+        for name in sorted(group):
+            read(group, name, key)
     return problems
 
 
@@ -100,7 +106,8 @@ def sqlite_path(connection: str | None) -> str | None:
     return os.path.abspath(url.database)
 
 
-def database_problems(conf: cfg.ConfigOpts, must_exist: bool) -> list[str]:
+def database_problems(conf: cfg.ConfigOpts, must_exist: bool,
+                      hint: str = DATABASE_HINT) -> list[str]:
     """The database of ``[database] connection`` cannot be opened: a
     URL that is not one, or a SQLite file in a missing directory (or
     missing itself, when ``must_exist``: a command that reads an existing
@@ -108,22 +115,22 @@ def database_problems(conf: cfg.ConfigOpts, must_exist: bool) -> list[str]:
     database that is down at start."""
     connection = conf.database.connection
     if not connection:
-        return ['[database] connection is not set: %s' % _DATABASE_HINT]
+        return ['[database] connection is not set: %s' % hint]
     try:
         sqlalchemy.engine.make_url(connection)
     except Exception:
         return ['[database] connection is not a database URL: %s'
-                % _DATABASE_HINT]
+                % hint]
     path = sqlite_path(connection)
     if path is None:
         return []
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         return ['cannot open the database %s: directory %s does not exist; '
-                '%s' % (path, directory, _DATABASE_HINT)]
+                '%s' % (path, directory, hint)]
     if must_exist and not os.path.isfile(path):
         return ['cannot open the database %s: no such file (create it with '
-                '"cyborg-dbsync upgrade", or %s)' % (path, _DATABASE_HINT)]
+                '"cyborg-dbsync upgrade", or %s)' % (path, hint)]
     if not os.access(path if os.path.exists(path) else directory,
                      os.R_OK | os.W_OK):
         return ['cannot open the database %s: permission denied'
