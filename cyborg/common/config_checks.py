@@ -27,7 +27,8 @@ import os
 import re
 
 from oslo_config import cfg
-import sqlalchemy.engine
+
+from cyborg.db import urls
 
 # The exit status of a command refused for its configuration (as for a
 # bad command line).
@@ -90,22 +91,6 @@ def option_problems(conf: cfg.ConfigOpts) -> list[str]:
     return problems
 
 
-def sqlite_path(connection: str | None) -> str | None:
-    """The file of a SQLite ``connection`` URL (None: not SQLite, or in
-    memory)."""
-    if not connection:
-        return None
-    try:
-        url = sqlalchemy.engine.make_url(connection)
-    except Exception:  # an unparsable URL is reported by database_problems
-        return None
-    if not url.get_backend_name() == 'sqlite':
-        return None
-    if url.database in (None, '', ':memory:'):
-        return None
-    return os.path.abspath(url.database)
-
-
 def database_problems(conf: cfg.ConfigOpts, must_exist: bool,
                       hint: str = DATABASE_HINT) -> list[str]:
     """The database of ``[database] connection`` cannot be opened: a
@@ -117,11 +102,9 @@ def database_problems(conf: cfg.ConfigOpts, must_exist: bool,
     if not connection:
         return ['[database] connection is not set: %s' % hint]
     try:
-        sqlalchemy.engine.make_url(connection)
-    except Exception:
-        return ['[database] connection is not a database URL: %s'
-                % hint]
-    path = sqlite_path(connection)
+        path = urls.sqlite_path(connection)
+    except urls.NotADatabaseURL:
+        return ['[database] connection is not a database URL: %s' % hint]
     if path is None:
         return []
     directory = os.path.dirname(path)

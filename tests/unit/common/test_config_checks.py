@@ -16,6 +16,7 @@ import pytest
 
 from cyborg.common import config
 from cyborg.common import config_checks
+from cyborg.db import urls
 
 
 def _parse(conf, tmp_path, text):
@@ -102,7 +103,7 @@ def test_a_connection_that_is_no_url_is_a_problem(conf):
 
 def test_the_state_dir_is_the_all_in_ones_database(conf, tmp_path):
     config.use_state_dir(conf, str(tmp_path))
-    assert config_checks.sqlite_path(conf.database.connection) == str(
+    assert urls.sqlite_path(conf.database.connection) == str(
         tmp_path / 'cyborg.sqlite')
     assert conf.state_path == str(tmp_path)
 
