@@ -92,12 +92,12 @@ def demo_groups() -> list[tuple[str, str, str]]:
 
 def _fake_examples(endpoints: Endpoints) -> list[str]:
     return [
-        '  openstack accelerator device profile create my-fpga \\',
+        '  openstack accelerator device profile create try-fpga \\',
         '      --group resources:FPGA=1,trait:CUSTOM_FAKE_DEVICE=required',
         '  openstack accelerator device profile list',
         '  openstack --os-accelerator-api-version %s accelerator device '
-        'profile show my-fpga' % PROFILE_BY_NAME_VERSION,
-        '  openstack accelerator arq create my-fpga',
+        'profile show try-fpga' % PROFILE_BY_NAME_VERSION,
+        '  openstack accelerator arq create try-fpga',
         '',
         'Ask Placement where such a profile fits:',
         '',
@@ -110,9 +110,9 @@ def _fake_examples(endpoints: Endpoints) -> list[str]:
 
 def _demo_examples(endpoints: Endpoints, root: str, images) -> list[str]:
     lines = [
-        '  openstack accelerator device profile create demo-qat \\',
+        '  openstack accelerator device profile create try-qat \\',
         '      --group resources:CUSTOM_QAT=1',
-        '  openstack accelerator arq create demo-qat',
+        '  openstack accelerator arq create try-qat',
         '',
         'The demo hardware (fake, in %s; a thread stands in for the '
         'kernel' % root,

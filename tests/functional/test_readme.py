@@ -11,7 +11,7 @@
 # under the License.
 
 """The README's commands, run as written, so that it cannot drift from
-the code.
+the code; and the commands of the all-in-one's ready message, as printed.
 
 Every ``sh`` block of README.md runs, in order, in a bash session from
 the checkout's root (``text`` blocks are what the tests cannot run: the
@@ -69,6 +69,21 @@ def sessions(text: str) -> list[Session]:
     return result
 
 
+def banner_commands(log: str) -> list[str]:
+    """The shell commands of the all-in-one's ready message: its lines
+    indented by two spaces that start with ``export``, ``openstack`` or
+    ``curl``, with their continuation lines."""
+    text = log[log.index(conftest.ALL_IN_ONE_RUNNING):]
+    text = text[:text.index('Press Ctrl-C to stop.')]
+    commands = []
+    continued = False
+    for line in text.splitlines():
+        if continued or re.match(r'  (export|openstack|curl) ', line):
+            commands.append(line)
+            continued = line.endswith('\\')
+    return commands
+
+
 def test_the_start_script_runs_the_virtualenvs_all_in_one():
     """What the test substitutes for the start command is what the
     script runs."""
@@ -122,7 +137,15 @@ def readme_run(tmp_path_factory):
                 check=False)
             output = result.stdout + result.stderr
             assert result.returncode == 0, (output, process.log_text())
-            outputs.append(output)
+            # Then the commands of the ready message, as printed.
+            commands = banner_commands(process.log_text())
+            result = subprocess.run(
+                ['bash', '-c', '\n'.join(['set -euo pipefail'] + commands)],
+                cwd=work, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=SESSION_TIMEOUT, check=False)
+            assert result.returncode == 0, (commands, result.stdout,
+                                            result.stderr)
+            outputs.append(output + result.stdout)
         finally:
             process.stop()
     return dict(zip(['plain', 'demo'], outputs, strict=True))
@@ -130,6 +153,8 @@ def readme_run(tmp_path_factory):
 
 def test_the_fake_fpga_flow(readme_run):
     output = readme_run['plain']
+    # The ready message's profile, shown by name.
+    assert 'try-fpga' in output
     assert 'my-fpga' in output
     # Placement finds the profile's provider.
     assert '"provider_summaries": {"' in output
@@ -139,6 +164,7 @@ def test_the_fake_fpga_flow(readme_run):
 
 def test_the_demo_walk_throughs(readme_run):
     output = readme_run['demo']
+    assert 'try-qat' in output
     assert output.count('Bound\n') == 5, output
     # The FPGA runs gzip after the bind, aes after programming.
     assert 'd8424dc4a4a3c413f89e433683f9040b' in output

@@ -59,7 +59,7 @@ def test_profiles_use_the_group_form_and_name_the_microversion():
     assert '--group resources:FPGA=1,trait:CUSTOM_FAKE_DEVICE=required' in (
         text)
     assert ('openstack --os-accelerator-api-version 2.2 accelerator device '
-            'profile show my-fpga') in text
+            'profile show try-fpga') in text
 
 
 def test_the_nova_and_glance_commands_are_explained():
