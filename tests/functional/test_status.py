@@ -69,40 +69,6 @@ def test_a_missing_database_is_one_line_naming_it(tmp_path):
         'cyborg-all-in-one)\n' % (tmp_path / 'cyborg.sqlite'))
 
 
-def test_status_and_dbsync_read_an_all_in_ones_state_dir(tmp_path):
-    state_dir = str(tmp_path / 'state')
-    os.makedirs(state_dir)
-    upgrade = servers.run_script('cyborg-dbsync', '--state-dir', state_dir,
-                                 'upgrade')
-    assert upgrade.returncode == 0, upgrade.stderr
-    assert os.path.isfile(os.path.join(state_dir, 'cyborg.sqlite'))
-    version = servers.run_script('cyborg-dbsync', '--state-dir', state_dir,
-                                 'version')
-    assert version.stdout.split()[-1] == upgrade.stdout.split()[-1]
-    result = servers.run_script('cyborg-status', '--state-dir', state_dir,
-                                'upgrade', 'check')
-    # The schema is at head; no Placement is configured.
-    assert 'Database schema Result: Success' in ' '.join(
-        result.stdout.replace('|', ' ').split())
-
-
-def test_tools_name_every_bad_option_and_start_nothing(tmp_path):
-    config = servers.write_config(str(tmp_path / 'cyborg.conf'), {
-        'api': {'max_arqs_per_project': 'notanint'},
-        'database': {'connection': 'sqlite:///%s' % (
-            tmp_path / 'missing' / 'cyborg.sqlite')}})
-    for script in ('cyborg-conductor', 'cyborg-api', 'cyborg-manage'):
-        args = ('host', 'delete', 'h1') if script == 'cyborg-manage' else ()
-        result = servers.run_script(script, *args, config_file=config,
-                                    timeout=30)
-        assert result.returncode == 2, (script, result.stderr)
-        lines = result.stderr.splitlines()
-        assert [line.split(': ')[1] for line in lines] == [
-            '[api] max_arqs_per_project is not valid',
-            'cannot open the database %s' % (
-                tmp_path / 'missing' / 'cyborg.sqlite')], lines
-
-
 def test_healthy_deployment_passes(tmp_path, placement):
     config = _config(tmp_path, placement.url)
     servers.run_script('cyborg-dbsync', 'upgrade', config_file=config)
