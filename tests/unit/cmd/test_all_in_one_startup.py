@@ -180,3 +180,9 @@ def test_the_compute_node_is_named_after_the_host(conf, tmp_path):
     conf.set_override('resource_provider_name', 'node.example.org',
                       group='agent')
     assert conf.agent.resource_provider_name == 'node.example.org'
+
+
+def test_the_embedded_defaults_do_not_outlive_a_test(conf):
+    # After the test above (conftest._restore_embedded_defaults).
+    assert conf.agent.resource_provider_name is None
+    assert conf.api.auth_strategy == 'keystone'
