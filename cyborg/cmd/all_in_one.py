@@ -92,7 +92,8 @@ process on embedded defaults: SQLite in the state directory, an
 in-process RPC transport, no Keystone (every request acts as an
 administrator) and a compute node provider for this host in Placement,
 named after [DEFAULT] host, as nova-compute would create it. Any other
-option comes from --config-file.
+option comes from --config-file; the common options of the other cyborg
+commands (--config-dir, --debug, --log-file, ...) are accepted too.
 
 Both servers listen on loopback: without authentication, listening on
 another address hands administrator rights to whoever reaches it, so
