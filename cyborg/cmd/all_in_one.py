@@ -15,7 +15,12 @@
 Runs on embedded defaults: SQLite in the state directory, an in-process
 RPC transport, ``noauth``, and a real Placement service (the
 openstack-placement package) holding a compute node provider for this
-host, as nova-compute would. Everything else comes from --config-file.
+host (named after ``[DEFAULT] host``), as nova-compute would. Everything
+else comes from --config-file. The configuration is checked, and the
+ports of the API and of Placement are claimed, before anything starts
+(:func:`_configure`, :func:`_listen`); a non-loopback --host needs
+--insecure-listen-anywhere. The ready message is
+:mod:`cyborg.cmd.banner`'s.
 
 --host-root DIR sets ``[agent] host_root``: the drivers read their
 hardware under DIR. --demo-hardware builds a demo host (two NVIDIA GPUs,
