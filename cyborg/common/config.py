@@ -109,6 +109,8 @@ def setup_logging() -> None:
 
 
 def register_logging_opts() -> None:
+    # The defaults first: the checks read (and cache) every option.
+    log.set_defaults(default_log_levels=_DEFAULT_LOG_LEVELS)
     try:
         log.register_options(CONF)
     except cfg.ArgsAlreadyParsedError:
