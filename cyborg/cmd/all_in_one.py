@@ -189,6 +189,11 @@ def _configure(argv: list[str]) -> tuple[argparse.Namespace, str]:
     config.parse_args([argv[0]] + rest)
     _set_embedded_defaults(state_dir)
     problems = listen_problems(args, CONF.api.auth_strategy)
+    try:
+        discovery.check_identity(CONF.host,
+                                 discovery.resource_provider_name(CONF))
+    except exception.ConfigInvalid as e:
+        problems.append(str(e))
     if os.path.exists(state_dir) and not os.path.isdir(state_dir):
         problems.append('--state-dir %s is not a directory' % state_dir)
     try:
@@ -288,11 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     started = []  # how to stop what started, should the start fail
     try:
         return _run(args, state_dir, server, placement, images, started)
-    except BaseException:
+    except BaseException as e:
         for stop in reversed(started):
             stop()
         server.stop()
         placement.stop()
+        if isinstance(e, exception.ConfigInvalid):
+            # A driver list that cannot be loaded: found as the agent
+            # is created, before it starts.
+            return config.print_problems(PROG, [str(e)])
         raise
 
 

@@ -76,3 +76,35 @@ def test_cyborg_api_on_a_busy_port_says_which(tmp_path):
     assert result.stderr == (
         'cyborg-api: cannot listen on 127.0.0.1:%d: Address already in use; '
         'change [api] host_ip or port\n' % port)
+
+
+def test_agent_and_all_in_one_name_a_bad_host_and_start_nothing(tmp_path):
+    config = servers.write_config(str(tmp_path / 'agent.conf'), {
+        'DEFAULT': {'host': 'bad host', 'transport_url': 'fake:/'}})
+    line = ('Invalid configuration: [DEFAULT] host is \'bad host\'; it must '
+            'be a non-empty name of at most 255 characters without spaces '
+            'or "/"\n')
+    agent = servers.run_script('cyborg-agent', config_file=config,
+                               timeout=30)
+    assert (agent.returncode, agent.stderr) == (2, 'cyborg-agent: ' + line)
+    state = tmp_path / 'state'
+    allinone = servers.run_script('cyborg-all-in-one', '--state-dir',
+                                  str(state), config_file=config, timeout=30)
+    assert (allinone.returncode, allinone.stderr) == (
+        2, 'cyborg-all-in-one: ' + line)
+    assert not state.exists()
+
+
+def test_all_in_one_with_an_unknown_driver_stops_what_it_started(tmp_path):
+    config = servers.write_config(str(tmp_path / 'aio.conf'), {
+        'agent': {'enabled_drivers': 'nosuch_driver'}})
+    port, placement_port = servers.free_port(), servers.free_port()
+    result = servers.run_script(
+        'cyborg-all-in-one', '--port', str(port), '--placement-port',
+        str(placement_port), '--state-dir', str(tmp_path / 'state'),
+        config_file=config, timeout=90)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        'cyborg-all-in-one: Invalid configuration: [agent] enabled_drivers '
+        'names unknown drivers: nosuch_driver')
+    assert 'Traceback' not in result.stdout + result.stderr
