@@ -188,18 +188,20 @@ def _configure(argv: list[str]) -> tuple[argparse.Namespace, str]:
     config.register_logging_opts()
     config.parse_args([argv[0]] + rest)
     _set_embedded_defaults(state_dir)
-    problems = listen_problems(args, CONF.api.auth_strategy)
-    try:
-        discovery.check_identity(CONF.host,
-                                 discovery.resource_provider_name(CONF))
-    except exception.ConfigInvalid as e:
-        problems.append(str(e))
-    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
-        problems.append('--state-dir %s is not a directory' % state_dir)
     try:
         config.check(database=None)
     except config_checks.ConfigProblems as e:
-        problems = e.problems + problems
+        problems = e.problems
+    else:
+        # Only valid values can be read.
+        problems = listen_problems(args, CONF.api.auth_strategy)
+        try:
+            discovery.check_identity(CONF.host,
+                                     discovery.resource_provider_name(CONF))
+        except exception.ConfigInvalid as e:
+            problems.append(str(e))
+    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        problems.append('--state-dir %s is not a directory' % state_dir)
     if problems:
         raise config_checks.ConfigProblems(problems)
     return args, state_dir

@@ -186,3 +186,24 @@ def test_the_embedded_defaults_do_not_outlive_a_test(conf):
     # After the test above (conftest._restore_embedded_defaults).
     assert conf.agent.resource_provider_name is None
     assert conf.api.auth_strategy == 'keystone'
+
+
+def test_a_bad_auth_strategy_is_a_line_not_a_traceback(conf, tmp_path,
+                                                       capsys):
+    config_file = tmp_path / 'cyborg.conf'
+    config_file.write_text('[api]\nauth_strategy = nosuch\n')
+    status, err = _main(conf, capsys, '--config-file', str(config_file),
+                        '--host', '0.0.0.0', '--state-dir',
+                        str(tmp_path / 'state'))
+    assert status == 2
+    [line] = err.splitlines()
+    assert line.startswith('cyborg-all-in-one: [api] auth_strategy is not '
+                           'valid: ')
+
+
+def test_a_state_dir_that_is_a_file_is_refused(conf, tmp_path, capsys):
+    state = tmp_path / 'state'
+    state.write_text('')
+    status, err = _main(conf, capsys, '--state-dir', str(state))
+    assert (status, err) == (2, 'cyborg-all-in-one: --state-dir %s is not '
+                                'a directory\n' % state)
