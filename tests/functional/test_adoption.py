@@ -85,7 +85,13 @@ def host(engine, placement):
     conf([], project='cyborg', default_config_files=[])
     conf.set_override('num_devices', 1, group='fake_driver')
     conf.set_override('accelerators_per_device', 3, group='fake_driver')
-    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
+    try:
+        wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
+    finally:
+        # The group object, and so its overrides, is shared by every
+        # ConfigOpts that registers it.
+        conf.clear_override('num_devices', group='fake_driver')
+        conf.clear_override('accelerators_per_device', group='fake_driver')
     try:
         yield name, compute, client, wire
     finally:
@@ -239,3 +245,39 @@ def test_retained_deployable_and_upstream_only_providers(engine, host):
         ).scalar()
     assert deployables == [(rows.deployables[names[0]], OURS)]
     assert handles == 3
+
+
+def test_allocated_upstream_resource_class_is_kept_until_free(engine, host):
+    """Upstream's class is not ours (as for its PCI driver): Placement
+    refuses to drop a class in use, so it stays, all reserved, beside
+    ours until the instance is gone."""
+    name, compute, client, wire = host
+    context = cyborg_context.get_admin_context()
+    upstream_name = name + '_0000:10:00.0'
+    rows = imported.insert(engine, name, ADDRESS, [imported.Deployable(
+        upstream_name, [1, 2, 3], in_use=[1],
+        resource_class='CUSTOM_UPSTREAM_PCI')], profile='upstream-' + name)
+    provider = imported.upstream_rp_uuid(upstream_name)
+    client.ensure_resource_class('CUSTOM_UPSTREAM_PCI')
+    generation = client.create_provider(provider, upstream_name,
+                                        compute)['generation']
+    client.set_inventories(provider, generation, {
+        'CUSTOM_UPSTREAM_PCI': {'total': 3, 'max_unit': 3}})
+    instance = str(uuid.uuid4())
+    client.request('PUT', '/allocations/%s' % instance, json={
+        'allocations': {provider: {'resources': {'CUSTOM_UPSTREAM_PCI': 1}}},
+        'project_id': 'p1', 'user_id': 'u1', 'consumer_generation': None},
+        microversion=ALLOCATION_VERSION)
+
+    assert _apply_and_sync(context, name, client, wire) is False
+    inventories = client.get_inventories(provider)[1]
+    assert sorted(inventories) == ['CUSTOM_UPSTREAM_PCI', 'FPGA']
+    assert inventories['CUSTOM_UPSTREAM_PCI']['reserved'] == 3
+    assert inventories['FPGA']['reserved'] == 0
+    assert list(client.provider_allocations(provider)) == [instance]
+
+    imported.release(engine, rows.arqs[upstream_name, 1])
+    _deallocate(client, instance)
+    assert placement_sync.PlacementSync(client).sync_host(context, name)
+    assert list(client.get_inventories(provider)[1]) == ['FPGA']
+    assert set(_tree(client, compute)) == {provider}
