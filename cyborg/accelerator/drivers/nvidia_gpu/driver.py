@@ -256,13 +256,18 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         drivers = self._conf.nvidia_gpu.passthrough_drivers
         if (gpu.driver is not None and gpu.driver not in drivers
                 and not self._rebinds(gpu.driver)):
-            if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+            if not self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+                return False
+            if gpu.driver == rebind.HOST_DRIVER:
+                LOG.warning('nvidia_gpu_driver: device %s is bound to '
+                            'nvidia and has no vGPU type, and [nvidia_gpu] '
+                            'rebind_nvidia_gpus is false; it is not '
+                            'reported', gpu.address)
+            else:
                 LOG.warning('nvidia_gpu_driver: device %s is bound to %s, '
                             'not to one of [nvidia_gpu] passthrough_drivers, '
-                            'and has no vGPU type; it is not reported%s',
-                            gpu.address, gpu.driver,
-                            ' (see [nvidia_gpu] rebind_nvidia_gpus)'
-                            if gpu.driver == rebind.HOST_DRIVER else '')
+                            'and has no vGPU type; it is not reported',
+                            gpu.address, gpu.driver)
             return False
         return gpu_passthrough.group_is_assignable(
             self._host, gpu, drivers, self.name, self._first)
