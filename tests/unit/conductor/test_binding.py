@@ -266,6 +266,74 @@ def test_a_provider_of_another_host_is_refused(host, admin_context,
     _unchanged(admin_context, database, arqs)
 
 
+def _profile(context, name, group):
+    profiles_db.device_profile_create(context, {'name': name,
+                                                'groups': [group]})
+    return name
+
+
+@pytest.mark.parametrize('group, reason', [
+    ({'resources:PGPU': '1'}, 'it offers resource class FPGA, not PGPU'),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_OTHER': 'required'},
+     'it lacks required trait CUSTOM_OTHER'),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_FAKE_DEVICE': 'forbidden'},
+     'it has forbidden trait CUSTOM_FAKE_DEVICE'),
+    ({'resources:FPGA': '1', 'trait:OWNER_CYBORG': 'forbidden'},
+     'it has forbidden trait OWNER_CYBORG'),
+    ({'resources:PGPU': '1', 'trait:CUSTOM_OTHER': 'required'},
+     'it offers resource class FPGA, not PGPU; it lacks required trait '
+     'CUSTOM_OTHER'),
+])
+def test_a_provider_that_does_not_satisfy_the_group_is_refused(
+        host, admin_context, database, group, reason):
+    name = _profile(admin_context, 'mismatch', group)
+    arqs = arq_db.arq_create(admin_context, name, 'p1')
+    with pytest.raises(exception.DeployableMismatch) as error:
+        _bind(admin_context, arqs, host)
+    assert error.value.code == 400
+    assert str(error.value) == (
+        'Resource provider %s does not satisfy group 0 of the device '
+        'profile of ARQ %s: %s' % (host, arqs[0]['uuid'], reason))
+    _unchanged(admin_context, database, arqs)
+
+
+def test_a_group_satisfied_by_the_provider_binds(host, admin_context,
+                                                 database):
+    """Required traits it has, forbidden ones it lacks, OWNER_CYBORG
+    (which Placement has on every provider of ours) required."""
+    name = _profile(admin_context, 'fits', {
+        'resources:FPGA': '1', 'trait:CUSTOM_FAKE_DEVICE': 'required',
+        'trait:OWNER_CYBORG': 'required',
+        'trait:CUSTOM_OTHER': 'forbidden'})
+    arqs = arq_db.arq_create(admin_context, name, 'p1')
+    _bind(admin_context, arqs, host)
+    assert _states(admin_context, arqs) == [states.BOUND]
+
+
+def test_one_arq_that_does_not_fit_refuses_the_whole_batch(
+        host, admin_context, database):
+    fits = arq_db.arq_create(admin_context, 'two', 'p1')
+    name = _profile(admin_context, 'pgpu', {'resources:PGPU': '1'})
+    misfit = arq_db.arq_create(admin_context, name, 'p1')
+    with pytest.raises(exception.DeployableMismatch) as error:
+        _bind(admin_context, fits + misfit, host)
+    assert misfit[0]['uuid'] in str(error.value)
+    _unchanged(admin_context, database, fits + misfit)
+
+
+def test_a_mismatch_is_told_before_too_few_handles(host, admin_context,
+                                                   database):
+    """A provider that cannot satisfy the group is refused for that,
+    not for having no free handle left."""
+    _bind(admin_context, arq_db.arq_create(admin_context, 'five', 'p1')[:4],
+          host)
+    name = _profile(admin_context, 'pgpu', {'resources:PGPU': '1'})
+    arqs = arq_db.arq_create(admin_context, name, 'p1')
+    with pytest.raises(exception.DeployableMismatch):
+        _bind(admin_context, arqs, host, instance=OTHER_INSTANCE)
+    assert _handles_in_use(database) == 4
+
+
 def test_the_compute_node_name_is_the_host_too(profiles, admin_context,
                                                conf, database):
     """Nova binds to its node name, which may differ from the agent's
