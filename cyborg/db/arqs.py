@@ -544,8 +544,10 @@ class Lease:
 @dataclasses.dataclass
 class BindOutcome:
     """What a binding transaction leaves to do once committed: jobs to
-    run, events to send, prepared handles to release."""
+    run, events to send, prepared handles to release; and the ARQs it
+    made Bound."""
     jobs: list[str] = dataclasses.field(default_factory=list)
+    bound: list[str] = dataclasses.field(default_factory=list)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     released: list[PreparedHandle] = dataclasses.field(
         default_factory=list)
@@ -792,6 +794,7 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
             swap(connection, row, states.BOUND, held,
                         via=states.BIND_STARTED)
             events.add(row, states.BOUND)
+            outcome.bound.append(row.uuid)
 
 
 @db_api.retrying_writer
@@ -879,6 +882,7 @@ def finish(context, uuid: str, failure: str | None = None,
         events = _Events(connection, lease)
         swap(connection, row, states.BOUND, {})
         events.add(row, states.BOUND)
+        outcome.bound.append(row.uuid)
     else:
         report_until = (row.bind_started_at
                         + datetime.timedelta(seconds=bind_timeout)

@@ -849,3 +849,51 @@ def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILING
     assert 'no claimed attach handle' in failed['bind_error']
+
+
+def _info(caplog, logger='cyborg.conductor.binding') -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == logger and r.levelname == 'INFO']
+
+
+def test_binder_logs_binds_unbinds_and_deletes(mdev_host, host,
+                                               admin_context, binder,
+                                               recorder, database, caplog):
+    caplog.set_level('INFO', logger='cyborg.conductor.binding')
+    pci = arq_db.arq_create(admin_context, 'two', 'p1')
+    mdev = arq_db.arq_create(admin_context, 'five', 'p1')[:1]
+    binder.bind(admin_context, _bindings(pci, host), None)
+    assert _info(caplog) == [
+        'Bound ARQ %s of instance %s to provider %s on host1'
+        % (arq['uuid'], INSTANCE, host) for arq in pci]
+    caplog.clear()
+    outcome = _bind(admin_context, mdev, mdev_host, host='host2',
+                    instance=OTHER_INSTANCE)
+    _run_jobs(admin_context, binder, outcome)
+    [claim] = recorder.prepared
+    assert _info(caplog) == ['Bound ARQ %s: attach handle %s prepared on '
+                             'host2' % (mdev[0]['uuid'], claim.handle_uuid)]
+    caplog.clear()
+    binder.unbind(admin_context, [pci[0]['uuid']], None)
+    binder.delete(admin_context, [pci[1]['uuid']], None, None)
+    binder.delete(admin_context, None, OTHER_INSTANCE, None)
+    binder.stop(cancel=False)
+    assert _info(caplog) == [
+        'Unbound ARQs %s (0 prepared attach handles to release)'
+        % pci[0]['uuid'],
+        'Deleted ARQs %s (0 prepared attach handles to release)'
+        % pci[1]['uuid'],
+        'Deleted the ARQs of instance %s (1 prepared attach handles to '
+        'release)' % OTHER_INSTANCE]
+
+
+def test_binder_logs_a_bind_left_to_the_agent(mdev_host, admin_context,
+                                              binder, database, caplog):
+    caplog.set_level('INFO', logger='cyborg.conductor.binding')
+    [arq] = arq_db.arq_create(admin_context, 'five', 'p1')[:1]
+    with mock.patch.object(binder, 'submit'):
+        binder.bind(admin_context, _bindings([arq], mdev_host, host='host2'),
+                    None)
+    assert _info(caplog) == [
+        'Binding ARQ %s of instance %s to provider %s on host2: its agent '
+        'prepares the attach handle' % (arq['uuid'], INSTANCE, mdev_host)]
