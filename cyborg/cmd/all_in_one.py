@@ -277,9 +277,14 @@ def main(argv: list[str] | None = None) -> int:
         LOG.warning('The first inventory report of %s did not finish '
                     'within %d seconds; the API starts without it',
                     CONF.host, FIRST_REPORT_TIMEOUT)
+    app = api_app.setup_app(CONF, transport, authorizer)
+    if images is not None and CONF.api.auth_strategy == 'noauth':
+        # The CLI without Keystone finds the local Glance at the API's
+        # endpoint; it is as open as the API is without authentication.
+        app = local_images.ImagePaths(app, images)
     server = wsgi_server.WSGIServer(
-        api_app.setup_app(CONF, transport, authorizer), args.host,
-        args.port, CONF.api.client_timeout, CONF.api.max_connections)
+        app, args.host, args.port, CONF.api.client_timeout,
+        CONF.api.max_connections)
     server.start()
     endpoint = 'http://%s:%d' % (args.host, server.port)
     print(USAGE.format(endpoint=endpoint, placement=placement.url,
