@@ -88,7 +88,8 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
     app = middleware.ErrorEnvelopeMiddleware(app)
     app = middleware.PathDispatcher(
         app, {HEALTHCHECK_PATH: healthcheck.Healthcheck(None, conf)})
-    app = request_log.RequestLog(app)
+    if conf.api.access_log:
+        app = request_log.RequestLog(app)
     app = request_id.RequestId(app)
     return _optional_middleware(conf, app)
 

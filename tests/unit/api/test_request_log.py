@@ -101,3 +101,13 @@ def test_client_text_cannot_forge_or_flood_a_line(caplog):
     assert '\n' not in message
     assert '/v2/x\\nforged?' + 'q' * 200 + '...' in message
     assert 'project: p\\nq' in message
+
+
+def test_the_access_log_can_be_turned_off(conf, caplog):
+    conf.set_override('auth_strategy', 'noauth', group='api')
+    conf.set_override('access_log', False, group='api')
+    with mock.patch('cyborg.conductor.rpcapi.ConductorAPI'):
+        app = api_app.setup_app(conf, transport=object())
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    assert _get(app, '/v2').status_int == 200
+    assert _lines(caplog) == []
