@@ -29,6 +29,11 @@ from cyborg.domain import device_tree
 LOG = logging.getLogger(__name__)
 
 
+def _attach_info_text(attach_info: dict[str, Any]) -> str:
+    """``key=value`` pairs of an attach handle's info, for a log line."""
+    return ' '.join('%s=%s' % item for item in sorted(attach_info.items()))
+
+
 class AgentManager:
     """Handles agent RPC requests; heartbeats through the conductor."""
 
@@ -72,6 +77,8 @@ class AgentManager:
                               handle_uuid: str) -> None:
         self._driver(driver).prepare_attach_handle(
             device_tree.AttachHandle(attach_type, attach_info), handle_uuid)
+        LOG.info('Prepared attach handle %s (%s %s, driver %s)', handle_uuid,
+                 attach_type, _attach_info_text(attach_info), driver)
 
     @messaging.expected_exceptions(exception.CyborgException)
     def program(self, context, driver: str | None,
@@ -94,6 +101,8 @@ class AgentManager:
                               handle_uuid: str) -> None:
         self._driver(driver).release_attach_handle(
             device_tree.AttachHandle(attach_type, attach_info), handle_uuid)
+        LOG.info('Released attach handle %s (%s %s, driver %s)', handle_uuid,
+                 attach_type, _attach_info_text(attach_info), driver)
 
     @messaging.expected_exceptions(exception.CyborgException)
     def program_image(self, context, driver: str | None,

@@ -25,6 +25,7 @@ from cyborg.api import hooks
 from cyborg.api import middleware
 from cyborg.api import profile_cache as profile_cache_lib
 from cyborg.api import request_body
+from cyborg.api import request_log
 from cyborg.common import patches
 from cyborg.common import rpc
 from cyborg.conductor import rpcapi as conductor_rpcapi
@@ -87,6 +88,8 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
     app = middleware.ErrorEnvelopeMiddleware(app)
     app = middleware.PathDispatcher(
         app, {HEALTHCHECK_PATH: healthcheck.Healthcheck(None, conf)})
+    if conf.api.access_log:
+        app = request_log.RequestLog(app)
     app = request_id.RequestId(app)
     return _optional_middleware(conf, app)
 

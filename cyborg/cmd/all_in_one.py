@@ -349,7 +349,12 @@ def _run(args: argparse.Namespace, state_dir: str,
         LOG.warning('The first inventory report of %s did not finish '
                     'within %d seconds; the API starts without it',
                     CONF.host, FIRST_REPORT_TIMEOUT)
-    server.set_app(api_app.setup_app(CONF, transport, authorizer))
+    app = api_app.setup_app(CONF, transport, authorizer)
+    if images is not None and CONF.api.auth_strategy == 'noauth':
+        # The CLI without Keystone finds the local Glance at the API's
+        # endpoint; it is as open as the API is without authentication.
+        app = local_images.ImagePaths(app, images)
+    server.set_app(app)
     server.start()
     print(banner.ready(banner.Endpoints(
         api='http://%s:%d' % (_url_host(args.host), server.port),

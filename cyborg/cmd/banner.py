@@ -146,8 +146,9 @@ NOVA_NOTE = [
     '`openstack accelerator arq bind` looks the instance up in Nova, and',
     '`arq unbind` and deleting a bound ARQ need a service token: without',
     'Nova, send the requests Nova sends with curl (README.md, "The Nova',
-    'flow"). `deployable program` needs Glance; the README shows the',
-    'request to program a region from the local Glance.',
+    'flow"). `deployable program DEPLOYABLE IMAGE` finds its image in the',
+    'local Glance (with --demo-hardware or --bitstream-dir; with',
+    '--glance-url URL, set OS_IMAGE_ENDPOINT_OVERRIDE=URL).',
 ]
 
 

@@ -151,6 +151,12 @@ class DeployableNotOnHost(Invalid):
                '%(host)s, not of %(hostname)s')
 
 
+class DeployableMismatch(Invalid):
+    msg_fmt = ('Resource provider %(rp_uuid)s does not satisfy group '
+               '%(group)d of the device profile of ARQ %(uuid)s: '
+               '%(reasons)s')
+
+
 class NoFreeAttachHandles(Conflict):
     msg_fmt = ('Resource provider %(rp_uuid)s has %(free)d free attach '
                'handle(s); %(wanted)d ARQ(s) asked for one')

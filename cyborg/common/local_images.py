@@ -42,6 +42,11 @@ It serves:
 Images carry the ``checksum`` (md5), ``os_hash_algo`` (sha512) and
 ``os_hash_value`` of their data, as Glance computes them at upload. Any
 token is accepted: it listens on loopback only, for demos and tests.
+
+:class:`ImagePaths` also answers the image paths on the all-in-one's API
+port, where the ``openstack`` CLI looks for every service when it runs
+with ``OS_AUTH_TYPE=none`` and ``OS_ENDPOINT`` (``openstack accelerator
+deployable program`` looks the image up in Glance first).
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ VERSION = '2.16'
 TIMESTAMP = '2026-01-01T00:00:00Z'
 # Ids of images a directory does not name: uuid5 of their name here.
 _ID_NAMESPACE = uuid.UUID('5b0f4d0e-2a43-4c5e-9c34-6f3f0b6d1a71')
+# Glance's paths of images (and their data), below its version.
+IMAGES_PATH = '/v2/images'
 # Query parameters that are not property filters.
 _LIST_PARAMS = ('limit', 'marker', 'sort_key', 'sort_dir', 'sort',
                 'member_status', 'os_hidden')
@@ -139,6 +146,10 @@ class ImageServer(wsgi_server.LoopbackApp):
     # The WSGI application ---------------------------------------------------
 
     def _app(self, environ, start_response):
+        return self.wsgi(environ, start_response)
+
+    def wsgi(self, environ, start_response):
+        """The image service, as a WSGI application."""
         status, headers, body = self.respond(environ)
         headers = [('Content-Length', str(len(body)))] + headers
         start_response('%d %s' % (status, _REASONS.get(status, 'Status')),
@@ -156,7 +167,7 @@ class ImageServer(wsgi_server.LoopbackApp):
         if not environ.get('HTTP_X_AUTH_TOKEN'):
             return json_response(401, {'message': 'no token'})
         parts = path.strip('/').split('/')
-        if parts[:2] != ['v2', 'images']:
+        if '/' + '/'.join(parts[:2]) != IMAGES_PATH:
             return json_response(404, {'message': 'no such path: %s'
                                                   % path})
         if len(parts) == 2:
@@ -253,3 +264,28 @@ def _read_image(directory: str, entry: str
     tags = tuple(spec.get('tags', ('FPGA',)))
     return image_record(image_id, data, properties, name=name,
                         tags=tags), data
+
+
+class ImagePaths:
+    """A WSGI application (the all-in-one's API) whose requests for
+    Glance's image paths (:data:`IMAGES_PATH` and below) ``images``
+    answers instead.
+
+    A client without a service catalog (``OS_AUTH_TYPE=none``) sends
+    every service's requests to its one endpoint: the image lookups of
+    the ``openstack`` CLI then reach the local Glance, as its lookups of
+    accelerator resources reach the API. The API has no such path. Like
+    the API beside them in the all-in-one (``noauth``), these paths need
+    no token.
+    """
+
+    def __init__(self, app, images: ImageServer):
+        self._app = app
+        self._images = images
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        if path == IMAGES_PATH or path.startswith(IMAGES_PATH + '/'):
+            environ.setdefault('HTTP_X_AUTH_TOKEN', 'noauth')
+            return self._images.wsgi(environ, start_response)
+        return self._app(environ, start_response)

@@ -82,6 +82,20 @@ def failure_reason(error: Exception) -> str:
     return reason
 
 
+def _log_binds(bindings: dict[str, dict[str, str]],
+               outcome: arq_db.BindOutcome) -> None:
+    """One INFO line per ARQ a bind bound, or left to a job."""
+    for uuid in outcome.bound:
+        LOG.info('Bound ARQ %s of instance %s to provider %s on %s', uuid,
+                 bindings[uuid]['instance_uuid'],
+                 bindings[uuid]['device_rp_uuid'], bindings[uuid]['hostname'])
+    for uuid in outcome.jobs:
+        LOG.info('Binding ARQ %s of instance %s to provider %s on %s: its '
+                 'agent prepares the attach handle', uuid,
+                 bindings[uuid]['instance_uuid'],
+                 bindings[uuid]['device_rp_uuid'], bindings[uuid]['hostname'])
+
+
 class HandlePreparer(Protocol):
     """Asks a handle's agent to program its deployable, to prepare it
     and to release it."""
@@ -130,19 +144,28 @@ class Binder:
         outcome = arq_db.bind(context, bindings, project_id, self.owner,
                        self._lease)
         self._deliver(outcome.events)
+        _log_binds(bindings, outcome)
         if outcome.jobs:
             self.submit(cyborg_context.get_admin_context(), outcome.jobs)
 
     def unbind(self, context, uuids: list[str],
                project_id: str | None) -> None:
         """Unbind ARQs; their prepared handles are released after."""
-        self._release_later(arq_db.arq_unbind(context, uuids, project_id))
+        handles = arq_db.arq_unbind(context, uuids, project_id)
+        LOG.info('Unbound ARQs %s (%d prepared attach handles to release)',
+                 ', '.join(uuids), len(handles))
+        self._release_later(handles)
 
     def delete(self, context, uuids: list[str] | None,
                instance_uuid: str | None, project_id: str | None) -> None:
         """Delete ARQs; their prepared handles are released after."""
-        self._release_later(arq_db.arq_delete(context, uuids, instance_uuid,
-                                              project_id))
+        handles = arq_db.arq_delete(context, uuids, instance_uuid,
+                                    project_id)
+        LOG.info('Deleted %s (%d prepared attach handles to release)',
+                 'ARQs ' + ', '.join(uuids) if uuids is not None
+                 else 'the ARQs of instance %s' % instance_uuid,
+                 len(handles))
+        self._release_later(handles)
 
     def _release_later(self, handles: list[arq_db.PreparedHandle]) -> None:
         if handles:
@@ -222,6 +245,9 @@ class Binder:
         outcome = arq_db.finish(context, uuid, failure, self._lease,
                          bind_timeout=self._timeout)
         self._deliver(outcome.events)
+        if outcome.bound and claim is not None:
+            LOG.info('Bound ARQ %s: attach handle %s prepared on %s',
+                     uuid, claim.handle_uuid, claim.device_host)
         self.release(context, outcome.released)
 
     def resume(self, context) -> None:

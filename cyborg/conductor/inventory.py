@@ -48,9 +48,10 @@ def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
     """Apply ``host``'s report unless it was applied already.
 
     ``utilization`` (None from an agent that does not send it) is kept
-    outside the tree: an unchanged tree whose utilization is unchanged
-    costs the same one read, and a changed utilization one more write,
-    never a diff or a Placement sync.
+    outside the tree: a report with readings costs one write more than
+    the one read of an unchanged tree (the readings of all its devices,
+    with the report's time, in one statement), never a diff or a
+    Placement sync.
     """
     if utilization is None:
         return _apply_tree(context, host, rp_name, devices, digest,

@@ -68,7 +68,6 @@ from cyborg.db import providers as providers_db
 from cyborg.domain import device_tree
 from cyborg.domain import devices
 from cyborg.domain import providers
-from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
@@ -184,8 +183,8 @@ def load_host_state(context, host: str) -> HostState | None:
         attrs = rows.attributes.get(row.id, {})
         if providers.RESOURCE_CLASS_KEY not in attrs:
             continue
-        traits = sorted(providers.traits_of(attrs)
-                        | {resource_names.OWNER_TRAIT})
+        traits = sorted(providers.provider_traits(
+            providers.traits_of(attrs)))
         desired[row.rp_uuid] = ProviderSpec(
             uuid=row.rp_uuid, name=providers.provider_name(host, row.name),
             parent_uuid=rp_uuids.get(row.parent_id,

@@ -113,6 +113,13 @@ opts = [
                 default=['admin', 'manager', 'member', 'reader'],
                 help='With auth_strategy=noauth, the roles of a request '
                      'that carries no X-Roles header.'),
+    cfg.BoolOpt('access_log',
+                default=True,
+                help='Log one INFO line per API request (method, path, '
+                     'status, time, request id, project), as Placement '
+                     'does. Turn it off where the WSGI server (uWSGI, '
+                     'Apache) logs requests already; each line costs the '
+                     'API some CPU.'),
 ]
 
 

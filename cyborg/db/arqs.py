@@ -43,6 +43,7 @@ from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
+from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
@@ -53,6 +54,7 @@ from cyborg.db import nova_events
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import device_tree
+from cyborg.domain import providers
 
 LOG = logging.getLogger(__name__)
 
@@ -204,14 +206,18 @@ def _lock_column(name: str):
             .scalar_subquery().label('profile_json'))
 
 
-def _program_request(row) -> dict[str, str]:
-    """What the ARQ ``row`` (with ``profile_json`` and
-    ``device_profile_group_id``) asks its deployable to be programmed
-    with (see :func:`dp_rules.program_request`)."""
+def _group(row) -> dict[str, str] | None:
+    """The request group of the ARQ ``row`` (with ``profile_json`` and
+    ``device_profile_group_id``); None if its profile is gone."""
     if row.profile_json is None:
-        return {}
-    groups = json.loads(row.profile_json)['groups']
-    return dp_rules.program_request(groups[row.device_profile_group_id])
+        return None
+    return json.loads(row.profile_json)['groups'][row.device_profile_group_id]
+
+
+def _program_request(group: dict[str, str] | None) -> dict[str, str]:
+    """What an ARQ of ``group`` asks its deployable to be programmed
+    with (see :func:`dp_rules.program_request`)."""
+    return {} if group is None else dp_rules.program_request(group)
 
 
 @functools.cache
@@ -538,8 +544,10 @@ class Lease:
 @dataclasses.dataclass
 class BindOutcome:
     """What a binding transaction leaves to do once committed: jobs to
-    run, events to send, prepared handles to release."""
+    run, events to send, prepared handles to release; and the ARQs it
+    made Bound."""
     jobs: list[str] = dataclasses.field(default_factory=list)
+    bound: list[str] = dataclasses.field(default_factory=list)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     released: list[PreparedHandle] = dataclasses.field(
         default_factory=list)
@@ -601,23 +609,60 @@ _DEPLOYABLE_ON_HOST = (
     .where(DEPLOYABLES.c.rp_uuid == sa.bindparam('rp_uuid'),
            sa.or_(DEVICES.c.hostname == sa.bindparam('hostname'),
                   SERVICES.c.rp_name == sa.bindparam('hostname'))))
-# Free handles of that deployable if it is on that host. Only
-# attach_handles is in FROM, so only handles are locked (MariaDB has no
-# FOR UPDATE OF; a locked deployable row would hide every handle).
-_FREE_HANDLES = (
-    sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
-              HANDLES.c.attach_info, HANDLES.c.deployable_id, _preparation())
-    .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE_ON_HOST),
-           HANDLES.c.in_use == sa.false())
-    .order_by(HANDLES.c.id).limit(sa.bindparam('count'))
-    .with_for_update(skip_locked=True))
-# MySQL/MariaDB: the same, unordered. InnoDB reads (and locks, until the
-# transaction ends) every free handle of the deployable to sort them
+def _shape_of_handles_deployable(dialect: str) -> list:
+    """The resource class and the traits (comma-separated: trait names
+    hold no comma) of a handle's deployable, from its attributes
+    (:mod:`cyborg.domain.providers`), as two columns: what a bind checks
+    comes with the handles it claims, at no extra statement."""
+    def of_deployable(column):
+        return sa.select(column).where(
+            ATTRIBUTES.c.deployable_id == HANDLES.c.deployable_id)
+    traits = ATTRIBUTES.c.value
+    aggregated = (sa.func.string_agg(traits, ',')
+                  if dialect == 'postgresql' else sa.func.group_concat(traits))
+    return [
+        of_deployable(ATTRIBUTES.c.value)
+        .where(ATTRIBUTES.c.key == providers.RESOURCE_CLASS_KEY)
+        .scalar_subquery().label('resource_class'),
+        of_deployable(aggregated)
+        .where(ATTRIBUTES.c.key.startswith(providers.TRAIT_KEY_PREFIX,
+                                           autoescape=True))
+        .scalar_subquery().label('traits')]
+
+
+# MySQL/MariaDB claim handles unordered. InnoDB reads (and locks, until
+# the transaction ends) every free handle of the deployable to sort them
 # before the LIMIT, so a concurrent bind to that deployable would skip
 # them all and, its retries spent, answer 409 with handles free; an
 # unordered scan stops at the handles it takes.
-_FREE_HANDLES_UNORDERED = _FREE_HANDLES.order_by(None)
 _UNORDERED_CLAIM_DIALECTS = ('mysql', 'mariadb')
+
+
+@functools.cache
+def _free_handles(dialect: str):
+    """Free handles of that deployable if it is on that host, with the
+    provider's shape (:func:`_shape_of_handles_deployable`). Only
+    attach_handles is in FROM, so only handles are locked (MariaDB has
+    no FOR UPDATE OF; a locked deployable row would hide every handle;
+    the subqueries of the column list lock nothing)."""
+    query = (
+        sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
+                  HANDLES.c.attach_info, HANDLES.c.deployable_id,
+                  _preparation(), *_shape_of_handles_deployable(dialect))
+        .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE_ON_HOST),
+               HANDLES.c.in_use == sa.false())
+        .limit(sa.bindparam('count'))
+        .with_for_update(skip_locked=True))
+    if dialect in _UNORDERED_CLAIM_DIALECTS:
+        return query
+    return query.order_by(HANDLES.c.id)
+
+
+# A deployable's attributes, among them the resource class and traits of
+# its provider.
+_DEPLOYABLE_ATTRIBUTES = (
+    sa.select(ATTRIBUTES.c.key, ATTRIBUTES.c.value)
+    .where(ATTRIBUTES.c.deployable_id == sa.bindparam('deployable_id')))
 # The handles free as last committed, locked or not (by a concurrent
 # bind that may yet give them back).
 _FREE_COUNT = (
@@ -631,12 +676,48 @@ _TAKE_HANDLES = (
     .values(in_use=True, updated_at=sa.bindparam('now')))
 
 
+def _check_satisfies(connection, deployable_id: int, rp_uuid: str,
+                     rows) -> None:
+    """:func:`check_fits` for the deployable ``deployable_id`` (of
+    provider ``rp_uuid``), whose attributes are read: where the claim
+    found too few handles to bring its shape."""
+    if not rows:
+        return
+    attributes = dict(connection.execute(
+        _DEPLOYABLE_ATTRIBUTES, {'deployable_id': deployable_id}).all())
+    check_fits(rp_uuid, rows,
+               attributes.get(providers.RESOURCE_CLASS_KEY),
+               providers.traits_of(attributes))
+
+
+def check_fits(rp_uuid: str, rows, resource_class: str | None,
+               traits) -> None:
+    """DeployableMismatch (400) unless a provider ``rp_uuid`` of
+    ``resource_class`` with ``traits`` (those of its deployable's
+    attributes) satisfies the request group of every ARQ of ``rows``
+    (:func:`dp_rules.unmet`). Nova binds only to a provider Placement
+    chose for the group; an admin or a script binding to another would
+    give the guest the wrong device."""
+    traits = providers.provider_traits(traits)
+    for row in rows:
+        group = _group(row)
+        reasons = ([] if group is None
+                   else dp_rules.unmet(group, resource_class, traits))
+        if reasons:
+            raise exception.DeployableMismatch(
+                rp_uuid=rp_uuid, group=row.device_profile_group_id,
+                uuid=row.uuid,
+                reasons='; '.join('it ' + reason for reason in reasons))
+
+
 def _too_few(connection, rp_uuid: str, hostname: str, count: int,
-             found: int) -> Exception:
+             found: int, rows=()) -> Exception:
     """Why only ``found`` of ``count`` handles of ``rp_uuid`` on
-    ``hostname`` could be claimed, as the exception to raise: no such
-    deployable (404), one on another host (400), too few free handles
-    (409), or handles locked by a concurrent bind (start again)."""
+    ``hostname`` could be claimed for the ARQs ``rows``, as the
+    exception to raise: no such deployable (404), one on another host
+    (400), one that does not satisfy their groups (400, raised), too few
+    free handles (409), or handles locked by a concurrent bind (start
+    again)."""
     deployable = connection.execute(
         _DEPLOYABLE_HOSTS.where(DEPLOYABLES.c.rp_uuid == rp_uuid)).first()
     if deployable is None:
@@ -644,6 +725,7 @@ def _too_few(connection, rp_uuid: str, hostname: str, count: int,
     if hostname not in (deployable.hostname, deployable.rp_name):
         return exception.DeployableNotOnHost(
             rp_uuid=rp_uuid, host=deployable.hostname, hostname=hostname)
+    _check_satisfies(connection, deployable.id, rp_uuid, rows)
     unlocked = connection.execute(
         _FREE_COUNT, {'deployable_id': deployable.id}).scalar()
     too_few = exception.NoFreeAttachHandles(
@@ -654,24 +736,29 @@ def _too_few(connection, rp_uuid: str, hostname: str, count: int,
     return too_few
 
 
-def _claim_free(connection, rp_uuid: str, hostname: str,
-                count: int) -> list:
+def _claim_free(connection, rp_uuid: str, hostname: str, count: int,
+                rows=()) -> list:
     """Claim ``count`` free handles of the deployable of resource
-    provider ``rp_uuid`` on host ``hostname``; the handles (with their
-    ``deployable_id``).
+    provider ``rp_uuid`` on host ``hostname``, if it satisfies the
+    request groups of the ARQs ``rows`` (:func:`check_fits`); the
+    handles (with their ``deployable_id``).
 
     Handles locked by another binding transaction are skipped, not
     waited for. Too few raises what :func:`_too_few` finds; so does an
     UPDATE that finds a handle taken (only SQLite, which has no row locks
     and serialises writers instead): the transaction starts again.
     """
-    query = (_FREE_HANDLES_UNORDERED
-             if connection.dialect.name in _UNORDERED_CLAIM_DIALECTS
-             else _FREE_HANDLES)
+    query = _free_handles(connection.dialect.name)
     free = list(connection.execute(query, {
         'rp_uuid': rp_uuid, 'hostname': hostname, 'count': count}))
     if len(free) < count:
-        raise _too_few(connection, rp_uuid, hostname, count, len(free))
+        raise _too_few(connection, rp_uuid, hostname, count, len(free),
+                       rows)
+    if rows:
+        # The deployable's shape came with its handles: a provider that
+        # fits costs no statement.
+        check_fits(rp_uuid, rows, free[0].resource_class,
+                   free[0].traits.split(',') if free[0].traits else ())
     taken = connection.execute(_TAKE_HANDLES, {
         'ids': [h.id for h in free], 'now': timeutils.utcnow()}).rowcount
     if taken != len(free):
@@ -691,20 +778,23 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
     An ARQ whose handle needs no preparation is Bound at once, passing
     through BindStarted in this transaction; one whose handle must be
     prepared stays BindStarted for a job. A provider that is no
-    deployable on that host, or too few free handles, raises.
+    deployable on that host, one that does not satisfy an ARQ's request
+    group, or too few free handles, raises.
     """
-    handles = _claim_free(connection, rp_uuid, hostname, len(starts))
+    handles = _claim_free(connection, rp_uuid, hostname, len(starts),
+                          [row for row, _values in starts])
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
         if (device_tree.needs_preparation(handle.preparation)
-                or _program_request(row)):
+                or _program_request(_group(row))):
             swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:
             swap(connection, row, states.BOUND, held,
                         via=states.BIND_STARTED)
             events.add(row, states.BOUND)
+            outcome.bound.append(row.uuid)
 
 
 @db_api.retrying_writer
@@ -763,7 +853,7 @@ def job_claim(context, uuid: str) -> Claim | None:
         return None
     return Claim(row.uuid, row.handle_uuid, row.attach_type,
                  json.loads(row.attach_info), row.hostname, row.driver,
-                 row.preparation, _program_request(row),
+                 row.preparation, _program_request(_group(row)),
                  {'cpid_type': row.cpid_type,
                   'cpid_info': json.loads(row.cpid_info)},
                  row.deployable_id)
@@ -792,6 +882,7 @@ def finish(context, uuid: str, failure: str | None = None,
         events = _Events(connection, lease)
         swap(connection, row, states.BOUND, {})
         events.add(row, states.BOUND)
+        outcome.bound.append(row.uuid)
     else:
         report_until = (row.bind_started_at
                         + datetime.timedelta(seconds=bind_timeout)

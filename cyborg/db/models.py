@@ -106,8 +106,8 @@ class Device(Base):
     missing = sa.Column(sa.Boolean, nullable=False, default=False,
                         server_default=sa.false())
     # The latest utilization its agent reported, as JSON: {"metrics":
-    # {name: value}, "reported_at": ISO time of the report that first
-    # carried these values}; NULL when none was reported.
+    # {name: value}, "reported_at": ISO time of the latest report that
+    # carried them}; NULL when none was reported.
     utilization = sa.Column(sa.Text, nullable=True)
 
 

@@ -169,6 +169,39 @@ def check_limit(what: str, count: int, limit: int, option: str) -> None:
                                       option=option)
 
 
+def unmet(group: dict[str, Any], resource_class: str | None,
+          traits: set[str]) -> list[str]:
+    """What keeps a provider of ``resource_class`` with ``traits`` from
+    satisfying request ``group`` (as Placement would match it: the group's
+    resources and traits all on that one provider), one phrase per
+    mismatch; empty when it satisfies the group.
+
+    A group may name more than one resource class; the provider of one
+    ARQ must offer one of them. Names are compared normalized, so groups
+    stored before normalization match as they did in Placement.
+    """
+    wanted_classes = []
+    required, forbidden = set(), set()
+    for key, value in group.items():
+        prefix, _sep, name = key.partition(':')
+        prefix, name = prefix.strip(), resource_names.normalize(name)
+        if prefix == RESOURCES:
+            wanted_classes.append(name)
+        elif prefix == TRAIT and value == 'required':
+            required.add(name)
+        elif prefix == TRAIT and value == 'forbidden':
+            forbidden.add(name)
+    problems = []
+    if resource_class not in wanted_classes:
+        problems.append('offers resource class %s, not %s' % (
+            resource_class or '(none)', ' or '.join(sorted(wanted_classes))))
+    problems += ['lacks required trait %s' % trait
+                 for trait in sorted(required - traits)]
+    problems += ['has forbidden trait %s' % trait
+                 for trait in sorted(forbidden & traits)]
+    return problems
+
+
 def accelerator_count(group: dict[str, str]) -> int:
     """How many accelerators (ARQs) one group requests."""
     return sum(int(value) for key, value in group.items()

@@ -21,6 +21,8 @@ attribute keys are the operator's, set through the API.
 
 import uuid as uuid_lib
 
+from cyborg.domain import resource_names
+
 # Namespace of the resource provider UUIDs of deployables.
 RP_NAMESPACE = uuid_lib.UUID('7c9b7e1e-1f43-4d8e-9a43-6c2f1d8e5b2a')
 
@@ -59,3 +61,10 @@ def traits_of(attributes: dict[str, str]) -> set[str]:
     """The traits recorded in a deployable's attributes."""
     return {value for key, value in attributes.items()
             if key.startswith(TRAIT_KEY_PREFIX)}
+
+
+
+def provider_traits(traits) -> set[str]:
+    """The traits a deployable's provider has in Placement: its own
+    ``traits`` (:func:`traits_of`) and ``OWNER_CYBORG``."""
+    return set(traits) | {resource_names.OWNER_TRAIT}

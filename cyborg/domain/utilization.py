@@ -127,8 +127,8 @@ def vf_usage(drivers: list[str | None],
 
 
 def stored_form(metrics: Metrics, reported_at: datetime.datetime) -> str:
-    """The text a device row keeps: its metrics and when they were
-    first reported (UTC, ISO 8601 with ``Z``)."""
+    """The text a device row keeps: its metrics and the time of the
+    report that carried them last (UTC, ISO 8601 with ``Z``)."""
     when = reported_at.replace(tzinfo=None).isoformat(timespec='seconds')
     return json.dumps({'metrics': metrics, 'reported_at': when + 'Z'},
                       sort_keys=True, separators=(',', ':'))
@@ -154,22 +154,26 @@ def changes(rows: dict[str, tuple[str | None, str | None]],
             reported: dict[str, Metrics], failed_drivers: list[str],
             reported_at: datetime.datetime) -> dict[str, str | None]:
     """What to write for a host's report: ``{address: stored text or
-    None}`` of the devices whose utilization changed.
+    None}`` of the devices whose stored utilization it changes.
 
     ``rows`` is ``{address: (driver, stored text)}`` of the host's
-    devices. A device the report measured gets its new metrics (its
-    time changes only with them); one it did not measure loses what it
-    had, unless its driver failed this time (its devices are kept as
-    last reported).
+    devices. A device the report measured gets its metrics with the
+    report's time, unchanged metrics too: ``reported_at`` says how fresh
+    the reading is, so it is the latest report's. (The conductor writes
+    them all with one statement per report, as it did for a changed
+    reading; only a text equal to the stored one, a second report within
+    the same second, is not written again.) One it did not measure loses
+    what it had, unless its driver failed this time (its devices are
+    kept as last reported, with that report's time).
     """
     failed = set(failed_drivers)
     found: dict[str, str | None] = {}
     for address, (driver, text) in rows.items():
-        before = from_stored(text)
         metrics = reported.get(address)
         if metrics:
-            if before is None or before['metrics'] != metrics:
-                found[address] = stored_form(metrics, reported_at)
+            new = stored_form(metrics, reported_at)
+            if new != text:
+                found[address] = new
         elif text is not None and driver not in failed:
             found[address] = None
     return found

@@ -126,6 +126,9 @@ PROFILES = {
                   'trait:CUSTOM_FAKE_MDEV': 'required'}],
     'failing-one': [{'resources:FPGA': '1',
                      'trait:CUSTOM_FAKE_FAILING': 'required'}],
+    'pgpu-one': [{'resources:PGPU': '1'}],
+    'not-pci-one': [{'resources:FPGA': '1',
+                     'trait:CUSTOM_FAKE_PCI': 'forbidden'}],
 }
 
 

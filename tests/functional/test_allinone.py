@@ -21,6 +21,8 @@ from several clients at once, on the all-in-one's SQLite.
 import collections
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -35,6 +37,10 @@ from tests.functional import conftest
 from tests.functional import nova_flow
 from tests.functional import servers
 from tests.functional.fake_nova import FakeNova
+
+
+SERVICE = {'X-Service-Roles': 'service'}
+OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
 
 
 def _placement_url(allinone) -> str:
@@ -397,3 +403,121 @@ def test_demo_programs_the_fpga_with_the_function_a_profile_asks(
     assert arq['attach_handle_type'] == 'PCI'
     _demo_delete(demo_allinone, instance)
     demo_allinone.check_alive()
+
+
+# The openstack CLI against the demo, as the README runs it ------------------
+
+def _cli(demo, *args: str) -> subprocess.CompletedProcess:
+    """``openstack ARGS`` with ``OS_AUTH_TYPE=none`` and ``OS_ENDPOINT``
+    the demo's API, as the README exports them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
+    env.update(OS_AUTH_TYPE='none', OS_ENDPOINT=demo.url,
+               PYTHONWARNINGS='ignore')
+    return subprocess.run([OPENSTACK, *args], env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def _deployable(demo, name: str) -> dict:
+    (found,) = [d for d in requests.get(
+        demo.url + '/v2/deployables', timeout=10).json()['deployables']
+        if d['name'] == name]
+    return found
+
+
+def _arq_state(demo, arq: str) -> str:
+    proc = _cli(demo, 'accelerator', 'arq', 'show', arq, '-f', 'value',
+                '-c', 'state')
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_cli_programs_the_fpga_with_an_image_of_the_local_glance(
+        demo_allinone):
+    """``openstack accelerator deployable program`` first looks the image
+    up in Glance, at the one endpoint a CLI without Keystone knows: the
+    all-in-one answers Glance's image paths there with its local
+    Glance's images."""
+    demo = demo_allinone
+    (aes,) = [image for image in requests.get(
+        demo.url + '/v2/images', timeout=10).json()['images']
+        if image['name'] == 'demo-aes']
+    fpga = _deployable(demo, '0000_5e_00_0')
+    proc = _cli(demo, 'accelerator', 'deployable', 'program', fpga['uuid'],
+                aes['id'])
+    assert proc.returncode == 0, proc.stderr + demo.logs()
+    afu_id = os.path.join(
+        demo.processes[0].work_dir, 'state', 'demo-host', 'sys', 'bus',
+        'pci', 'devices', demo_host.DEMO_FPGA_PF, 'fpga_region', 'region0',
+        'dfl-port.0', 'afu_id')
+    with open(afu_id) as f:
+        assert f.read().strip() == demo_host.DEMO_BITSTREAMS['aes'][0]
+    unknown = str(uuid.uuid4())
+    proc = _cli(demo, 'accelerator', 'deployable', 'program', fpga['uuid'],
+                unknown)
+    assert proc.returncode == 1
+    assert 'image not found: %s' % unknown in proc.stderr
+    demo.check_alive()
+
+
+def test_cli_arq_commands_and_the_forms_that_stand_in_for_nova(
+        demo_allinone):
+    """What ``openstack accelerator arq`` does against the all-in-one:
+    ``create`` and ``show`` work; ``bind`` looks the server up in Nova,
+    which the all-in-one has not; ``unbind`` and deleting a bound ARQ
+    need Nova's service token. Their working forms, as the README gives
+    them: the API's PATCH and DELETE with ``X-Service-Roles: service``
+    (noauth's stand-in for the service token)."""
+    demo = demo_allinone
+    api = demo.url + '/v2'
+    name = 'cli-pgpu-%s' % uuid.uuid4().hex[:8]
+    proc = _cli(demo, 'accelerator', 'device', 'profile', 'create', name,
+                '--group', 'resources:PGPU=1')
+    assert proc.returncode == 0, proc.stderr
+    proc = _cli(demo, 'accelerator', 'arq', 'create', name, '-f', 'value',
+                '-c', 'uuid')
+    assert proc.returncode == 0, proc.stderr
+    arq = proc.stdout.strip()
+    rp = _deployable(demo, '0000_3b_00_0')['rp_uuid']
+    hostname = conftest.api_devices(demo.url)[0]['hostname']
+    instance = str(uuid.uuid4())
+
+    proc = _cli(demo, 'accelerator', 'arq', 'bind', arq, hostname,
+                instance, rp)
+    assert proc.returncode == 1
+    assert '/servers/' in proc.stderr and '404' in proc.stderr
+    bind = [{'op': 'add', 'path': '/hostname', 'value': hostname},
+            {'op': 'add', 'path': '/device_rp_uuid', 'value': rp},
+            {'op': 'add', 'path': '/instance_uuid', 'value': instance}]
+    response = requests.patch(api + '/accelerator_requests/' + arq,
+                              json=bind, headers=SERVICE, timeout=30)
+    assert response.status_code == 202, response.text
+    assert _arq_state(demo, arq) == 'Bound'
+
+    proc = _cli(demo, 'accelerator', 'arq', 'unbind', arq)
+    assert proc.returncode == 1
+    assert 'requires a service token' in proc.stderr
+    response = requests.patch(
+        api + '/accelerator_requests/' + arq, headers=SERVICE, timeout=30,
+        json=[{'op': 'remove', 'path': '/' + field}
+              for field in ('hostname', 'device_rp_uuid', 'instance_uuid')])
+    assert response.status_code == 202, response.text
+    assert _arq_state(demo, arq) == 'Unbound'
+
+    response = requests.patch(api + '/accelerator_requests/' + arq,
+                              json=bind, headers=SERVICE, timeout=30)
+    assert response.status_code == 202, response.text
+    proc = _cli(demo, 'accelerator', 'arq', 'delete', arq)
+    assert proc.returncode == 1
+    assert 'is bound to instance %s' % instance in proc.stderr
+    response = requests.delete(api + '/accelerator_requests',
+                               params={'instance': instance},
+                               headers=SERVICE, timeout=30)
+    assert response.status_code == 204, response.text
+    proc = _cli(demo, 'accelerator', 'arq', 'show', arq)
+    assert proc.returncode == 1 and 'not found' in proc.stderr
+    # An unbound ARQ the CLI deletes itself.
+    proc = _cli(demo, 'accelerator', 'arq', 'create', name, '-f', 'value',
+                '-c', 'uuid')
+    proc = _cli(demo, 'accelerator', 'arq', 'delete', proc.stdout.strip())
+    assert proc.returncode == 0, proc.stderr
+    demo.check_alive()

@@ -220,8 +220,9 @@ RPS = 3
 
 @pytest.fixture(scope='module')
 def hardware(database):
-    """A device profile asking for one FPGA and :data:`RPS` deployables
-    of :data:`HANDLES_PER_RP` PCI handles each on host ``h``."""
+    """A device profile asking for one FPGA and :data:`RPS` FPGA
+    deployables of :data:`HANDLES_PER_RP` PCI handles each on host
+    ``h``."""
     with database.begin() as connection:
         connection.execute(sa.insert(models.DeviceProfile).values(
             uuid=str(uuid.uuid4()), name='one',
@@ -236,6 +237,10 @@ def hardware(database):
                     uuid=str(uuid.uuid4()), name='d', num_accelerators=1,
                     device_id=device_id, rp_uuid=RP % number)
             ).inserted_primary_key[0]
+            # Its provider's resource class, as a report records it.
+            connection.execute(sa.insert(models.Attribute).values(
+                uuid=str(uuid.uuid4()), deployable_id=deployable_id,
+                key='rc', value='FPGA'))
             cpid_id = connection.execute(
                 sa.insert(models.ControlpathID).values(
                     uuid=str(uuid.uuid4()), device_id=device_id,

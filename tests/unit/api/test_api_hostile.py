@@ -153,12 +153,23 @@ def _assert_refused(response, statuses=range(400, 500)):
     _assert_logged_once(response)
 
 
+ACCESS_LOG = 'cyborg.api.request_log'
+
+
+def _explained(response) -> list:
+    """The log records of ``response`` but its access line."""
+    return [r for r in response.log_records if r.name != ACCESS_LOG]
+
+
 def _assert_logged_once(response):
-    """A refused request logs at most one INFO or WARNING line, never an
-    error or a traceback."""
-    records = response.log_records
+    """A refused request logs its access line and at most one INFO or
+    WARNING line, never an error or a traceback."""
+    access = [r for r in response.log_records if r.name == ACCESS_LOG]
+    assert [r.levelno for r in access] == [logging.INFO]
+    assert ' status: %d ' % response.status_int in access[0].getMessage()
+    records = _explained(response)
     assert len(records) <= 1, [r.getMessage() for r in records]
-    for record in records:
+    for record in response.log_records:
         assert record.levelno < logging.ERROR, record.getMessage()
         assert record.exc_info is None and not record.exc_text
         assert 'Traceback' not in record.getMessage()
@@ -288,7 +299,7 @@ def test_a_refusal_is_logged_on_one_line(api, method, path, body):
 def test_a_refused_request_logs_one_info_line(api):
     response = _request(api, 'POST', '/v2/device_profiles', NESTED)
     _assert_refused(response, (400,))
-    assert [r.levelno for r in response.log_records] == [logging.INFO]
+    assert [r.levelno for r in _explained(response)] == [logging.INFO]
 
 
 @pytest.mark.parametrize('path,query', [

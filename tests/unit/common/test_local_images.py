@@ -15,6 +15,7 @@ import json
 
 import pytest
 import requests
+import webob
 
 from cyborg.clients import glance
 from cyborg.common import exception
@@ -105,3 +106,31 @@ def test_an_unreadable_image_is_a_clear_error(tmp_path, spec, why):
     with pytest.raises(exception.ConfigInvalid) as error:
         server.load_directory(str(tmp_path))
     assert 'bad.json' in str(error.value) and why in str(error.value)
+
+
+
+def _api(environ, start_response):
+    start_response('200 OK', [('Content-Type', 'application/json')])
+    return [b'{"api": true}']
+
+
+def _get(app, path):
+    return webob.Request.blank(path).get_response(app)
+
+
+def test_image_paths_beside_the_api_are_the_images(server):
+    """The all-in-one's API port answers Glance's image paths too, with
+    no token (a CLI without Keystone sends none)."""
+    app = local_images.ImagePaths(_api, server)
+    assert sorted(image['name'] for image in _get(
+        app, '/v2/images').json['images']) == ['gzip', 'other']
+    assert _get(app, '/v2/images/img-other').json['name'] == 'other'
+    assert _get(app, '/v2/images/img-other/file').body == b'other bits'
+    assert _get(app, '/v2/images/no-such-image').status_int == 404
+
+
+@pytest.mark.parametrize('path', ['/v2/imagesx', '/v2', '/',
+                                  '/v2/deployables', '/images'])
+def test_other_paths_beside_the_images_are_the_apis(server, path):
+    app = local_images.ImagePaths(_api, server)
+    assert _get(app, path).json == {'api': True}

@@ -266,6 +266,74 @@ def test_a_provider_of_another_host_is_refused(host, admin_context,
     _unchanged(admin_context, database, arqs)
 
 
+def _profile(context, name, group):
+    profiles_db.device_profile_create(context, {'name': name,
+                                                'groups': [group]})
+    return name
+
+
+@pytest.mark.parametrize('group, reason', [
+    ({'resources:PGPU': '1'}, 'it offers resource class FPGA, not PGPU'),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_OTHER': 'required'},
+     'it lacks required trait CUSTOM_OTHER'),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_FAKE_DEVICE': 'forbidden'},
+     'it has forbidden trait CUSTOM_FAKE_DEVICE'),
+    ({'resources:FPGA': '1', 'trait:OWNER_CYBORG': 'forbidden'},
+     'it has forbidden trait OWNER_CYBORG'),
+    ({'resources:PGPU': '1', 'trait:CUSTOM_OTHER': 'required'},
+     'it offers resource class FPGA, not PGPU; it lacks required trait '
+     'CUSTOM_OTHER'),
+])
+def test_a_provider_that_does_not_satisfy_the_group_is_refused(
+        host, admin_context, database, group, reason):
+    name = _profile(admin_context, 'mismatch', group)
+    arqs = arq_db.arq_create(admin_context, name, 'p1')
+    with pytest.raises(exception.DeployableMismatch) as error:
+        _bind(admin_context, arqs, host)
+    assert error.value.code == 400
+    assert str(error.value) == (
+        'Resource provider %s does not satisfy group 0 of the device '
+        'profile of ARQ %s: %s' % (host, arqs[0]['uuid'], reason))
+    _unchanged(admin_context, database, arqs)
+
+
+def test_a_group_satisfied_by_the_provider_binds(host, admin_context,
+                                                 database):
+    """Required traits it has, forbidden ones it lacks, OWNER_CYBORG
+    (which Placement has on every provider of ours) required."""
+    name = _profile(admin_context, 'fits', {
+        'resources:FPGA': '1', 'trait:CUSTOM_FAKE_DEVICE': 'required',
+        'trait:OWNER_CYBORG': 'required',
+        'trait:CUSTOM_OTHER': 'forbidden'})
+    arqs = arq_db.arq_create(admin_context, name, 'p1')
+    _bind(admin_context, arqs, host)
+    assert _states(admin_context, arqs) == [states.BOUND]
+
+
+def test_one_arq_that_does_not_fit_refuses_the_whole_batch(
+        host, admin_context, database):
+    fits = arq_db.arq_create(admin_context, 'two', 'p1')
+    name = _profile(admin_context, 'pgpu', {'resources:PGPU': '1'})
+    misfit = arq_db.arq_create(admin_context, name, 'p1')
+    with pytest.raises(exception.DeployableMismatch) as error:
+        _bind(admin_context, fits + misfit, host)
+    assert misfit[0]['uuid'] in str(error.value)
+    _unchanged(admin_context, database, fits + misfit)
+
+
+def test_a_mismatch_is_told_before_too_few_handles(host, admin_context,
+                                                   database):
+    """A provider that cannot satisfy the group is refused for that,
+    not for having no free handle left."""
+    _bind(admin_context, arq_db.arq_create(admin_context, 'five', 'p1')[:4],
+          host)
+    name = _profile(admin_context, 'pgpu', {'resources:PGPU': '1'})
+    arqs = arq_db.arq_create(admin_context, name, 'p1')
+    with pytest.raises(exception.DeployableMismatch):
+        _bind(admin_context, arqs, host, instance=OTHER_INSTANCE)
+    assert _handles_in_use(database) == 4
+
+
 def test_the_compute_node_name_is_the_host_too(profiles, admin_context,
                                                conf, database):
     """Nova binds to its node name, which may differ from the agent's
@@ -781,3 +849,51 @@ def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
     failed = arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
     assert failed['state'] == states.BIND_FAILING
     assert 'no claimed attach handle' in failed['bind_error']
+
+
+def _info(caplog, logger='cyborg.conductor.binding') -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == logger and r.levelname == 'INFO']
+
+
+def test_binder_logs_binds_unbinds_and_deletes(mdev_host, host,
+                                               admin_context, binder,
+                                               recorder, database, caplog):
+    caplog.set_level('INFO', logger='cyborg.conductor.binding')
+    pci = arq_db.arq_create(admin_context, 'two', 'p1')
+    mdev = arq_db.arq_create(admin_context, 'five', 'p1')[:1]
+    binder.bind(admin_context, _bindings(pci, host), None)
+    assert _info(caplog) == [
+        'Bound ARQ %s of instance %s to provider %s on host1'
+        % (arq['uuid'], INSTANCE, host) for arq in pci]
+    caplog.clear()
+    outcome = _bind(admin_context, mdev, mdev_host, host='host2',
+                    instance=OTHER_INSTANCE)
+    _run_jobs(admin_context, binder, outcome)
+    [claim] = recorder.prepared
+    assert _info(caplog) == ['Bound ARQ %s: attach handle %s prepared on '
+                             'host2' % (mdev[0]['uuid'], claim.handle_uuid)]
+    caplog.clear()
+    binder.unbind(admin_context, [pci[0]['uuid']], None)
+    binder.delete(admin_context, [pci[1]['uuid']], None, None)
+    binder.delete(admin_context, None, OTHER_INSTANCE, None)
+    binder.stop(cancel=False)
+    assert _info(caplog) == [
+        'Unbound ARQs %s (0 prepared attach handles to release)'
+        % pci[0]['uuid'],
+        'Deleted ARQs %s (0 prepared attach handles to release)'
+        % pci[1]['uuid'],
+        'Deleted the ARQs of instance %s (1 prepared attach handles to '
+        'release)' % OTHER_INSTANCE]
+
+
+def test_binder_logs_a_bind_left_to_the_agent(mdev_host, admin_context,
+                                              binder, database, caplog):
+    caplog.set_level('INFO', logger='cyborg.conductor.binding')
+    [arq] = arq_db.arq_create(admin_context, 'five', 'p1')[:1]
+    with mock.patch.object(binder, 'submit'):
+        binder.bind(admin_context, _bindings([arq], mdev_host, host='host2'),
+                    None)
+    assert _info(caplog) == [
+        'Binding ARQ %s of instance %s to provider %s on host2: its agent '
+        'prepares the attach handle' % (arq['uuid'], INSTANCE, mdev_host)]

@@ -14,8 +14,10 @@
 store and what they cost (cyborg.conductor.inventory, cyborg.db.inventory).
 """
 
+import datetime
 import json
 
+from oslo_utils import timeutils
 import pytest
 import sqlalchemy as sa
 
@@ -98,17 +100,40 @@ def test_first_report_stores_the_metrics(database, admin_context, tree):
     assert stored[third][0] is None
 
 
-def test_unchanged_tree_and_utilization_cost_one_statement(
+def test_unchanged_readings_get_the_latest_reports_time(
         database, admin_context, tree):
-    first = _addresses(tree)[0]
-    utilization = {first: {'gpu_percent': 37.0}}
-    _apply(admin_context, tree, utilization)
-    before = _stored(database)
+    """``reported_at`` is the latest report's, not the first one to carry
+    these values: a report with readings costs one write more than the
+    read of an unchanged tree, however many devices it measured."""
+    first, second, _third = _addresses(tree)
+    utilization = {first: {'gpu_percent': 37.0}, second: {'vfs_in_use': 1}}
+    timeutils.set_time_override(datetime.datetime(2026, 11, 27, 10, 0, 0))
+    try:
+        _apply(admin_context, tree, utilization)
+        before = _stored(database)
+        timeutils.advance_time_seconds(60)
+        with _Statements(database) as statements:
+            outcome = _apply(admin_context, tree, utilization)
+    finally:
+        timeutils.clear_time_override()
+    assert statements.count == 2
+    assert not outcome.changed
+    after = _stored(database)
+    for address in (first, second):
+        assert before[address][0]['reported_at'] == '2026-11-27T10:00:00Z'
+        assert after[address][0] == dict(before[address][0],
+                                         reported_at='2026-11-27T10:01:00Z')
+        # A reading is no change of the device.
+        assert after[address][1] == before[address][1]
+
+
+def test_an_unchanged_tree_without_readings_costs_one_statement(
+        database, admin_context, tree):
+    _apply(admin_context, tree, {})
     with _Statements(database) as statements:
-        outcome = _apply(admin_context, tree, utilization)
+        outcome = _apply(admin_context, tree, {})
     assert statements.count == 1
     assert not outcome.changed
-    assert _stored(database) == before
 
 
 def test_changed_utilization_costs_one_more_statement(

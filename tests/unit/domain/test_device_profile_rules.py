@@ -132,3 +132,36 @@ def test_accelerators_of_every_key_and_group_count_towards_the_limit():
                        match='65, more than the 64 allowed'):
         rules.normalize_groups(groups, max_accelerators=64)
     assert len(rules.normalize_groups(groups, max_accelerators=65)) == 2
+
+
+@pytest.mark.parametrize('group, resource_class, traits, expected', [
+    ({'resources:FPGA': '1'}, 'FPGA', set(), []),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_A': 'required',
+      'trait:CUSTOM_B': 'forbidden'}, 'FPGA', {'CUSTOM_A', 'CUSTOM_C'}, []),
+    ({'resources:FPGA': '1'}, 'PGPU', set(),
+     ['offers resource class PGPU, not FPGA']),
+    ({'resources:FPGA': '1'}, None, set(),
+     ['offers resource class (none), not FPGA']),
+    ({'resources:FPGA': '1', 'resources:CUSTOM_X': '1'}, 'CUSTOM_X', set(),
+     []),
+    ({'resources:FPGA': '1', 'resources:CUSTOM_X': '1'}, 'PGPU', set(),
+     ['offers resource class PGPU, not CUSTOM_X or FPGA']),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_B': 'required',
+      'trait:CUSTOM_A': 'required'}, 'FPGA', set(),
+     ['lacks required trait CUSTOM_A', 'lacks required trait CUSTOM_B']),
+    ({'resources:FPGA': '1', 'trait:CUSTOM_A': 'forbidden'}, 'FPGA',
+     {'CUSTOM_A'}, ['has forbidden trait CUSTOM_A']),
+    ({'resources:PGPU': '1', 'trait:CUSTOM_A': 'required',
+      'trait:CUSTOM_B': 'forbidden'}, 'FPGA', {'CUSTOM_B'},
+     ['offers resource class FPGA, not PGPU',
+      'lacks required trait CUSTOM_A', 'has forbidden trait CUSTOM_B']),
+    # Groups stored before normalization match as Placement matched them.
+    ({'resources:custom-x': '1', 'trait: custom-a': 'required'},
+     'CUSTOM_X', {'CUSTOM_A'}, []),
+    # accel: keys say nothing about the provider.
+    ({'resources:FPGA': '1', 'accel:bitstream_name': 'x'}, 'FPGA', set(),
+     []),
+])
+def test_unmet_names_every_mismatch(group, resource_class, traits,
+                                    expected):
+    assert rules.unmet(group, resource_class, traits) == expected

@@ -70,3 +70,13 @@ def test_a_device_is_schedulable_only_enabled_healthy_and_present(
 def test_every_event_status_of_a_state_is_one_nova_knows():
     assert set(arq_states.EVENT_STATUS.values()) == set(events.STATUSES)
     assert events.STATUSES == ('completed', 'failed')
+
+
+
+def test_provider_traits_add_the_owner_trait():
+    attributes = providers.placement_attributes('FPGA', ['CUSTOM_B',
+                                                         'CUSTOM_A'])
+    attributes['region'] = 'operator value'
+    assert providers.provider_traits(providers.traits_of(attributes)) == {
+        'CUSTOM_A', 'CUSTOM_B', 'OWNER_CYBORG'}
+    assert providers.provider_traits([]) == {'OWNER_CYBORG'}

@@ -79,12 +79,20 @@ def test_changes():
         rows, {'a': {'gpu_percent': 5.0}, 'b': {'gpu_percent': 6.0},
                'd': {'vfs_total': 2}},
         failed_drivers=['amd_gpu_driver'], reported_at=LATER)
-    # a: unchanged, its time too; c: no longer measured; e: its driver
-    # failed, kept as it was.
+    # a: unchanged, with the latest report's time; c: no longer
+    # measured; e: its driver failed, kept as it was.
     assert found == {
+        'a': utilization.stored_form({'gpu_percent': 5.0}, LATER),
         'b': utilization.stored_form({'gpu_percent': 6.0}, LATER),
         'c': None,
         'd': utilization.stored_form({'vfs_total': 2}, LATER)}
     assert utilization.changes(rows, {}, ['nvidia_gpu_driver',
                                           'intel_qat_driver',
                                           'amd_gpu_driver'], LATER) == {}
+
+
+def test_a_report_within_the_same_second_writes_nothing_again():
+    same = utilization.stored_form({'gpu_percent': 5.0}, NOW)
+    rows = {'a': ('nvidia_gpu_driver', same)}
+    assert utilization.changes(rows, {'a': {'gpu_percent': 5.0}}, [],
+                               NOW.replace(microsecond=900)) == {}
