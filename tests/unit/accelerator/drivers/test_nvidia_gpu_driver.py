@@ -115,8 +115,8 @@ def test_without_rebind_gpus_held_by_nvidia_are_not_passed_through(
     with caplog.at_level(logging.WARNING):
         assert driver.discover() == []
         assert driver.discover() == []
-    warnings = [r for r in caplog.records if 'passthrough_drivers' in
-                r.getMessage()]
+    warnings = [r for r in caplog.records if 'rebind_nvidia_gpus is false'
+                in r.getMessage()]
     assert len(warnings) == 2  # once per GPU, not once per discovery
 
 
