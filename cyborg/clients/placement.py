@@ -17,7 +17,9 @@ providers are returned on create (1.20), errors carry codes (1.23) and an
 inventory may reserve all of its total (1.26)), except
 :meth:`PlacementClient.reshape_inventories`, which needs the reshaper
 (:data:`RESHAPER_MICROVERSION`, 1.30) and is optional: callers fall back
-to :meth:`PlacementClient.set_inventories` when Placement refuses it.
+to :meth:`PlacementClient.set_inventories` when Placement refuses it,
+and :meth:`PlacementClient.update_provider`, which needs re-parenting
+(:data:`REPARENT_MICROVERSION`, 1.37).
 
 Errors are typed (:class:`PlacementError` and its subclasses) and no 4xx
 is swallowed: the only "expected" failures, a 404 from
@@ -48,6 +50,8 @@ from cyborg.clients import ksa
 PLACEMENT_MICROVERSION = '1.26'
 # POST /reshaper: the inventories of many providers in one request.
 RESHAPER_MICROVERSION = '1.30'
+# PUT /resource_providers/{uuid} moving a provider to another parent.
+REPARENT_MICROVERSION = '1.37'
 SERVICE_TYPE = 'placement'
 CONF_GROUP = 'placement'
 
@@ -120,7 +124,8 @@ class Forbidden(PlacementError):
 
 
 class MicroversionUnsupported(PlacementError):
-    """406 on a reshape: Placement is older than microversion 1.30."""
+    """406 on a reshape or a re-parenting: Placement is older than the
+    microversion it needs (1.30, 1.37)."""
 
 
 _ERRORS_BY_CODE: dict[str, type[PlacementError]] = {
@@ -299,6 +304,36 @@ class PlacementClient:
                                 % _quote(uuid), conflict=ProviderInUse,
                                 ok_not_found=True)
         return response.status_code != 404
+
+    def update_provider(self, uuid: str, name: str,
+                        parent_uuid: str | None) -> dict:
+        """Rename a provider and move it under ``parent_uuid``; the
+        provider as updated (with its generation).
+
+        Sent at microversion 1.37 (re-parenting). Raises
+        :class:`MicroversionUnsupported` when Placement is older,
+        :class:`ProviderConflict` when the name is taken and
+        :class:`ProviderNotFound` when the provider is gone.
+        """
+        try:
+            response = self.request(
+                'PUT', '/resource_providers/%s' % _quote(uuid),
+                json={'name': name, 'parent_provider_uuid': parent_uuid},
+                microversion=REPARENT_MICROVERSION,
+                conflict=ProviderConflict)
+        except PlacementError as e:
+            if e.status_code != 406 or type(e) is not PlacementError:
+                raise
+            raise MicroversionUnsupported(
+                str(e), status_code=e.status_code, code=e.code,
+                detail=e.detail, request_id=e.request_id) from None
+        return response.json()
+
+    def provider_allocations(self, uuid: str) -> dict[str, dict]:
+        """The allocations against a provider, by consumer uuid."""
+        response = self.request('GET', '/resource_providers/%s/allocations'
+                                % _quote(uuid))
+        return response.json()['allocations']
 
     def provider_tree(self, root_uuid: str) -> list[dict]:
         """Every provider in the tree of ``root_uuid`` (any member)."""

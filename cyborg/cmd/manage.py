@@ -14,8 +14,11 @@
 """cyborg-manage: operator commands on cyborg's records.
 
 ``cyborg-manage host delete HOST [--force]`` retires a compute host whose
-agent is gone (see :func:`delete_host`). Exit status: 0 done, 1 refused
-or failed (one line saying why), 2 bad arguments.
+agent is gone (see :func:`delete_host`).
+``cyborg-manage upstream-import --source URL [--dry-run]`` copies an
+upstream OpenStack Cyborg database into this service's (see
+:mod:`cyborg.db.upstream_import`). Exit status: 0 done, 1 refused or
+failed (one line saying why), 2 bad arguments.
 """
 
 import sys
@@ -30,6 +33,7 @@ from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import errors as db_errors
 from cyborg.db import hosts
+from cyborg.db import upstream_import
 
 PROG = 'cyborg-manage'
 
@@ -126,6 +130,34 @@ def _host_delete() -> int:
     return 0
 
 
+def upstream_import_command(source: str, dry_run: bool,
+                            out=sys.stdout) -> int:
+    """Import (or, dry, plan the import of) the upstream database at
+    ``source`` into the configured database; prints the report."""
+    try:
+        report = upstream_import.import_database(
+            source, db_api.get_engine(), dry_run=dry_run)
+    except upstream_import.ImportRefused as e:
+        print('\n'.join(e.report.lines()), file=out)
+        raise Refused('%s See "Cannot import" above (--dry-run lists '
+                      'the same).' % e)
+    except upstream_import.Refused as e:
+        raise Refused(str(e))
+    print('\n'.join(report.lines()), file=out)
+    if dry_run:
+        print('Dry run: nothing was written.', file=out)
+    else:
+        print('Imported revision %s from %s: %s.' % (
+            report.revision, report.source, ', '.join(
+                '%s %d' % item for item in report.imported_rows.items())),
+            file=out)
+    return 0
+
+
+def _upstream_import() -> int:
+    return upstream_import_command(CONF.command.source, CONF.command.dry_run)
+
+
 def _add_commands(subparsers):
     host = subparsers.add_parser('host', help='Manage compute hosts.')
     actions = host.add_subparsers(title='Host commands', dest='action')
@@ -141,6 +173,18 @@ def _add_commands(subparsers):
                         help='Delete the host even if one of its services '
                              'sent a heartbeat recently.')
     delete.set_defaults(func=_host_delete)
+    upstream = subparsers.add_parser(
+        'upstream-import',
+        help='Copy an upstream OpenStack Cyborg database into this '
+             'service\'s database (migrated, with no devices or '
+             'accelerator requests); the source is only read.')
+    upstream.add_argument('--source', required=True, metavar='URL',
+                          help='SQLAlchemy URL of the upstream database '
+                               '(its [database] connection).')
+    upstream.add_argument('--dry-run', action='store_true',
+                          help='Print what would be imported and what '
+                               'cannot be; write nothing.')
+    upstream.set_defaults(func=_upstream_import)
 
 
 def main(argv: list[str] | None = None) -> int:

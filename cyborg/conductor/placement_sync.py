@@ -42,6 +42,18 @@ of none, so a failed one leaves nothing half written.
 What a sync wrote is recorded in one transaction at its end, also when it
 ends early (Placement unreachable): the host then stays pending, and the
 next sync sends only what is left.
+
+Providers taken over from an upstream Cyborg (``adopted`` rows, see
+:mod:`cyborg.domain.adoption`) are never created again: the first sync
+reads what Placement has (with the host's tree when several providers
+are written), then sets our inventory and traits on them as on any
+other. Their name and parent stay upstream's while they hold
+allocations (re-parenting needs Placement 1.37): the host stays pending
+and each later sync asks for the provider's allocations (one request per
+waiting provider) until there are none, then renames and moves it once.
+A retained deployable's provider reserves its whole inventory, and the
+other providers of its device reserve the handles it holds (see
+:func:`load_host_state`).
 """
 
 import dataclasses
@@ -90,13 +102,14 @@ def _digest(value) -> str:
         device_tree.canonical_json(value).encode()).hexdigest()
 
 
-def inventory(resource_class: str, total: int,
-              schedulable: bool) -> dict[str, dict[str, Any]]:
+def inventory(resource_class: str, total: int, schedulable: bool,
+              reserved: int = 0) -> dict[str, dict[str, Any]]:
     """A full inventory record; unschedulable means reserved == total."""
     if total < 1:
         return {}
     return {resource_class: {
-        'total': total, 'reserved': 0 if schedulable else total,
+        'total': total,
+        'reserved': min(reserved, total) if schedulable else total,
         'min_unit': 1, 'max_unit': total, 'step_size': 1,
         'allocation_ratio': 1.0}}
 
@@ -154,6 +167,13 @@ def load_host_state(context, host: str) -> HostState | None:
 
     Until the host's compute node provider is known, the desired
     providers have no parent (see :meth:`HostState.set_compute_rp`).
+
+    A ``retained`` deployable (kept only while an attach handle of it is
+    in use) is unschedulable; each other deployable of its device
+    reserves, up to its total, as many units as the retained ones of the
+    device hold handles in use, so that no unit is offered twice (more
+    than that when several deployables of the device have inventory, and
+    only until the retained ones are released).
     """
     rows = providers_db.host_rows(context, host)
     if rows is None:
@@ -171,8 +191,10 @@ def load_host_state(context, host: str) -> HostState | None:
             uuid=row.rp_uuid, name=providers.provider_name(host, row.name),
             parent_uuid=rp_uuids.get(row.parent_id,
                                      service.compute_rp_uuid),
-            inventories=inventory(attrs[providers.RESOURCE_CLASS_KEY],
-                                  row.num_accelerators, is_schedulable(row)),
+            inventories=inventory(
+                attrs[providers.RESOURCE_CLASS_KEY], row.num_accelerators,
+                is_schedulable(row) and not row.retained,
+                rows.held.get(row.device_id, 0)),
             traits=traits, parent_deployable=rp_uuids.get(row.parent_id))
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,
@@ -188,6 +210,10 @@ class _Write:
     as far as known (None: unknown, e.g. after a reshape; read before the
     next write); ``parent_uuid`` and the hashes describe what Placement
     has: the spec's once that part is written.
+
+    An ``adopted`` provider (upstream's) has ``name`` and
+    ``parent_uuid`` as Placement has them (``inspected``: read) until it
+    is renamed and moved to ours.
     """
 
     spec: ProviderSpec
@@ -199,6 +225,9 @@ class _Write:
     traits_hash: str | None
     changed: bool = False
     failed: bool = False
+    name: str | None = None
+    adopted: bool = False
+    inspected: bool = False
 
     @classmethod
     def plan(cls, spec: ProviderSpec, row) -> '_Write | None':
@@ -206,34 +235,64 @@ class _Write:
         None when Placement has it already."""
         if row is None:
             return cls(spec, False, False, None, spec.parent_uuid, None,
-                       None)
+                       None, name=spec.name)
+        adopted = bool(row.adopted)
         write = cls(spec, True, True, row.generation, row.parent_uuid,
-                    row.inventory_hash, row.traits_hash)
+                    row.inventory_hash, row.traits_hash, name=row.name,
+                    adopted=adopted,
+                    # The import records no parent: never read yet.
+                    inspected=adopted and bool(row.parent_uuid))
         return write if write.pending else None
 
     @property
     def inventory_pending(self) -> bool:
-        return (self.parent_uuid != self.spec.parent_uuid
-                or self.inventory_hash != self.spec.inventory_hash)
+        if self.inventory_hash != self.spec.inventory_hash:
+            return True
+        return not self.adopted and self.parent_uuid != self.spec.parent_uuid
 
     @property
     def traits_pending(self) -> bool:
         return self.traits_hash != self.spec.traits_hash
 
     @property
+    def layout_pending(self) -> bool:
+        """An adopted provider still has upstream's name or parent."""
+        return self.adopted and (self.name != self.spec.name
+                                 or self.parent_uuid != self.spec.parent_uuid)
+
+    @property
     def pending(self) -> bool:
-        return self.inventory_pending or self.traits_pending
+        return (self.inventory_pending or self.traits_pending
+                or self.layout_pending)
 
     def created(self, generation: int) -> None:
-        """The provider was (re)created: it has nothing yet."""
+        """The provider was (re)created (with our name and parent): it
+        has nothing yet."""
         self.exists = self.changed = True
         self.generation = generation
         self.inventory_hash = self.traits_hash = None
+        self.name, self.parent_uuid = self.spec.name, self.spec.parent_uuid
+        self.adopted = False
+
+    def inspected_as(self, provider: dict[str, Any]) -> None:
+        """What Placement has of an adopted provider: ``provider``."""
+        self.changed = self.inspected = True
+        self.generation = provider['generation']
+        self.name = provider['name']
+        self.parent_uuid = provider.get('parent_provider_uuid')
+
+    def laid_out(self, generation: int) -> None:
+        """The adopted provider took our name and parent."""
+        self.changed = True
+        self.generation = generation
+        self.name, self.parent_uuid = self.spec.name, self.spec.parent_uuid
+        self.adopted = False
 
     def inventory_written(self, generation: int | None) -> None:
         self.changed = True
         self.generation = generation
-        self.parent_uuid = self.spec.parent_uuid
+        if not self.adopted:
+            self.parent_uuid = self.spec.parent_uuid
         self.inventory_hash = self.spec.inventory_hash
 
     def traits_written(self, generation: int) -> None:
@@ -242,10 +301,11 @@ class _Write:
         self.traits_hash = self.spec.traits_hash
 
     def row(self, host: str) -> dict[str, Any]:
-        return dict(uuid=self.spec.uuid, host=host, name=self.spec.name,
+        return dict(uuid=self.spec.uuid, host=host,
+                    name=self.name if self.adopted else self.spec.name,
                     parent_uuid=self.parent_uuid, generation=self.generation,
                     inventory_hash=self.inventory_hash,
-                    traits_hash=self.traits_hash)
+                    traits_hash=self.traits_hash, adopted=self.adopted)
 
 
 def _record(context, host: str, state: HostState,
@@ -380,7 +440,9 @@ class PlacementSync:
         is read on its own when it is written (see :meth:`_put`).
         """
         unknown = {write.spec.uuid: write for write in writes
-                   if write.exists and write.generation is None}
+                   if write.exists and (write.generation is None
+                                        or write.adopted
+                                        and not write.inspected)}
         if not unknown or len(writes) < 2 or root_uuid is None:
             return
         try:
@@ -393,7 +455,9 @@ class PlacementSync:
             return
         for provider in tree:
             write = unknown.get(provider['uuid'])
-            if write is not None:
+            if write is not None and write.adopted and not write.inspected:
+                write.inspected_as(provider)
+            elif write is not None:
                 write.generation = provider['generation']
 
     def _attempt(self, write: _Write, step) -> None:
@@ -408,10 +472,43 @@ class PlacementSync:
 
     def _prepare(self, write: _Write) -> None:
         self._ensure_names(write.spec)
+        if write.adopted:
+            self._adopt(write)
         if not write.exists:
             write.created(self._ensure_provider(write.spec))
         if write.traits_pending:
             write.traits_written(self._put(write, traits=True))
+
+    def _adopt(self, write: _Write) -> None:
+        """Read what Placement has of an adopted provider (once), and
+        give it our name and parent once it holds no allocation."""
+        spec = write.spec
+        if not write.inspected:
+            provider = self.client.get_provider(spec.uuid)
+            if provider is None:  # gone: created as ours
+                write.exists = write.adopted = False
+                return
+            write.inspected_as(provider)
+        if not write.layout_pending:
+            write.adopted, write.changed = False, True
+            return
+        if self.client.provider_allocations(spec.uuid):
+            LOG.debug('Resource provider %s (%s) holds allocations; it '
+                      'keeps its name and parent until it holds none',
+                      spec.uuid, write.name)
+            return
+        try:
+            provider = self.client.update_provider(spec.uuid, spec.name,
+                                                   spec.parent_uuid)
+        except placement_client.MicroversionUnsupported as e:
+            LOG.warning('Cannot give resource provider %s our name and '
+                        'parent: Placement is older than microversion '
+                        '%s (%s)', spec.uuid,
+                        placement_client.REPARENT_MICROVERSION, e)
+            return
+        LOG.info('Resource provider %s renamed from %s to %s', spec.uuid,
+                 write.name, spec.name)
+        write.laid_out(provider['generation'])
 
     def _finish(self, write: _Write) -> None:
         """Write what is still pending, one request per part: the

@@ -30,6 +30,7 @@ from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
 from cyborg.db.models import PROFILES
+from cyborg.domain import adoption
 
 
 def _dp_row_to_dict(row) -> dict[str, Any]:
@@ -112,3 +113,12 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
         ids.append(row.id)
     if ids:
         connection.execute(sa.delete(PROFILES).where(PROFILES.c.id.in_(ids)))
+
+
+def referenced_traits(connection) -> set[str]:
+    """Every trait some device profile group requires or forbids (read
+    on ``connection``, inside the caller's transaction)."""
+    return adoption.referenced_traits(
+        group for text in connection.execute(
+            sa.select(PROFILES.c.profile_json)).scalars()
+        for group in json.loads(text)['groups'])

@@ -26,6 +26,18 @@ marked ``missing`` until the handle is released; the first report after
 that removes it, even a report unchanged since (see :func:`report_state`).
 Devices of a driver that failed during discovery are left as they are.
 
+Deployables imported from an upstream Cyborg are adopted by the reported
+deployables of their device (see :mod:`cyborg.domain.adoption`): the
+adopting one keeps the imported row (its uuid and provider uuid) and
+takes its name, and the imported attach handles that match reported ones
+keep their uuid and ``in_use``. A bound handle keeps the attach info
+Nova was given until it is released. An imported deployable that no
+reported one adopts is removed, or ``retained`` while one of its handles
+is in use (its provider takes nothing new): the handles it holds are not
+added again to the reported deployables of its device (their providers
+reserve as many units, see :mod:`cyborg.db.providers`), and the first
+report after the release removes it, even a report unchanged since.
+
 Deployables may be nested (``children`` in the wire form): a child's row
 has ``parent_id`` (its parent's) and ``root_id`` (the top deployable's);
 those of a top deployable are NULL. Names are unique in a device at any
@@ -49,7 +61,9 @@ from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import SERVICES
+from cyborg.db import device_profiles
 from cyborg.db import services
+from cyborg.domain import adoption
 from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
 from cyborg.domain import providers
@@ -62,6 +76,8 @@ class DiffSummary:
     updated: int = 0
     removed: int = 0
     kept_missing: int = 0
+    adopted: int = 0
+    retained: int = 0
 
     @property
     def changed(self) -> bool:
@@ -70,14 +86,21 @@ class DiffSummary:
 
 
 def _removal_pending(host):
-    """Whether a device of ``host`` kept ``missing`` while in use holds
-    no handle in use any more: the next report, changed or not, must be
-    applied to remove it."""
+    """Whether a device of ``host`` kept ``missing``, or a deployable
+    ``retained``, while in use holds no handle in use any more: the next
+    report, changed or not, must be applied to remove it."""
     in_use = sa.exists().where(DEPLOYABLES.c.device_id == DEVICES.c.id,
                                HANDLES.c.deployable_id == DEPLOYABLES.c.id,
                                HANDLES.c.in_use == sa.true())
-    return sa.exists().where(DEVICES.c.hostname == host,
-                             DEVICES.c.missing == sa.true(), ~in_use)
+    retained = DEPLOYABLES.alias('retained')
+    held = sa.exists().where(HANDLES.c.deployable_id == retained.c.id,
+                             HANDLES.c.in_use == sa.true())
+    released = sa.exists().where(retained.c.device_id == DEVICES.c.id,
+                                 DEVICES.c.hostname == host,
+                                 retained.c.retained == sa.true(), ~held)
+    return sa.or_(sa.exists().where(DEVICES.c.hostname == host,
+                                    DEVICES.c.missing == sa.true(),
+                                    ~in_use), released)
 
 
 @db_api.main_context_manager.reader.connection
@@ -219,6 +242,11 @@ class _HostDiff:
         # id -> (parent_id, root_id) of the known deployables, as written.
         self._links_of = {row.id: (row.parent_id, row.root_id)
                           for row in self.deployables}
+        # device id -> identities of the handles in use that rows other
+        # than the reported deployable wanting them hold (not added
+        # again while they are held).
+        self._held: dict[int, set[str]] = {}
+        self._referenced: set[str] | None = None
 
     def _children(self, rows, column: str, parent_id: int) -> list:
         return [row for row in rows if getattr(row, column) == parent_id]
@@ -297,12 +325,16 @@ class _HostDiff:
             self.deployables, 'device_id', row.id)}
         walked = list(device_tree.walk_wire(device['deployables']))
         wanted = {dep['name'] for dep, _parent, _depth in walked}
+        changed |= self._adopt(row, existing, walked)
+        self._held[row.id] = self._held_handles(existing, walked)
         new = []
         for deployable, parent, depth in walked:
             name = deployable['name']
             if name in existing:
-                changed |= self._update_deployable(existing[name],
-                                                   deployable, cpid_ids[0])
+                changed |= self._update_deployable(
+                    existing[name], deployable, cpid_ids[0],
+                    adoption.is_foreign(existing[name].rp_uuid, self.host,
+                                        row.address, name))
             else:
                 new.append((row.id, row.address, cpid_ids[0], deployable,
                             parent, depth))
@@ -338,6 +370,77 @@ class _HostDiff:
         self.connection.execute(sa.delete(DEVICES).where(
             DEVICES.c.id == row.id))
         self.summary.removed += 1
+
+    # Adoption of imported deployables
+
+    def _functions(self, deployable_id: int) -> set[str]:
+        """PCI functions of a known deployable's handles."""
+        return {function for handle in self._children(
+            self.handles, 'deployable_id', deployable_id)
+            if (function := adoption.pci_function(handle.attach_info))}
+
+    def _adopt(self, device, existing: dict[str, Any],
+               walked: list) -> bool:
+        """Rename the foreign deployables of ``device`` that reported
+        ones adopt (see :func:`cyborg.domain.adoption.match`), updating
+        ``existing`` ({name: row}) to their new names."""
+        wanted = {dep['name'] for dep, _parent, _depth in walked}
+        unnamed = {dep['name']: {function for handle in dep['attach_handles']
+                                 if (function := adoption.pci_function(
+                                     handle['attach_info']))}
+                   for dep, _parent, _depth in walked
+                   if dep['name'] not in existing}
+        foreign = [(dep.id, name, self._functions(dep.id))
+                   for name, dep in existing.items() if name not in wanted
+                   and adoption.is_foreign(dep.rp_uuid, self.host,
+                                           device.address, name)]
+        if not unnamed or not foreign:
+            return False
+        names = {dep_id: name for dep_id, name, _functions in foreign}
+        for name, dep_id in adoption.match(unnamed, foreign).items():
+            row = existing.pop(names[dep_id])
+            self.connection.execute(sa.update(DEPLOYABLES).where(
+                DEPLOYABLES.c.id == dep_id).values(
+                    name=name, retained=False, updated_at=self.now))
+            existing[name] = row
+            self._ids[device.id, name] = self._ids.pop(
+                (device.id, names[dep_id]))
+            self.summary.adopted += 1
+            LOG.info('Deployable %s (%s) of device %s of host %s adopted '
+                     'as %s', row.uuid, names[dep_id], device.address,
+                     self.host, name)
+        return True
+
+    def _held_handles(self, existing: dict[str, Any],
+                      walked: list) -> set[str]:
+        """Identities of the handles in use under ``existing`` that the
+        reported deployable of their row does not carry."""
+        in_use = [(name, adoption.handle_identity(handle.attach_info))
+                  for name, dep in existing.items()
+                  for handle in self._children(self.handles,
+                                               'deployable_id', dep.id)
+                  if handle.in_use]
+        if not in_use:
+            return set()
+        carried = {dep['name']: {adoption.handle_identity(
+            handle['attach_info']) for handle in dep['attach_handles']}
+            for dep, _parent, _depth in walked}
+        return {identity for name, identity in in_use
+                if identity not in carried.get(name, set())}
+
+    def _kept_traits(self, deployable_id: int,
+                     ours: list[str]) -> list[str]:
+        """Traits an adopted deployable keeps beside ``ours``: the
+        recorded ones that a device profile references."""
+        recorded = {row.value for row in self._children(
+            self.attributes, 'deployable_id', deployable_id)
+            if row.key.startswith(providers.TRAIT_KEY_PREFIX)}
+        if not recorded - set(ours):
+            return []
+        if self._referenced is None:
+            self._referenced = device_profiles.referenced_traits(
+                self.connection)
+        return adoption.kept_traits(recorded, ours, self._referenced)
 
     # Control paths
 
@@ -418,8 +521,11 @@ class _HostDiff:
                                                         links['root_id'])
             self._links_of[deployable_id] = (links['parent_id'],
                                              links['root_id'])
-            handles += self._handle_rows(deployable_id, cpid_id,
-                                         deployable['attach_handles'])
+            held = self._held.get(device_id, set())
+            handles += self._handle_rows(deployable_id, cpid_id, [
+                handle for handle in deployable['attach_handles']
+                if adoption.handle_identity(handle['attach_info'])
+                not in held])
             attributes += self._attribute_rows(deployable_id,
                                                _attributes(deployable))
         if handles:
@@ -428,11 +534,14 @@ class _HostDiff:
             self.connection.execute(sa.insert(ATTRIBUTES), attributes)
 
     def _update_deployable(self, row, deployable: dict[str, Any],
-                           cpid_id: int) -> bool:
+                           cpid_id: int, foreign: bool = False) -> bool:
+        """Bring a known deployable in line with the reported one; an
+        adopted (``foreign``) one keeps the traits of its own that a
+        device profile references."""
         wanted = dict(num_accelerators=deployable['num_accelerators'],
                       driver_name=deployable.get('driver_name'),
                       preparation=device_tree.reported_preparation(
-                          deployable))
+                          deployable), retained=False)
         changes = {key: value for key, value in wanted.items()
                    if getattr(row, key) != value}
         if row.bitstream_id is not None and self._function_changed(
@@ -446,8 +555,15 @@ class _HostDiff:
                 DEPLOYABLES.c.id == row.id).values(updated_at=self.now,
                                                    **changes))
         handles = self._sync_handles(row.id, cpid_id,
-                                     deployable['attach_handles'])
-        attributes = self._sync_attributes(row.id, _attributes(deployable))
+                                     deployable['attach_handles'],
+                                     self._held.get(row.device_id, set()))
+        values = _attributes(deployable)
+        if foreign:
+            kept = self._kept_traits(row.id, deployable['traits'])
+            values.update(providers.placement_attributes(
+                deployable['resource_class'],
+                list(deployable['traits']) + kept))
+        attributes = self._sync_attributes(row.id, values)
         return bool(changes) or handles or attributes
 
     def _function_changed(self, deployable_id: int,
@@ -461,9 +577,20 @@ class _HostDiff:
                 != bitstream_rules.function_traits(traits))
 
     def _remove_deployable(self, row) -> bool:
+        """Remove a deployable no longer reported, or keep it
+        ``retained`` while one of its handles is in use."""
         handles = self._children(self.handles, 'deployable_id', row.id)
         if any(handle.in_use for handle in handles):
-            return False
+            self.summary.retained += 1
+            if row.retained:
+                return False
+            self.connection.execute(sa.update(DEPLOYABLES).where(
+                DEPLOYABLES.c.id == row.id).values(retained=True,
+                                                   updated_at=self.now))
+            LOG.info('Deployable %s (%s) of host %s is no longer reported '
+                     'but in use; keeping it until it is released',
+                     row.uuid, row.name, self.host)
+            return True
         self._delete_deployable(row.id)
         return True
 
@@ -501,22 +628,35 @@ class _HostDiff:
                 deployable_id, cpid_id, handles))
 
     def _sync_handles(self, deployable_id: int, cpid_id: int,
-                      wanted: list[dict[str, Any]]) -> bool:
-        existing = {row.attach_info: row for row in self._children(
-            self.handles, 'deployable_id', deployable_id)}
-        wanted_by_key = {device_tree.canonical_json(h['attach_info']): h
+                      wanted: list[dict[str, Any]],
+                      held: set[str] = frozenset()) -> bool:
+        """Handles are the same when their identities are (see
+        :func:`cyborg.domain.adoption.handle_identity`); a free one
+        takes the reported spelling of its info, one in use keeps what
+        Nova was given. Handles ``held`` by other rows are not added."""
+        existing = {adoption.handle_identity(row.attach_info): row
+                    for row in self._children(self.handles, 'deployable_id',
+                                              deployable_id)}
+        wanted_by_key = {adoption.handle_identity(h['attach_info']): h
                          for h in wanted}
         new = [handle for key, handle in wanted_by_key.items()
-               if key not in existing]
+               if key not in existing and key not in held]
         self._add_handles(deployable_id, cpid_id, new)
         changed = bool(new)
         for key, handle in wanted_by_key.items():
             row = existing.get(key)
-            if row is not None and row.attach_type != handle['attach_type']:
+            if row is None:
+                continue
+            values = {}
+            if row.attach_type != handle['attach_type']:
+                values['attach_type'] = handle['attach_type']
+            info = device_tree.canonical_json(handle['attach_info'])
+            if row.attach_info != info and not row.in_use:
+                values['attach_info'] = info
+            if values:
                 self.connection.execute(sa.update(HANDLES).where(
-                    HANDLES.c.id == row.id).values(
-                        attach_type=handle['attach_type'],
-                        updated_at=self.now))
+                    HANDLES.c.id == row.id).values(updated_at=self.now,
+                                                   **values))
                 changed = True
         stale = [row.id for key, row in existing.items()
                  if key not in wanted_by_key and not row.in_use]

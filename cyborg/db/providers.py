@@ -32,6 +32,7 @@ from cyborg.db import api as db_api
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
+from cyborg.db.models import HANDLES
 from cyborg.db.models import PROVIDERS
 from cyborg.db import services
 
@@ -50,6 +51,9 @@ class HostRows:
     attributes: dict[int, dict[str, str]]
     #: The providers' last written rows, by uuid.
     known: dict[str, Any]
+    #: Per device id, the attach handles in use in its ``retained``
+    #: deployables (capacity its other deployables must not offer).
+    held: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 @db_api.main_context_manager.reader.connection
@@ -62,8 +66,9 @@ def host_rows(context, host: str) -> HostRows | None:
         return None
     rows = list(connection.execute(
         sa.select(DEPLOYABLES.c.id, DEPLOYABLES.c.name,
-                  DEPLOYABLES.c.parent_id,
+                  DEPLOYABLES.c.parent_id, DEPLOYABLES.c.device_id,
                   DEPLOYABLES.c.rp_uuid, DEPLOYABLES.c.num_accelerators,
+                  DEPLOYABLES.c.retained,
                   DEVICES.c.status, DEVICES.c.health, DEVICES.c.missing)
         .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
         .where(DEVICES.c.hostname == host)))
@@ -77,7 +82,16 @@ def host_rows(context, host: str) -> HostRows | None:
                 attr.value)
     known = {row.uuid: row for row in connection.execute(
         sa.select(PROVIDERS).where(PROVIDERS.c.host == host))}
-    return HostRows(service, rows, attributes, known)
+    held: dict[int, int] = {}
+    if any(row.retained for row in rows):
+        held = dict(connection.execute(
+            sa.select(DEPLOYABLES.c.device_id, sa.func.count())
+            .join(HANDLES, HANDLES.c.deployable_id == DEPLOYABLES.c.id)
+            .where(DEPLOYABLES.c.id.in_([row.id for row in rows
+                                         if row.retained]),
+                   HANDLES.c.in_use == sa.true())
+            .group_by(DEPLOYABLES.c.device_id)).all())
+    return HostRows(service, rows, attributes, known, held)
 
 
 @dataclasses.dataclass
@@ -86,10 +100,11 @@ class SyncRecord:
 
     ``providers``: the rows of the providers written (``uuid``, ``host``,
     ``name``, ``parent_uuid``, ``generation``, ``inventory_hash``,
-    ``traits_hash``); ``recorded``: the uuids among them that had a row
-    when the sync started; ``compute_rp_uuid``: the host's compute node
-    provider, when newly found; ``forgotten``: providers deleted from
-    Placement; ``seen``: the change count to mark synced, if complete.
+    ``traits_hash``, ``adopted``); ``recorded``: the uuids among them
+    that had a row when the sync started; ``compute_rp_uuid``: the host's
+    compute node provider, when newly found; ``forgotten``: providers
+    deleted from Placement; ``seen``: the change count to mark synced, if
+    complete.
     """
 
     providers: list[dict[str, Any]] = dataclasses.field(default_factory=list)

@@ -147,7 +147,8 @@ def _deployable(id_, name, status='enabled', health='healthy',
                 missing=False, num=4, parent_id=None):
     return types.SimpleNamespace(
         id=id_, name=name, rp_uuid='rp-%s' % name, num_accelerators=num,
-        status=status, health=health, missing=missing, parent_id=parent_id)
+        status=status, health=health, missing=missing, parent_id=parent_id,
+        device_id=1, retained=False)
 
 
 def _host_rows(deployables, attributes, compute_rp=None, known=None):
@@ -239,7 +240,7 @@ def test_sync_records_only_what_changed(saved):
     assert [row['uuid'] for row in record.providers] == ['a', 'b']
     assert record.providers[0] == dict(
         uuid='a', host='h1', name='h1_a', parent_uuid=COMPUTE_RP,
-        generation=5, inventory_hash=None, traits_hash=None)
+        generation=5, inventory_hash=None, traits_hash=None, adopted=False)
     assert record.recorded == {'a'}
     assert record.forgotten == ['old']
     assert record.compute_rp_uuid is None
