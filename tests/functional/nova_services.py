@@ -426,10 +426,17 @@ class OurCyborg(CyborgPart):
         assert result.returncode == 0, result.stdout + result.stderr
 
     def start_control(self, d: RealNova) -> None:
-        for role in ('conductor', 'api'):
-            d.add(Process(self.process_name(role), [
-                servers.venv_script('cyborg-' + role), '--config-file',
+        d.add(Process(self.process_name('conductor'), [
+            servers.venv_script('cyborg-conductor'), '--config-file',
+            self.conf], d.directory))
+        if not d.cyborg_path:
+            d.add(Process(self.process_name('api'), [
+                servers.venv_script('cyborg-api'), '--config-file',
                 self.conf], d.directory))
+            return
+        d.add(Process(self.process_name('api'), mounted_wsgi_argv(
+            'cyborg.wsgi.api:application', d.cyborg_port, d.cyborg_path),
+            d.directory, env={'CYBORG_CONFIG_FILES': self.conf}))
 
     def wait_control(self, d: RealNova) -> None:
         d.processes[self.process_name('conductor')].wait_log(
@@ -470,11 +477,22 @@ class OurCyborg(CyborgPart):
         return len(spec.devices) + spec.gpus
 
 
+def mounted_wsgi_argv(app: str, port: int, path: str) -> list[str]:
+    """uWSGI serving ``app`` at ``path`` of LOOPBACK:``port`` (the
+    path in SCRIPT_NAME, as devstack's Apache passes it), logging each
+    request."""
+    argv = servers.wsgi_argv('uwsgi', app, port, 1, 4)
+    argv[argv.index('--module'):argv.index('--module') + 2] = [
+        '--mount', '%s=%s' % (path, app), '--manage-script-name']
+    argv.remove('--disable-logging')
+    return argv
+
+
 class RealNova:
     """The running deployment; see the module docstring."""
 
     def __init__(self, name: str, directory: str, keystone, placement,
-                 postgres, rabbitmq):
+                 postgres, rabbitmq, cyborg_path: str = ''):
         self.name = name
         self.directory = directory
         self.keystone = keystone
@@ -497,8 +515,14 @@ class RealNova:
         self.nova_user = '%s-nova' % name
         self.cyborg_user = '%s-cyborg' % name
         self.cyborg_port = servers.free_port()
-        self.cyborg_url = 'http://%s:%d' % (servers.LOOPBACK,
-                                            self.cyborg_port)
+        # Where Cyborg's API is mounted: '' (served by cyborg-api) or a
+        # path such as devstack's '/accelerator' (the API under uWSGI).
+        self.cyborg_path = cyborg_path
+        self.cyborg_url = 'http://%s:%d%s' % (servers.LOOPBACK,
+                                              self.cyborg_port, cyborg_path)
+        # The catalog names the versioned endpoint where the API is
+        # mounted, as devstack registers it (<url>/accelerator/v2).
+        self.cyborg_catalog_path = '/v2' if cyborg_path else ''
         self.placement_section = {
             'auth_type': 'admin_token', 'endpoint': placement.url,
             'token': 'admin', 'endpoint_override': placement.url}
@@ -571,8 +595,10 @@ class RealNova:
                version: str = 'accelerator 2.5', **kwargs) -> Any:
         headers = dict(kwargs.pop('headers', {}))
         headers['OpenStack-API-Version'] = version
+        if not self.cyborg_catalog_path:  # the catalog names the root
+            path = '/v2' + path
         response = self.session().request(
-            '/v2' + path, method,
+            path, method,
             endpoint_filter={'service_type': 'accelerator',
                              'interface': 'public'},
             headers=headers, raise_exc=False, **kwargs)
@@ -781,17 +807,18 @@ def real_nova(name: str, postgres, rabbitmq, placement, keystone,
               cyborg_options: Mapping[str, Mapping] | None = None,
               nova_options: Mapping[str, Mapping] | None = None,
               cyborg: CyborgPart | None = None, with_cyborg: bool = True,
-              ) -> Iterator[RealNova]:
+              cyborg_path: str = '') -> Iterator[RealNova]:
     """Start the deployment of the module docstring; stop it after.
 
     Its Cyborg is ``cyborg`` (default: :class:`OurCyborg` with
     ``cyborg_options``), or none at first without ``with_cyborg``
-    (:meth:`RealNova.start_cyborg` starts one later)."""
+    (:meth:`RealNova.start_cyborg` starts one later); its API is in the
+    catalog at ``cyborg_path`` (see :class:`RealNova`)."""
     started = time.monotonic()
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
     deployment = RealNova(name, directory, keystone, placement, postgres,
-                          rabbitmq)
+                          rabbitmq, cyborg_path)
     if with_cyborg and cyborg is None:
         cyborg = OurCyborg(cyborg_options)
     try:
@@ -827,7 +854,8 @@ def _start(d: RealNova, computes: Sequence[ComputeSpec],
             keystone.add_user(user, password, 'service',
                               ['admin', 'service'])
         keystone.add_service('compute', 'nova', nova_url + '/v2.1')
-        keystone.add_service('accelerator', 'cyborg', d.cyborg_url)
+        keystone.add_service('accelerator', 'cyborg',
+                             d.cyborg_url + d.cyborg_catalog_path)
         keystone.add_service('image', 'glance', d.stand_ins.url + '/image')
         keystone.add_service('network', 'neutron',
                              d.stand_ins.url + '/network')

@@ -100,7 +100,8 @@ def nova(postgres, rabbitmq, mariadb, placement_pg, keystone, work_dir):
     started = time.monotonic()
     with nova_services.real_nova(
             'upstream-switch', postgres, rabbitmq, placement_pg, keystone,
-            work_dir, [], with_cyborg=False) as d:
+            work_dir, [], with_cyborg=False,
+            cyborg_path=upstream_cyborg.API_PATH) as d:
         _report('Nova started in %.1f s: %s' % (time.monotonic() - started,
                                                  d.timings))
         d.flavors = {}
@@ -299,14 +300,12 @@ def _handle_in_use(d, handle: str) -> bool:
 
 
 def _reports_applied(d, hosts) -> bool:
-    """Every host's agent report applied (the import leaves the report
-    hash empty) and synced to Placement."""
-    rows = d.db_rows(
-        "SELECT host, report_hash, sync_requested, sync_done FROM services "
-        "WHERE \"binary\" = 'cyborg-agent'")
-    done = {host for host, digest, requested, synced in rows
-            if digest and synced >= requested}
-    return set(hosts) <= done
+    """Every host's first agent report applied (the import leaves the
+    report hash empty)."""
+    # The agents' rows are the only ones named by the compute hosts
+    # (and "binary" is quoted differently by MariaDB and PostgreSQL).
+    rows = d.db_rows('SELECT host, report_hash FROM services')
+    return set(hosts) <= {host for host, digest in rows if digest}
 
 
 def _manage(conf: str, *args: str) -> subprocess.CompletedProcess:
@@ -373,12 +372,14 @@ def _run(d, request, target, computes, hosts, booted, started) -> None:
             % (target, hosts, time.monotonic() - started))
 
     # 2. Servers with accelerators under upstream.
-    d.cyborg('POST', '/device_profiles', version=ARQ_VERSION, json=[
-        {'name': FPGA_PROFILE, 'groups': [{
-            'resources:FPGA': '1',
-            'trait:%s' % upstream_cyborg.FAKE_TRAIT: 'required'}]},
-        {'name': PGPU_PROFILE, 'groups': [{
-            'resources:PGPU': '1', 'trait:%s' % PGPU_TRAIT: 'required'}]}])
+    # Upstream takes one profile per request.
+    for name, group in (
+            (FPGA_PROFILE, {'resources:FPGA': '1', 'trait:%s'
+                            % upstream_cyborg.FAKE_TRAIT: 'required'}),
+            (PGPU_PROFILE, {'resources:PGPU': '1',
+                            'trait:%s' % PGPU_TRAIT: 'required'})):
+        d.cyborg('POST', '/device_profiles', version=ARQ_VERSION,
+                 json=[{'name': name, 'groups': [group]}])
     fpga_1, fpga_1b, fpga_2, gpu = (
         _boot(d, FPGA_PROFILE, host_1), _boot(d, FPGA_PROFILE, host_1),
         _boot(d, FPGA_PROFILE, host_2), _boot(d, PGPU_PROFILE, host_1))

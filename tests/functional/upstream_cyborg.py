@@ -56,6 +56,8 @@ from tests.functional import servers
 from tools.bench import upstream as upstream_bench
 
 VENV = upstream_bench.VENV
+# Where upstream's API must be mounted (see start_control).
+API_PATH = '/accelerator'
 FAKE_DEVICE_ADDRESS = '0000:0c:00.0'
 FAKE_ACCELERATORS = 16
 FAKE_TRAIT = 'CUSTOM_FAKE_DEVICE'
@@ -145,10 +147,13 @@ class UpstreamCyborg(nova_services.CyborgPart):
             '--config-file', self.conf], d.directory))
         # Our uWSGI (the same Python) on upstream's virtualenv, with
         # upstream's configuration file as the application's arguments
-        # (its WSGI application parses sys.argv).
-        argv = servers.wsgi_argv('uwsgi', 'cyborg.wsgi.api:application',
-                                 d.cyborg_port, 1, 4,
-                                 chdir=os.path.dirname(self.conf))
+        # (its WSGI application parses sys.argv), at /accelerator:
+        # upstream's links always name that path, as devstack mounts it.
+        assert d.cyborg_path == API_PATH, (
+            'upstream Cyborg needs its API at %s (real_nova cyborg_path)'
+            % API_PATH)
+        argv = nova_services.mounted_wsgi_argv(
+            'cyborg.wsgi.api:application', d.cyborg_port, API_PATH)
         argv[argv.index('--virtualenv') + 1] = self.venv
         argv += ['--pyargv', '--config-file ' + self.conf]
         d.add(nova_services.Process(self.process_name('api'), argv,
