@@ -12,10 +12,13 @@
 # under the License.
 
 #
-# devstack/plugin.sh: the devstack plugin of cyborg. Enable it in local.conf:
+# devstack/plugin.sh: the devstack plugin of cyborg. Enable it in local.conf
+# with this service's repository (not upstream's, which would install the
+# upstream service):
 #
 #     [[local|localrc]]
-#     enable_plugin cyborg https://opendev.org/openstack/cyborg
+#     CYBORG_REPO=https://git.example.com/cloud/cyborg.git
+#     enable_plugin cyborg $CYBORG_REPO main
 #
 # The plugin contract: https://docs.openstack.org/devstack/latest/plugins.html
 

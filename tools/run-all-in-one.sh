@@ -11,7 +11,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-# Set up cyborg in .venv and run the all-in-one service on 127.0.0.1:6666.
+# Set up cyborg in .venv (pip runs only when the dependencies changed)
+# and run the all-in-one service on 127.0.0.1:6666.
 # Extra arguments go to cyborg-all-in-one (--port, --state-dir, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -49,9 +49,24 @@ _REMOTE_DB_ERRORS = ('DBError', 'DBDeadlock', 'DBConnectionError',
                      'DBNonExistentDatabase', 'DBNonExistentConstraint')
 
 
+#: Characters of a client's value that an error message echoes.
+MAX_ECHO = 200
+#: Characters of an error message (one that echoes several values).
+MAX_MESSAGE = 2000
+
+
+def shorten(text: str, limit: int = MAX_ECHO) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how long
+    it was: a 20 KB bad value is not sent back in full."""
+    if len(text) <= limit:
+        return text
+    return '%s...(%d characters)' % (text[:limit], len(text))
+
+
 def fault_body(status: int, message: str) -> bytes:
     fault = {'faultcode': 'Client' if status < 500 else 'Server',
-             'faultstring': message, 'debuginfo': None}
+             'faultstring': shorten(message, MAX_MESSAGE),
+             'debuginfo': None}
     return json.dumps({'error_message': json.dumps(fault)}).encode()
 
 

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import jsonschema
 from oslo_utils import uuidutils
 
+from cyborg.api import errors
 from cyborg.api import request_body
 from cyborg.common import exception
 
@@ -80,7 +81,13 @@ def validate(schema: dict, document: Any) -> None:
         return
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     where = '/'.join(str(p) for p in error.absolute_path) or 'body'
-    raise exception.Invalid(reason='%s: %s' % (where, error.message))
+    # jsonschema's messages quote the bad value in full.
+    value = repr(error.instance)
+    message = error.message.replace(value, errors.shorten(value))
+    raise exception.Invalid(reason='%s: %s' % (where,
+                                               errors.shorten(
+                                                   message,
+                                                   errors.MAX_MESSAGE)))
 
 
 def query_params(request) -> dict[str, str]:

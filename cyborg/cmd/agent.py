@@ -17,6 +17,7 @@ import sys
 from cyborg.agent import service as agent_service
 from cyborg.clients import glance
 from cyborg.common import config
+from cyborg.common import exception
 from cyborg.common import rpc
 from cyborg.common import signals
 from cyborg.conf import CONF
@@ -26,9 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     config.prepare_service(argv or sys.argv)
     handler = signals.install('cyborg-agent', CONF)
     transport = rpc.get_transport(CONF)
-    agent = agent_service.create(
-        CONF, transport,
-        glance_factory=lambda: glance.GlanceClient.from_conf(CONF))
+    try:
+        agent = agent_service.create(
+            CONF, transport,
+            glance_factory=lambda: glance.GlanceClient.from_conf(CONF))
+    except exception.ConfigInvalid as e:
+        # A bad host name or driver list: one line, nothing started.
+        rpc.cleanup(transport)
+        config.refuse('cyborg-agent', [str(e)])
     agent.start()
     handler.wait()
     finished = agent.stop(handler.grace())

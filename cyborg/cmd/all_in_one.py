@@ -15,7 +15,12 @@
 Runs on embedded defaults: SQLite in the state directory, an in-process
 RPC transport, ``noauth``, and a real Placement service (the
 openstack-placement package) holding a compute node provider for this
-host, as nova-compute would. Everything else comes from --config-file.
+host (named after ``[DEFAULT] host``), as nova-compute would. Everything
+else comes from --config-file. The configuration is checked, and the
+ports of the API and of Placement are claimed, before anything starts
+(:func:`_configure`, :func:`_listen`); a non-loopback --host needs
+--insecure-listen-anywhere. The ready message is
+:mod:`cyborg.cmd.banner`'s.
 
 --host-root DIR sets ``[agent] host_root``: the drivers read their
 hardware under DIR. --demo-hardware builds a demo host (two NVIDIA GPUs,
@@ -43,10 +48,12 @@ from cyborg.agent import discovery
 from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.agent import service as agent_service
 from cyborg.api import app as api_app
-from cyborg.common import config
 from cyborg.clients import glance
 from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
+from cyborg.cmd import banner
+from cyborg.common import config
+from cyborg.common import config_checks
 from cyborg.common import constants
 from cyborg.common import embedded_placement
 from cyborg.common import exception
@@ -82,64 +89,51 @@ DEMO_BITSTREAMS_DIR = 'demo-bitstreams'
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser('~'), '.local', 'share',
                                  'cyborg')
 
-USAGE = """\
-Cyborg all-in-one is running.
+PROG = 'cyborg-all-in-one'
 
-  API endpoint:  {endpoint}
-  Placement:     {placement} (X-Auth-Token: admin)
-  State:         {state_dir}
+DESCRIPTION = """\
+Runs the Cyborg API, conductor and agent, and a Placement service, in one
+process on embedded defaults: SQLite in the state directory, an
+in-process RPC transport, no Keystone (every request acts as an
+administrator) and a compute node provider for this host in Placement,
+named after [DEFAULT] host, as nova-compute would create it. Any other
+option comes from --config-file; the common options of the other cyborg
+commands (--config-dir, --debug, --log-file, ...) are accepted too.
 
-Use the OpenStack client against it (no Keystone; you act as an admin):
+Both servers listen on loopback: without authentication, listening on
+another address hands administrator rights to whoever reaches it, so
+--host with such an address also needs --insecure-listen-anywhere.
 
-  export OS_AUTH_TYPE=none OS_ENDPOINT={endpoint}
-  openstack accelerator device list
-{examples}
-Press Ctrl-C to stop.
+FPGA bitstreams come from Glance: --glance-url points at a Glance reached
+without Keystone; --bitstream-dir serves the images described in a
+directory from a local, read-only Glance on loopback.
 """
 
-FAKE_EXAMPLES = """\
-  openstack accelerator device profile create my-fpga \\
-      '[{{"resources:FPGA": "1", "trait:CUSTOM_FAKE_DEVICE": "required"}}]'
-  openstack accelerator device profile list
+# Why a non-loopback --host needs --insecure-listen-anywhere.
+INSECURE_LISTEN = (
+    'refusing to listen on %s: %sthe embedded Placement accepts the '
+    'fixed token "admin", so anyone who reaches this address would be an '
+    'administrator; listen on 127.0.0.1, or pass '
+    '--insecure-listen-anywhere if only trusted hosts can reach it')
+NOAUTH_API = ('without Keystone every API request acts as an '
+              'administrator, and ')
 
-Ask Placement where such a profile fits:
-
-  curl -s -H 'X-Auth-Token: admin' \\
-      -H 'OpenStack-API-Version: placement 1.26' \\
-      '{placement}/allocation_candidates?resources=FPGA:1&required={trait}'
-"""
-
-DEMO_EXAMPLES = """\
-  openstack accelerator device profile create demo-qat \\
-      '[{{"resources:CUSTOM_QAT": "1"}}]'
-
-The demo hardware (fake, in {root}; a thread stands in for the
-kernel and makes the vGPUs the driver creates), and what a device profile
-group asks to get each:
-
-  {pgpu}  NVIDIA Tesla T4, passthrough    resources:PGPU=1
-  {vgpu}  NVIDIA Tesla T4, vGPUs          resources:VGPU=1,
-                {vtype}                   trait:{vtrait}=required
-  {qat}  Intel QAT 4xxx, 4 VFs           resources:CUSTOM_QAT=1
-  {nic}  Intel E810, 4 VFs               resources:CUSTOM_NIC=1,
-                on {physnet}                 trait:{ptrait}=required
-  {fpga}  Intel FPGA N6000 (DFL)         resources:FPGA=1,
-                programmed at bind with      accel:function_name=gzip
-                the bitstream of a function  (or aes)
-
-Ask Placement where a QAT VF fits:
-
-  curl -s -H 'X-Auth-Token: admin' \\
-      -H 'OpenStack-API-Version: placement 1.26' \\
-      '{placement}/allocation_candidates?resources=CUSTOM_QAT:1'
-"""
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(
-        prog='cyborg-all-in-one', description=__doc__,
+        prog=PROG, description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--config-file', metavar='PATH', action='append',
+                        default=[],
+                        help='A cyborg.conf with any other option (may be '
+                             'repeated; later files win).')
     parser.add_argument('--host', default='127.0.0.1',
-                        help='Address the API listens on (127.0.0.1).')
+                        help='Address the API and Placement listen on '
+                             '(127.0.0.1).')
+    parser.add_argument('--insecure-listen-anywhere', action='store_true',
+                        help='Allow a --host beyond loopback although '
+                             'Placement, and the API without Keystone, '
+                             'accept anyone as an administrator.')
     parser.add_argument('--port', type=int, default=6666,
                         help='Port the API listens on (6666).')
     parser.add_argument('--placement-port', type=int, default=8778,
@@ -168,7 +162,98 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                           help='Build a demo host (GPUs, QAT, NIC, FPGA) '
                                'in the state directory and report it with '
                                'the real drivers.')
-    return parser.parse_known_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    for path in args.config_file:
+        rest += ['--config-file', path]
+    return args, rest
+
+
+def listen_problems(args: argparse.Namespace, auth_strategy: str
+                    ) -> list[str]:
+    """Why the all-in-one must not listen on ``args.host``: anything but
+    loopback needs ``--insecure-listen-anywhere``."""
+    if args.insecure_listen_anywhere or config_checks.is_loopback(args.host):
+        return []
+    return [INSECURE_LISTEN % (
+        args.host, NOAUTH_API if auth_strategy == 'noauth' else '')]
+
+
+def _configure(argv: list[str]) -> tuple[argparse.Namespace, str]:
+    """Parse the command line and the config files into CONF, on the
+    all-in-one's defaults, and check them; the arguments and the state
+    directory. Raises ConfigProblems before anything is started or
+    written."""
+    args, rest = _parse(argv[1:])
+    state_dir = os.path.abspath(os.path.expanduser(args.state_dir))
+    config.register_logging_opts()
+    config.parse_args([argv[0]] + rest)
+    _set_embedded_defaults(state_dir)
+    try:
+        config.check(database=None)
+    except config_checks.ConfigProblems as e:
+        problems = e.problems
+    else:
+        # Only valid values can be read.
+        problems = listen_problems(args, CONF.api.auth_strategy)
+        try:
+            discovery.check_identity(CONF.host,
+                                     discovery.resource_provider_name(CONF))
+        except exception.ConfigInvalid as e:
+            problems.append(str(e))
+    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        problems.append('--state-dir %s is not a directory' % state_dir)
+    if problems:
+        raise config_checks.ConfigProblems(problems)
+    return args, state_dir
+
+
+def _load_bitstreams(args: argparse.Namespace, state_dir: str
+                     ) -> local_images.ImageServer | None:
+    """Point ``[glance]`` at ``--glance-url``, or read the images of
+    ``--bitstream-dir`` (by default, with --demo-hardware, the demo
+    FPGA's, written here) into a local image service, not started yet.
+    Raises ConfigProblems naming an image that cannot be read."""
+    if args.demo_hardware and not (args.glance_url or args.bitstream_dir):
+        # The demo FPGA's bitstreams, served as --bitstream-dir would.
+        args.bitstream_dir = os.path.join(state_dir, DEMO_BITSTREAMS_DIR)
+        demo_host.write_bitstreams(args.bitstream_dir)
+    if args.glance_url:
+        glance_conf.use_endpoint(CONF, args.glance_url)
+        return None
+    if not args.bitstream_dir:
+        return None
+    images = local_images.ImageServer()
+    try:
+        images.load_directory(os.path.abspath(args.bitstream_dir))
+    except exception.ConfigInvalid as e:
+        raise config_checks.ConfigProblems([str(e)])
+    return images
+
+
+def _listen(args: argparse.Namespace, state_dir: str):
+    """Claim the API's port and start the embedded Placement, before
+    anything else starts: (API server without its app, Placement).
+    Raises ConfigProblems naming the address and the option to change
+    when a port cannot be bound."""
+    try:
+        server = wsgi_server.WSGIServer(
+            None, args.host, args.port, CONF.api.client_timeout,
+            CONF.api.max_connections)
+    except wsgi_server.CannotListen as e:
+        raise config_checks.ConfigProblems(
+            ['%s (the API); choose another port with --port' % e])
+    try:
+        placement = embedded_placement.start(state_dir, args.host,
+                                             args.placement_port)
+    except wsgi_server.CannotListen as e:
+        server.stop()
+        raise config_checks.ConfigProblems(
+            ['%s (the embedded Placement); choose another port with '
+             '--placement-port' % e])
+    except BaseException:
+        server.stop()
+        raise
+    return server, placement
 
 
 def _set_demo_hardware(state_dir: str) -> demo_host.DemoKernel:
@@ -186,76 +271,62 @@ def _set_demo_hardware(state_dir: str) -> demo_host.DemoKernel:
     return demo_host.DemoKernel(tree).start()
 
 
-def _examples(kernel: demo_host.DemoKernel | None, placement: str) -> str:
-    """What the ready message suggests trying: the fake driver's device,
-    or the demo hardware."""
-    if kernel is None:
-        return FAKE_EXAMPLES.format(placement=placement,
-                                    trait='CUSTOM_FAKE_DEVICE')
-    root = kernel.tree.root
-    return DEMO_EXAMPLES.format(
-        root=root, pgpu=demo_host.DEMO_PGPU,
-        vgpu=demo_host.DEMO_VGPU_PARENT, vtype=demo_host.DEMO_VGPU_TYPE,
-        vtrait=demo_host.DEMO_VGPU_TRAIT, qat=demo_host.DEMO_QAT_PF,
-        nic=demo_host.DEMO_NIC_PF, physnet=demo_host.DEMO_PHYSNET,
-        fpga=demo_host.DEMO_FPGA_PF,
-        ptrait=demo_host.DEMO_PHYSNET_TRAIT, placement=placement)
-
-
-def _set_bitstream_source(args: argparse.Namespace
-                          ) -> local_images.ImageServer | None:
-    """Point ``[glance]`` at ``--glance-url``, or at a local image
-    service of ``--bitstream-dir`` (started here; returned to be
-    stopped)."""
-    if args.glance_url:
-        glance_conf.use_endpoint(CONF, args.glance_url)
-        return None
-    if not args.bitstream_dir:
-        return None
-    images = local_images.ImageServer()
-    images.load_directory(os.path.abspath(args.bitstream_dir))
-    glance_conf.use_endpoint(CONF, images.start().url)
-    return images
-
-
 def _set_embedded_defaults(state_dir: str) -> None:
-    CONF.set_default('state_path', state_dir)
+    config.use_state_dir(CONF, state_dir)
     CONF.set_default('transport_url', constants.INPROC_TRANSPORT_URL)
     CONF.set_default('auth_strategy', 'noauth', group='api')
-    CONF.set_default('connection', 'sqlite:///%s' % os.path.join(
-        state_dir, 'cyborg.sqlite'), group='database')
+    # The compute node provider this process creates is named as the
+    # devices' host ([DEFAULT] host); a standalone agent keeps the
+    # default that matches nova-compute's node name (see [agent]
+    # resource_provider_name).
+    CONF.set_default('resource_provider_name', CONF.host, group='agent')
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = argv or sys.argv
-    args, rest = _parse(argv[1:])
-    state_dir = os.path.abspath(args.state_dir)
-    os.makedirs(state_dir, exist_ok=True)
-    config.register_logging_opts()
-    config.parse_args([argv[0]] + rest)
-    _set_embedded_defaults(state_dir)
+    try:
+        args, state_dir = _configure(argv)
+        os.makedirs(state_dir, exist_ok=True)
+        images = _load_bitstreams(args, state_dir)
+        server, placement = _listen(args, state_dir)
+    except config_checks.ConfigProblems as e:
+        return config.print_problems(PROG, e.problems)
+    config.setup_logging()
+    started = []  # how to stop what started, should the start fail
+    try:
+        return _run(args, state_dir, server, placement, images, started)
+    except BaseException as e:
+        for stop in reversed(started):
+            stop()
+        server.stop()
+        placement.stop()
+        if isinstance(e, exception.ConfigInvalid):
+            # A driver list that cannot be loaded: found as the agent
+            # is created, before it starts.
+            return config.print_problems(PROG, [str(e)])
+        raise
+
+
+def _run(args: argparse.Namespace, state_dir: str,
+         server: wsgi_server.WSGIServer,
+         placement: embedded_placement.EmbeddedPlacement,
+         images: local_images.ImageServer | None, started: list) -> int:
+    """Start the rest, print the ready banner and serve until a signal;
+    the exit status."""
     if args.host_root:
         CONF.set_override('host_root', os.path.abspath(args.host_root),
                           group='agent')
     kernel = _set_demo_hardware(state_dir) if args.demo_hardware else None
-    if args.demo_hardware and not (args.glance_url or args.bitstream_dir):
-        # The demo FPGA's bitstreams, served as --bitstream-dir would.
-        args.bitstream_dir = os.path.join(state_dir, DEMO_BITSTREAMS_DIR)
-        demo_host.write_bitstreams(args.bitstream_dir)
-    try:
-        images = _set_bitstream_source(args)
-    except exception.ConfigInvalid as e:
-        print('cyborg-all-in-one: %s' % e, file=sys.stderr)
-        return 2
-    config.setup_logging()
+    if kernel is not None:
+        started.append(kernel.stop)
+    if images is not None:
+        glance_conf.use_endpoint(CONF, images.start().url)
+        started.append(images.stop)
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
-    handler = signals.install('cyborg-all-in-one', CONF,
-                              {'policy file': authorizer.reload})
+    handler = signals.install(PROG, CONF, {'policy file': authorizer.reload})
 
     db_api.configure(CONF)
     migration.upgrade()
-    placement = embedded_placement.start(state_dir, args.host,
-                                         args.placement_port)
     embedded_placement.ensure_compute_node(
         placement.client(), discovery.resource_provider_name(CONF))
     transport = rpc.get_transport(CONF)
@@ -273,19 +344,19 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for svc in services:
         svc.start()
+        started.append(svc.stop)
     if not services[-1].wait_first_runs(FIRST_REPORT_TIMEOUT):
         LOG.warning('The first inventory report of %s did not finish '
                     'within %d seconds; the API starts without it',
                     CONF.host, FIRST_REPORT_TIMEOUT)
-    server = wsgi_server.WSGIServer(
-        api_app.setup_app(CONF, transport, authorizer), args.host,
-        args.port, CONF.api.client_timeout, CONF.api.max_connections)
+    server.set_app(api_app.setup_app(CONF, transport, authorizer))
     server.start()
-    endpoint = 'http://%s:%d' % (args.host, server.port)
-    print(USAGE.format(endpoint=endpoint, placement=placement.url,
-                       state_dir=state_dir,
-                       examples=_examples(kernel, placement.url)),
-          flush=True)
+    print(banner.ready(banner.Endpoints(
+        api='http://%s:%d' % (_url_host(args.host), server.port),
+        placement=placement.url, state_dir=state_dir,
+        glance=images.url if images is not None else None),
+        kernel, images), flush=True)
+    started.clear()  # from here on, a signal stops everything
     handler.wait()
     print('Stopping...', flush=True)
     finished = _stop(server, services, placement, transport,
@@ -295,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     if images is not None:
         images.stop()
     return handler.exit(finished)
+
+
+def _url_host(host: str) -> str:
+    return '[%s]' % host if ':' in host else host
 
 
 def _stop(server, services, placement, transport, grace: float) -> bool:

@@ -27,13 +27,19 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    config.prepare_service(argv or sys.argv)
+    config.prepare_service(argv or sys.argv,
+                           database=config.DATABASE_EXISTING)
+    try:
+        # The port first: a busy one stops the start before anything runs.
+        server = wsgi_server.WSGIServer(
+            None, CONF.api.host_ip, CONF.api.port, CONF.api.client_timeout,
+            CONF.api.max_connections)
+    except wsgi_server.CannotListen as e:
+        config.refuse('cyborg-api', ['%s; change [api] host_ip or port' % e])
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
     handler = signals.install('cyborg-api', CONF,
                               {'policy file': authorizer.reload})
-    server = wsgi_server.WSGIServer(
-        api_app.setup_app(CONF, authorizer=authorizer), CONF.api.host_ip,
-        CONF.api.port, CONF.api.client_timeout, CONF.api.max_connections)
+    server.set_app(api_app.setup_app(CONF, authorizer=authorizer))
     server.start()
     LOG.info('cyborg-api listening on http://%s:%s', CONF.api.host_ip,
              server.port)

@@ -25,7 +25,8 @@ from cyborg.db import api as db_api
 
 
 def main(argv: list[str] | None = None) -> int:
-    config.prepare_service(argv or sys.argv)
+    config.prepare_service(argv or sys.argv,
+                           database=config.DATABASE_EXISTING)
     handler = signals.install('cyborg-conductor', CONF)
     db_api.configure(CONF)
     transport = rpc.get_transport(CONF)

@@ -156,6 +156,14 @@ def _online_data_migrations() -> int:
                                       max_count)
 
 
+def _database_use() -> str:
+    """What the sub-command does with the database: ``upgrade`` and
+    ``stamp`` create it, the others read an existing one."""
+    if CONF.command.name in ('upgrade', 'stamp'):
+        return config.DATABASE_NEW
+    return config.DATABASE_EXISTING
+
+
 def _add_commands(subparsers):
     parser = subparsers.add_parser('upgrade',
                                    help='Upgrade the schema (default: head).')
@@ -196,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     CONF.register_cli_opt(cfg.SubCommandOpt('command', title='Commands',
                                             handler=_add_commands))
     # The program's name, also when run as ``python -m``.
-    config.prepare_service([PROG] + (argv or sys.argv)[1:])
+    config.prepare_service([PROG] + (argv or sys.argv)[1:],
+                           database=_database_use, state_dir=True)
     db_api.configure(CONF)
     try:
         return CONF.command.func() or 0

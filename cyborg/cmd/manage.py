@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     CONF.register_cli_opt(cfg.SubCommandOpt('command', title='Commands',
                                             handler=_add_commands))
     # The program's name, also when run as ``python -m``.
-    config.prepare_service([PROG] + (argv or sys.argv)[1:])
+    config.prepare_service([PROG] + (argv or sys.argv)[1:],
+                           database=config.DATABASE_EXISTING)
     db_api.configure(CONF)
     try:
         return CONF.command.func()

@@ -99,20 +99,13 @@ class Checks(upgradecheck.UpgradeCommands):
 def main(argv: list[str] | None = None) -> int:
     argv = argv or sys.argv
     config.register_logging_opts()
-    from cyborg.conf import opts
-    opts.set_lib_defaults()
-    db_api_configured = False
-
-    def _configure():
-        nonlocal db_api_configured
-        if not db_api_configured:
-            db_api.configure(CONF)
-            db_api_configured = True
-
-    class _Checks(Checks):
-        def check(self):
-            _configure()
-            return super().check()
-
-    return upgradecheck.main(CONF, project='cyborg',
-                             upgrade_command=_Checks(), argv=argv[1:])
+    config.register_state_dir_opt()
+    upgradecheck.register_cli_options(CONF, Checks())
+    # The configuration is checked before any check runs: a database
+    # that cannot be opened is one line naming its path, not a failed
+    # check with SQLite's "unable to open database file".
+    config.prepare_service(['cyborg-status'] + argv[1:],
+                           database=config.DATABASE_EXISTING,
+                           state_dir=True)
+    db_api.configure(CONF)
+    return upgradecheck.run(CONF)

@@ -118,21 +118,13 @@ def _make_conf(database_url: str) -> cfg.ConfigOpts:
     return conf
 
 
-def start(state_dir: str, host: str = '127.0.0.1',
-          port: int = 0) -> EmbeddedPlacement:
-    """Start Placement on ``host``:``port`` (0: any free port).
-
-    Its SQLite database is ``<state_dir>/placement.sqlite``, created or
-    upgraded to the current schema before serving. Raises
-    :class:`EmbeddedPlacementError` if this process already runs
-    Placement on another database (see the module documentation).
-    """
+def _load_app(state_dir: str, database_url: str):
+    """Placement's WSGI application on ``database_url`` (its schema
+    upgraded to head), and its ConfigOpts."""
     global _database_url
     from placement import db_api
     from placement import deploy
 
-    database_url = 'sqlite:///%s' % os.path.abspath(
-        os.path.join(state_dir, DATABASE_FILE))
     with _lock:
         if _database_url is not None and _database_url != database_url:
             raise EmbeddedPlacementError(
@@ -148,8 +140,29 @@ def start(state_dir: str, host: str = '127.0.0.1',
         if _database_url is None:
             db_api.configure(conf)
             _database_url = database_url
-        app = deploy.loadapp(conf)
-    server = wsgi_server.WSGIServer(app, host, port)
+        return deploy.loadapp(conf), conf
+
+
+def start(state_dir: str, host: str = '127.0.0.1',
+          port: int = 0) -> EmbeddedPlacement:
+    """Start Placement on ``host``:``port`` (0: any free port).
+
+    Its SQLite database is ``<state_dir>/placement.sqlite``, created or
+    upgraded to the current schema before serving. Raises
+    :class:`cyborg.common.wsgi_server.CannotListen` if the address
+    cannot be bound (before the database is touched), and
+    :class:`EmbeddedPlacementError` if this process already runs
+    Placement on another database (see the module documentation).
+    """
+    database_url = 'sqlite:///%s' % os.path.abspath(
+        os.path.join(state_dir, DATABASE_FILE))
+    server = wsgi_server.WSGIServer(None, host, port)
+    try:
+        app, conf = _load_app(state_dir, database_url)
+    except BaseException:
+        server.stop()
+        raise
+    server.set_app(app)
     server.start()
     placement = EmbeddedPlacement(conf, server, host, state_dir,
                                   database_url)

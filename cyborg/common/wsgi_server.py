@@ -294,17 +294,42 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
                           client_address[0])
 
 
+class CannotListen(Exception):
+    """The server cannot listen on its address (in use, not this
+    host's, or a privileged port); the message names the address."""
+
+    def __init__(self, host: str, port: int, error: OSError):
+        self.host = host
+        self.port = port
+        address = '[%s]' % host if ':' in host else host
+        super().__init__('cannot listen on %s:%d: %s' % (
+            address, port, error.strerror or error))
+
+
 class WSGIServer:
-    """Serves ``app`` on ``host``:``port`` in a background thread."""
+    """Serves ``app`` on ``host``:``port`` in a background thread.
+
+    The socket is bound here, so that a command can claim its ports
+    before it starts anything; ``app`` may then be given later
+    (:meth:`set_app`), before :meth:`start`. Raises
+    :class:`CannotListen` when the address cannot be bound.
+    """
 
     def __init__(self, app, host: str, port: int,
                  client_timeout: float = CLIENT_TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS):
-        self._server = _ThreadingServer((host, port), _Handler,
-                                        client_timeout, max_connections)
+        try:
+            self._server = _ThreadingServer((host, port), _Handler,
+                                            client_timeout, max_connections)
+        except OSError as e:
+            raise CannotListen(host, port, e) from e
         self._server.set_app(app)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name='wsgi-server', daemon=True)
+        self._started = False
+
+    def set_app(self, app) -> None:
+        self._server.set_app(app)
 
     @property
     def port(self) -> int:
@@ -313,11 +338,16 @@ class WSGIServer:
     def start(self) -> None:
         self._server.watchdog.start()
         self._thread.start()
+        self._started = True
 
     def stop(self, timeout: float = 0.0) -> bool:
         """Stop accepting connections, then give the requests in flight
         up to ``timeout`` seconds; whether they all finished (those left
-        end with the process)."""
+        end with the process). A server never started only closes its
+        socket."""
+        if not self._started:
+            self._server.server_close()
+            return True
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)

@@ -52,8 +52,8 @@ allocations (re-parenting needs Placement 1.37): the host stays pending
 and each later sync asks for the provider's allocations (one request per
 waiting provider) until there are none, then renames and moves it once.
 A retained deployable's provider reserves its whole inventory, and the
-other providers of its device reserve the handles it holds (see
-:func:`load_host_state`).
+other providers of its device reserve the units whose handles it holds
+(see :func:`load_host_state`).
 """
 
 import dataclasses
@@ -170,10 +170,9 @@ def load_host_state(context, host: str) -> HostState | None:
 
     A ``retained`` deployable (kept only while an attach handle of it is
     in use) is unschedulable; each other deployable of its device
-    reserves, up to its total, as many units as the retained ones of the
-    device hold handles in use, so that no unit is offered twice (more
-    than that when several deployables of the device have inventory, and
-    only until the retained ones are released).
+    reserves the units it has no attach handle for (those the retained
+    ones hold: the report diff does not add them twice), so that no unit
+    is offered twice. A unit without a handle could not be bound anyway.
     """
     rows = providers_db.host_rows(context, host)
     if rows is None:
@@ -194,7 +193,8 @@ def load_host_state(context, host: str) -> HostState | None:
             inventories=inventory(
                 attrs[providers.RESOURCE_CLASS_KEY], row.num_accelerators,
                 is_schedulable(row) and not row.retained,
-                rows.held.get(row.device_id, 0)),
+                max(0, row.num_accelerators - rows.handles.get(
+                    row.id, row.num_accelerators))),
             traits=traits, parent_deployable=rp_uuids.get(row.parent_id))
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,
@@ -228,6 +228,8 @@ class _Write:
     name: str | None = None
     adopted: bool = False
     inspected: bool = False
+    #: Whether the provider was upstream's when the sync started.
+    upstream: bool = False
 
     @classmethod
     def plan(cls, spec: ProviderSpec, row) -> '_Write | None':
@@ -239,7 +241,7 @@ class _Write:
         adopted = bool(row.adopted)
         write = cls(spec, True, True, row.generation, row.parent_uuid,
                     row.inventory_hash, row.traits_hash, name=row.name,
-                    adopted=adopted,
+                    adopted=adopted, upstream=adopted,
                     # The import records no parent: never read yet.
                     inspected=adopted and bool(row.parent_uuid))
         return write if write.pending else None
@@ -515,9 +517,36 @@ class PlacementSync:
         inventories, and the traits again if setting the inventories
         found the provider gone and created it again."""
         if write.inventory_pending:
-            write.inventory_written(self._put(write, inventory=True))
+            try:
+                write.inventory_written(self._put(write, inventory=True))
+            except placement_client.InventoryInUse:
+                if not write.upstream:
+                    raise
+                self._keep_allocated_classes(write)
         if write.traits_pending:
             write.traits_written(self._put(write, traits=True))
+
+    def _keep_allocated_classes(self, write: _Write) -> None:
+        """Set our inventory on an adopted provider whose allocations
+        use a resource class ours lacks, keeping that class with all of
+        it reserved: the allocations stay valid and nothing new is
+        scheduled on it. The inventory stays pending (the host is synced
+        again) until Placement takes ours alone."""
+        spec = write.spec
+        generation, current = self.client.get_inventories(spec.uuid)
+        merged = dict(spec.inventories)
+        for resource_class, record in current.items():
+            if resource_class not in merged:
+                merged[resource_class] = dict(record,
+                                              reserved=record['total'])
+        write.changed = True
+        write.generation = self.client.set_inventories(spec.uuid,
+                                                       generation, merged)
+        write.inventory_hash = _digest(merged)
+        LOG.warning('Resource provider %s holds allocations of %s, which '
+                    'its deployable no longer reports; keeping them '
+                    'reserved until they are gone', spec.uuid,
+                    ', '.join(sorted(set(merged) - set(spec.inventories))))
 
     def _reshape(self, batch: list[_Write]) -> None:
         """Set the inventories of ``batch`` with one request.

@@ -27,7 +27,10 @@ opts = [
                help='Name of the compute node resource provider in '
                     'Placement (the name nova-compute registered). '
                     'Defaults to this host\'s fully qualified domain '
-                    'name.'),
+                    'name, the name nova-compute\'s libvirt driver gives '
+                    'its node; cyborg-all-in-one, which creates the '
+                    'provider itself, defaults to [DEFAULT] host, the '
+                    'host its devices are reported under.'),
     cfg.IntOpt('discovery_interval',
                default=60, min=1,
                help='Seconds between two device discoveries of the agent.'),

@@ -45,10 +45,29 @@ opts = [
                      'passthrough.'),
     cfg.ListOpt('passthrough_drivers', default=['vfio-pci'],
                 help='Host drivers a GPU with no vGPU type may be bound to '
-                     'and still be reported for passthrough (PGPU). An '
-                     'unbound GPU is always reported (libvirt binds it to '
-                     'vfio-pci); a GPU bound to another driver (nvidia, '
-                     'nouveau) is in use by the host and not reported.'),
+                     'and still be reported for passthrough (PGPU) as it '
+                     'is. An unbound GPU is always reported (libvirt binds '
+                     'it to vfio-pci); a GPU bound to the host\'s nvidia '
+                     'driver is reported as rebind_nvidia_gpus says; one '
+                     'bound to another driver (nouveau) is in use by the '
+                     'host and not reported.'),
+    cfg.BoolOpt('rebind_nvidia_gpus', default=True,
+                help='Offer for passthrough (PGPU) the GPUs with no vGPU '
+                     'type that the host\'s nvidia driver holds. At bind '
+                     'the agent moves such a GPU from nvidia to vfio-pci, '
+                     'only when no host process has its /dev/nvidia<N> '
+                     'open and the nvidia driver grants its unbindLock: a '
+                     'GPU in use on the host fails the bind with the '
+                     'processes that hold it (Nova then reschedules the '
+                     'instance). When the accelerator request is unbound '
+                     'or deleted the GPU goes back to nvidia. Needs the '
+                     'vfio-pci module loaded. False: such GPUs are not '
+                     'reported (bind them to vfio-pci yourself). Ignored '
+                     'for GPUs when nvidia is one of passthrough_drivers.'),
+    cfg.FloatOpt('rebind_timeout', default=10.0, min=0.1,
+                 help='Seconds the agent waits for the kernel to move a '
+                      'GPU between nvidia and vfio-pci (rebind_nvidia_gpus) '
+                      'before the bind or the release fails.'),
     cfg.FloatOpt('nvidia_smi_timeout', default=10.0, min=1.0,
                  help='Seconds each nvidia-smi query of the health check '
                       'may take before it is killed and ignored.'),

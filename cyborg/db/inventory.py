@@ -32,11 +32,14 @@ adopting one keeps the imported row (its uuid and provider uuid) and
 takes its name, and the imported attach handles that match reported ones
 keep their uuid and ``in_use``. A bound handle keeps the attach info
 Nova was given until it is released. An imported deployable that no
-reported one adopts is removed, or ``retained`` while one of its handles
-is in use (its provider takes nothing new): the handles it holds are not
-added again to the reported deployables of its device (their providers
-reserve as many units, see :mod:`cyborg.db.providers`), and the first
-report after the release removes it, even a report unchanged since.
+reported one adopts is removed, or ``retained`` with only its handles in
+use while it has any (its provider takes nothing new). The handles it
+holds are not added again to the reported deployables of its device
+(their providers reserve the units they have no handle for, see
+:func:`cyborg.conductor.placement_sync.load_host_state`). The first
+report after a release, even a report unchanged since, removes the
+released handle (the reported deployable wanting it gets it) or, after
+the last, the retained deployable.
 
 Deployables may be nested (``children`` in the wire form): a child's row
 has ``parent_id`` (its parent's) and ``root_id`` (the top deployable's);
@@ -86,18 +89,22 @@ class DiffSummary:
 
 
 def _removal_pending(host):
-    """Whether a device of ``host`` kept ``missing``, or a deployable
-    ``retained``, while in use holds no handle in use any more: the next
-    report, changed or not, must be applied to remove it."""
+    """Whether a device of ``host`` kept ``missing`` while in use holds
+    no handle in use any more, or a deployable kept ``retained`` has a
+    handle released: the next report, changed or not, must be applied to
+    remove it (or the handle, which another deployable may then take)."""
     in_use = sa.exists().where(DEPLOYABLES.c.device_id == DEVICES.c.id,
                                HANDLES.c.deployable_id == DEPLOYABLES.c.id,
                                HANDLES.c.in_use == sa.true())
     retained = DEPLOYABLES.alias('retained')
     held = sa.exists().where(HANDLES.c.deployable_id == retained.c.id,
                              HANDLES.c.in_use == sa.true())
+    free = sa.exists().where(HANDLES.c.deployable_id == retained.c.id,
+                             HANDLES.c.in_use == sa.false())
     released = sa.exists().where(retained.c.device_id == DEVICES.c.id,
                                  DEVICES.c.hostname == host,
-                                 retained.c.retained == sa.true(), ~held)
+                                 retained.c.retained == sa.true(),
+                                 sa.or_(~held, free))
     return sa.or_(sa.exists().where(DEVICES.c.hostname == host,
                                     DEVICES.c.missing == sa.true(),
                                     ~in_use), released)
@@ -247,6 +254,8 @@ class _HostDiff:
         # again while they are held).
         self._held: dict[int, set[str]] = {}
         self._referenced: set[str] | None = None
+        # Deployables adopted by this report.
+        self._adopted: set[int] = set()
 
     def _children(self, rows, column: str, parent_id: int) -> list:
         return [row for row in rows if getattr(row, column) == parent_id]
@@ -373,11 +382,13 @@ class _HostDiff:
 
     # Adoption of imported deployables
 
-    def _functions(self, deployable_id: int) -> set[str]:
-        """PCI functions of a known deployable's handles."""
+    def _functions(self, deployable_id: int,
+                   in_use: bool = False) -> set[str]:
+        """PCI functions of a known deployable's handles (those in use)."""
         return {function for handle in self._children(
             self.handles, 'deployable_id', deployable_id)
-            if (function := adoption.pci_function(handle.attach_info))}
+            if (handle.in_use or not in_use)
+            and (function := adoption.pci_function(handle.attach_info))}
 
     def _adopt(self, device, existing: dict[str, Any],
                walked: list) -> bool:
@@ -385,31 +396,34 @@ class _HostDiff:
         ones adopt (see :func:`cyborg.domain.adoption.match`), updating
         ``existing`` ({name: row}) to their new names."""
         wanted = {dep['name'] for dep, _parent, _depth in walked}
+        names = {dep.id: name for name, dep in existing.items()
+                 if name not in wanted and adoption.is_foreign(
+                     dep.rp_uuid, self.host, device.address, name)}
+        if not names:
+            return False
         unnamed = {dep['name']: {function for handle in dep['attach_handles']
                                  if (function := adoption.pci_function(
                                      handle['attach_info']))}
                    for dep, _parent, _depth in walked
                    if dep['name'] not in existing}
-        foreign = [(dep.id, name, self._functions(dep.id))
-                   for name, dep in existing.items() if name not in wanted
-                   and adoption.is_foreign(dep.rp_uuid, self.host,
-                                           device.address, name)]
-        if not unnamed or not foreign:
-            return False
-        names = {dep_id: name for dep_id, name, _functions in foreign}
-        for name, dep_id in adoption.match(unnamed, foreign).items():
+        foreign = [(dep_id, self._functions(dep_id),
+                    self._functions(dep_id, in_use=True))
+                   for dep_id in names]
+        matches = adoption.match(unnamed, foreign)
+        for name, dep_id in matches.items():
             row = existing.pop(names[dep_id])
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == dep_id).values(
                     name=name, retained=False, updated_at=self.now))
             existing[name] = row
+            self._adopted.add(dep_id)
             self._ids[device.id, name] = self._ids.pop(
                 (device.id, names[dep_id]))
             self.summary.adopted += 1
             LOG.info('Deployable %s (%s) of device %s of host %s adopted '
                      'as %s', row.uuid, names[dep_id], device.address,
                      self.host, name)
-        return True
+        return bool(matches)
 
     def _held_handles(self, existing: dict[str, Any],
                       walked: list) -> set[str]:
@@ -521,11 +535,11 @@ class _HostDiff:
                                                         links['root_id'])
             self._links_of[deployable_id] = (links['parent_id'],
                                              links['root_id'])
-            held = self._held.get(device_id, set())
+            held = self._held.get(device_id)
             handles += self._handle_rows(deployable_id, cpid_id, [
                 handle for handle in deployable['attach_handles']
-                if adoption.handle_identity(handle['attach_info'])
-                not in held])
+                if not held or adoption.handle_identity(
+                    handle['attach_info']) not in held])
             attributes += self._attribute_rows(deployable_id,
                                                _attributes(deployable))
         if handles:
@@ -544,11 +558,14 @@ class _HostDiff:
                           deployable), retained=False)
         changes = {key: value for key, value in wanted.items()
                    if getattr(row, key) != value}
-        if row.bitstream_id is not None and self._function_changed(
-                row.id, deployable.get('traits') or []):
+        if (row.bitstream_id is not None and row.id not in self._adopted
+                and self._function_changed(row.id,
+                                           deployable.get('traits') or [])):
             # The region runs another function than the bitstream the
             # conductor recorded (programmed by other means): what it
-            # holds is unknown now.
+            # holds is unknown now. (An adopted deployable's recorded
+            # traits are upstream's, named otherwise: its bitstream
+            # stays.)
             changes['bitstream_id'] = None
         if changes:
             self.connection.execute(sa.update(DEPLOYABLES).where(
@@ -578,12 +595,18 @@ class _HostDiff:
 
     def _remove_deployable(self, row) -> bool:
         """Remove a deployable no longer reported, or keep it
-        ``retained`` while one of its handles is in use."""
+        ``retained``, with only its handles in use, while it has any."""
         handles = self._children(self.handles, 'deployable_id', row.id)
         if any(handle.in_use for handle in handles):
+            # A free handle of it would never be bound (its provider
+            # takes nothing new); another deployable may want it.
+            free = [handle.id for handle in handles if not handle.in_use]
+            if free:
+                self.connection.execute(sa.delete(HANDLES).where(
+                    HANDLES.c.id.in_(free)))
             self.summary.retained += 1
             if row.retained:
-                return False
+                return bool(free)
             self.connection.execute(sa.update(DEPLOYABLES).where(
                 DEPLOYABLES.c.id == row.id).values(retained=True,
                                                    updated_at=self.now))
@@ -634,11 +657,18 @@ class _HostDiff:
         :func:`cyborg.domain.adoption.handle_identity`); a free one
         takes the reported spelling of its info, one in use keeps what
         Nova was given. Handles ``held`` by other rows are not added."""
-        existing = {adoption.handle_identity(row.attach_info): row
-                    for row in self._children(self.handles, 'deployable_id',
-                                              deployable_id)}
-        wanted_by_key = {adoption.handle_identity(h['attach_info']): h
-                         for h in wanted}
+        rows = self._children(self.handles, 'deployable_id', deployable_id)
+        wanted_by_text = {device_tree.canonical_json(h['attach_info']): h
+                          for h in wanted}
+        if held or {row.attach_info for row in rows} != set(wanted_by_text):
+            existing = {adoption.handle_identity(row.attach_info): row
+                        for row in rows}
+            wanted_by_key = {adoption.handle_identity(h['attach_info']): h
+                             for h in wanted}
+        else:
+            # Spelt alike (every report after the first): no parsing.
+            existing = {row.attach_info: row for row in rows}
+            wanted_by_key = wanted_by_text
         new = [handle for key, handle in wanted_by_key.items()
                if key not in existing and key not in held]
         self._add_handles(deployable_id, cpid_id, new)

@@ -51,9 +51,9 @@ class HostRows:
     attributes: dict[int, dict[str, str]]
     #: The providers' last written rows, by uuid.
     known: dict[str, Any]
-    #: Per device id, the attach handles in use in its ``retained``
-    #: deployables (capacity its other deployables must not offer).
-    held: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Attach handle rows per deployable id, of the deployables of the
+    #: devices that hold a ``retained`` deployable (only those).
+    handles: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 @db_api.main_context_manager.reader.connection
@@ -82,16 +82,15 @@ def host_rows(context, host: str) -> HostRows | None:
                 attr.value)
     known = {row.uuid: row for row in connection.execute(
         sa.select(PROVIDERS).where(PROVIDERS.c.host == host))}
-    held: dict[int, int] = {}
-    if any(row.retained for row in rows):
-        held = dict(connection.execute(
-            sa.select(DEPLOYABLES.c.device_id, sa.func.count())
-            .join(HANDLES, HANDLES.c.deployable_id == DEPLOYABLES.c.id)
-            .where(DEPLOYABLES.c.id.in_([row.id for row in rows
-                                         if row.retained]),
-                   HANDLES.c.in_use == sa.true())
-            .group_by(DEPLOYABLES.c.device_id)).all())
-    return HostRows(service, rows, attributes, known, held)
+    handles: dict[int, int] = {}
+    holding = {row.device_id for row in rows if row.retained}
+    if holding:
+        handles = {row.id: 0 for row in rows if row.device_id in holding}
+        handles.update(connection.execute(
+            sa.select(HANDLES.c.deployable_id, sa.func.count())
+            .where(HANDLES.c.deployable_id.in_(sorted(handles)))
+            .group_by(HANDLES.c.deployable_id)).all())
+    return HostRows(service, rows, attributes, known, handles)
 
 
 @dataclasses.dataclass

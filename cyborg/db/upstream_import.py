@@ -161,7 +161,7 @@ def _plan_profiles(source, plan: Plan, report) -> dict[int, str]:
     for row in source['device_profiles']:
         uuids[row['id']] = row['uuid']
         try:
-            upstream.parse_json(row['profile_json'], 'profile_json')
+            upstream.profile_groups(row['profile_json'])
         except upstream.Unmappable as e:
             _problem(report, 'device profile', row['uuid'], e)
         plan.rows['device_profiles'].append(dict(
@@ -169,6 +169,27 @@ def _plan_profiles(source, plan: Plan, report) -> dict[int, str]:
             profile_json=row['profile_json'],
             description=row.get('description'), **_stamps(row)))
     return uuids
+
+
+def _plan_cpids(device: str, cpids: list[dict[str, Any]], plan: Plan,
+                report) -> list[Any]:
+    """The control path ids of ``device``; their PCI infos, parsed."""
+    infos, seen = [], collections.defaultdict(list)
+    for cpid in cpids:
+        try:
+            info = upstream.canonical(cpid['cpid_info'], 'cpid_info')
+        except upstream.Unmappable as e:
+            _problem(report, 'control path id', cpid['uuid'], e)
+            continue
+        seen[(info,)].append(cpid['uuid'])
+        if cpid['cpid_type'] == 'PCI':
+            infos.append(upstream.parse_json(info, 'cpid_info'))
+        plan.rows['controlpath_ids'].append(dict(
+            uuid=cpid['uuid'], _device=device, cpid_type=cpid['cpid_type'],
+            cpid_info=info, **_stamps(cpid)))
+    _duplicates(report, 'control path ids', seen,
+                'of device %s have the same info' % device)
+    return infos
 
 
 def _plan_devices(source, plan: Plan, report) -> dict[int, str]:
@@ -180,22 +201,7 @@ def _plan_devices(source, plan: Plan, report) -> dict[int, str]:
     addresses = collections.defaultdict(list)
     for row in source['devices']:
         uuids[row['id']] = row['uuid']
-        infos, seen = [], collections.defaultdict(list)
-        for cpid in cpids[row['id']]:
-            try:
-                info = upstream.canonical(cpid['cpid_info'], 'cpid_info')
-            except upstream.Unmappable as e:
-                _problem(report, 'control path id', cpid['uuid'], e)
-                continue
-            seen[(info,)].append(cpid['uuid'])
-            if cpid['cpid_type'] == 'PCI':
-                infos.append(upstream.parse_json(info, 'cpid_info'))
-            plan.rows['controlpath_ids'].append(dict(
-                uuid=cpid['uuid'], _device=row['uuid'],
-                cpid_type=cpid['cpid_type'], cpid_info=info,
-                **_stamps(cpid)))
-        _duplicates(report, 'control path ids', seen,
-                    'of device %s have the same info' % row['uuid'])
+        infos = _plan_cpids(row['uuid'], cpids[row['id']], plan, report)
         try:
             address = upstream.device_address(infos)
         except upstream.Unmappable as e:
@@ -212,8 +218,8 @@ def _plan_devices(source, plan: Plan, report) -> dict[int, str]:
             row['hostname'], 0) + 1
         plan.rows['devices'].append(dict(
             uuid=row['uuid'], type=row['type'], vendor=row['vendor'],
-            model=row['model'], std_board_info=row['std_board_info'],
-            vendor_board_info=row['vendor_board_info'],
+            model=row['model'], std_board_info=row.get('std_board_info'),
+            vendor_board_info=row.get('vendor_board_info'),
             hostname=row['hostname'], address=address,
             status=row.get('status') or device_rules.ENABLED,
             health=device_tree.Health.HEALTHY.value, driver=None,
@@ -230,7 +236,7 @@ def _plan_deployables(source, plan: Plan, report,
     deployables, names = {}, collections.defaultdict(list)
     providers = collections.defaultdict(list)
     for row in source['deployables']:
-        if row['parent_id'] is not None or row['root_id'] is not None:
+        if row.get('parent_id') is not None or row.get('root_id') is not None:
             report.adjustments.append(
                 'deployable %s: its parent/root (unused by upstream) is '
                 'not imported' % row['uuid'])
@@ -239,17 +245,18 @@ def _plan_deployables(source, plan: Plan, report,
         ours = dict(uuid=row['uuid'], _device=device_uuids[row['device_id']],
                     name=row['name'],
                     num_accelerators=row['num_accelerators'],
-                    rp_uuid=row['rp_uuid'], driver_name=row['driver_name'],
-                    bitstream_id=row['bitstream_id'], parent_id=None,
+                    rp_uuid=row.get('rp_uuid'),
+                    driver_name=row.get('driver_name'),
+                    bitstream_id=row.get('bitstream_id'), parent_id=None,
                     root_id=None,
                     preparation=device_tree.Preparation.NONE.value,
                     retained=False, **_stamps(row))
         deployables[row['id']] = ours
         plan.rows['deployables'].append(ours)
-        if row['rp_uuid']:
-            providers[(row['rp_uuid'],)].append(row['uuid'])
+        if row.get('rp_uuid'):
+            providers[(row.get('rp_uuid'),)].append(row['uuid'])
             plan.rows['placement_providers'].append(dict(
-                uuid=row['rp_uuid'], host=hosts[row['device_id']],
+                uuid=row.get('rp_uuid'), host=hosts[row['device_id']],
                 name=row['name'], parent_uuid='', generation=None,
                 inventory_hash=None, traits_hash=None, adopted=True))
     _duplicates(report, 'deployables', names,
@@ -293,14 +300,14 @@ def _plan_arqs(source, plan: Plan, report, profile_uuids,
             _problem(report, 'accelerator request', row['uuid'], e)
             continue
         report.count_state(row['state'], state)
-        handle_id, bind_error = row['attach_handle_id'], None
-        deployable_id = row['deployable_id']
+        handle_id, bind_error = row.get('attach_handle_id'), None
+        deployable_id = row.get('deployable_id')
         if row['state'] in upstream.INTERRUPTED:
             handle_id, deployable_id = None, None
             bind_error = upstream.INTERRUPTED_BIND_ERROR
-            if row['instance_uuid']:
+            if row.get('instance_uuid'):
                 plan.failed_events.append((row['uuid'],
-                                           row['instance_uuid']))
+                                           row.get('instance_uuid')))
         elif handle_id is not None and state not in upstream.HOLDS_HANDLE:
             report.adjustments.append(
                 'accelerator request %s (%s) held attach handle %s; '
@@ -311,11 +318,12 @@ def _plan_arqs(source, plan: Plan, report, profile_uuids,
             holders[(handles[handle_id],)].append(row['uuid'])
             kept[handle_id] = row['uuid']
         plan.rows['extended_accelerator_requests'].append(dict(
-            uuid=row['uuid'], project_id=row['project_id'], state=state,
+            uuid=row['uuid'], project_id=row.get('project_id'), state=state,
             _profile=profile_uuids[row['device_profile_id']],
             device_profile_group_id=row['device_profile_group_id'],
-            hostname=row['hostname'], device_rp_uuid=row['device_rp_uuid'],
-            instance_uuid=row['instance_uuid'],
+            hostname=row.get('hostname'),
+            device_rp_uuid=row.get('device_rp_uuid'),
+            instance_uuid=row.get('instance_uuid'),
             _handle=handles.get(handle_id),
             _deployable=(deployables[deployable_id]['uuid']
                          if deployable_id is not None else None),
@@ -339,10 +347,10 @@ def _plan_handles(source, plan: Plan, report, deployables,
         deployable = deployables[row['deployable_id']]['uuid']
         infos[(deployable, info)].append(row['uuid'])
         in_use = row['id'] in held
-        if in_use != bool(row['in_use']):
+        if in_use != bool(row.get('in_use')):
             report.adjustments.append(
                 'attach handle %s: in_use %s upstream, %s here (%s)' % (
-                    row['uuid'], bool(row['in_use']), in_use,
+                    row['uuid'], bool(row.get('in_use')), in_use,
                     'held by accelerator request %s' % held[row['id']]
                     if in_use else 'held by no bound accelerator request'))
         plan.rows['attach_handles'].append(dict(
@@ -356,8 +364,9 @@ def _plan_handles(source, plan: Plan, report, deployables,
 
 def plan(source: dict[str, list[dict[str, Any]]],
          report: upstream.ImportReport) -> Plan:
-    """Our rows for upstream's ``source`` rows; what was adjusted or
-    cannot be imported goes to ``report``."""
+    """Our rows for upstream's ``source`` rows (dicts by column; a NULL
+    column may be left out); what was adjusted or cannot be imported
+    goes to ``report``."""
     result = Plan()
     for name, rows in source.items():
         report.source_rows[name] = len(rows)

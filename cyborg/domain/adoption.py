@@ -22,11 +22,15 @@ deployable adopts a foreign deployable of the same device when:
    ours do, but a deployable adopted once carries our name from then
    on); or else
 2. they share a PCI function in their attach handles' info (the one
-   rule that holds for every driver: both attach the same functions).
-   Among several candidates the one sharing most functions wins, then
-   the oldest row.
+   rule that holds for every driver: both attach the same functions),
+   and the reported one carries every function the imported one has in
+   use (otherwise the imported one is kept as it is, ``retained``, until
+   those are released). Among several candidates the one sharing most
+   functions wins, then the oldest row.
 
-Per upstream driver (upstream name -> ours, all on the same device):
+Per upstream driver (upstream name -> ours, all on the same device; the
+admin guide's "How agents and the conductor adopt an upstream Cyborg"
+has the details):
 
 ==================  ============================  =========================
 upstream driver     upstream deployable           adopted by our deployable
@@ -36,9 +40,9 @@ fake_driver         ``<host>_FakeDevice``, 16     ``dddd_bb_ss_f`` (16
 nvidia_gpu_driver   ``<host>_<bdf>`` (pGPU: one   ``dddd_bb_ss_f`` (pGPU) or
                     PCI handle; vGPU: MDEV        ``dddd_bb_ss_f_<type>``
                     handles on the GPU)           (vGPU) on the same GPU
-intel_fpga_driver   ``<hostname>_<bdf>`` (PF, or  the deployable holding
-                    last VF's name with one       the same PF/VF functions
-                    handle per VF)                (VF pool: a child)
+intel_fpga_driver   ``<hostname>_<bdf>`` (PF, or  ``dddd_bb_ss_f`` of the
+                    last VF's name with one       function in use (else the
+                    handle per VF)                first sharing one)
 inspur/xilinx FPGA  ``<host>_<bdf>``              ``dddd_bb_ss_f`` (Xilinx:
                                                   user function)
 intel_qat_driver    one ``<hostname>_<VF bdf>``   the PF's VF pool child
@@ -47,7 +51,7 @@ intel_qat_driver    one ``<hostname>_<VF bdf>``   the PF's VF pool child
                                                   retained while in use)
 intel_nic_driver    one per VF (or the PF)        the PF's VF pool child
 inspur NVMe, PCI    ``<host>_<bdf>``              ``dddd_bb_ss_f``
-huawei_ascend       ``<name>_<dddd_bb_ss_f>``     ``dddd_bb_ss_f``
+huawei_ascend       none (upstream keeps none)    (nothing to adopt)
 ==================  ============================  =========================
 
 Attach handles are the same when their info names the same PCI function
@@ -114,20 +118,22 @@ def is_foreign(rp_uuid: str | None, host: str, address: str,
 
 
 def match(reported: dict[str, set[str]],
-          foreign: list[tuple[int, str, set[str]]]) -> dict[str, int]:
+          foreign: list[tuple[int, set[str], set[str]]]) -> dict[str, int]:
     """{reported name: foreign deployable id} of the adoptions.
 
     ``reported``: the names of the reported deployables that no row
     carries, with the PCI functions of their handles; ``foreign``: (id,
-    name, PCI functions) of the device's foreign deployables no reported
-    deployable names. Each foreign deployable is adopted at most once.
+    PCI functions, PCI functions in use) of the device's foreign
+    deployables no reported deployable names. Each foreign deployable is
+    adopted at most once.
     """
     found: dict[str, int] = {}
     taken: set[int] = set()
     for name, functions in sorted(reported.items()):
         candidates = [(-len(functions & theirs), row_id)
-                      for row_id, _name, theirs in foreign
-                      if row_id not in taken and functions & theirs]
+                      for row_id, theirs, in_use in foreign
+                      if row_id not in taken and functions & theirs
+                      and in_use <= functions]
         if candidates:
             row_id = min(candidates)[1]
             found[name] = row_id

@@ -55,13 +55,16 @@ class Preparation(str, enum.Enum):
     mediated device is created. ``vf``: a virtual function is configured
     (e.g. its MAC or VLAN). ``vgpu_type``: the vGPU type is written to a
     VF's ``current_vgpu_type`` (NVIDIA vGPU 17+). ``program``: the
-    deployable is programmed (an FPGA region).
+    deployable is programmed (an FPGA region). ``vfio``: a whole device
+    the host's driver holds is moved to ``vfio-pci`` (and given back at
+    unbind).
     """
     NONE = 'none'
     MDEV = 'mdev'
     VF = 'vf'
     VGPU_TYPE = 'vgpu_type'
     PROGRAM = 'program'
+    VFIO = 'vfio'
 
 
 PREPARATIONS = tuple(kind.value for kind in Preparation)

@@ -59,10 +59,10 @@ from cyborg.domain import device_tree
 #: what they are. The tables the import reads have the same columns in
 #: all of them (``devices.device_state``, new in 17.0.0, is not read).
 KNOWN_REVISIONS: dict[str, str] = {
-    'b47c8f2d1e3a': 'openstack-cyborg 17.0.0 (head: devices.device_state)',
-    'a35b4295a0e5': 'device type NVME',
-    '9625668549b5': 'device types MDEV and PCI',
-    '6c77bd6afea5': 'devices.status',
+    'b47c8f2d1e3a': 'openstack-cyborg 17.0.0, adds devices.device_state',
+    'a35b4295a0e5': 'adds device type NVME',
+    '9625668549b5': 'adds device types MDEV and PCI',
+    '6c77bd6afea5': 'adds devices.status',
 }
 
 #: Upstream's tables the import copies, parents before children.
@@ -135,6 +135,17 @@ def parse_json(text: str | None, what: str) -> Any:
         return json.loads(text)
     except (TypeError, ValueError) as e:
         raise Unmappable('%s is not JSON (%s): %r' % (what, e, text))
+
+
+def profile_groups(text: str | None) -> list[dict[str, Any]]:
+    """The groups of a device profile's ``profile_json``
+    (``{"groups": [{...}, ...]}``, upstream's form and ours)."""
+    value = parse_json(text, 'profile_json')
+    groups = value.get('groups') if isinstance(value, dict) else None
+    if not isinstance(groups, list) or not all(
+            isinstance(group, dict) for group in groups):
+        raise Unmappable('profile_json has no list of groups: %r' % (text,))
+    return groups
 
 
 def canonical(text: str | None, what: str) -> str:

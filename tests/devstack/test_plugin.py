@@ -38,7 +38,8 @@ CONTROLLER_IP = '192.0.2.10'
 COMPUTE_ENV = {'HOST_IP': '192.0.2.20', 'SERVICE_HOST': CONTROLLER_IP,
                'DATABASE_HOST': CONTROLLER_IP, 'RABBIT_HOST': CONTROLLER_IP}
 LOCAL_CONF = """[[local|localrc]]
-enable_plugin cyborg https://opendev.org/openstack/cyborg
+CYBORG_REPO=https://git.example.com/cloud/cyborg.git
+enable_plugin cyborg $CYBORG_REPO main
 
 [[post-config|$CYBORG_CONF]]
 [agent]

@@ -61,6 +61,35 @@ def test_devices_are_listed(allinone):
     assert [d['type'] for d in devices] == ['FPGA']
 
 
+@pytest.mark.parametrize('which', ['api', 'placement'])
+def test_a_second_all_in_one_on_the_same_ports_says_which(allinone,
+                                                          work_dir, which):
+    """The README's start while another all-in-one runs: one line naming
+    the busy address and the option that changes it, exit status 2,
+    nothing left running (its ports and state stay free)."""
+    busy = int(allinone.url.rsplit(':', 1)[1])
+    option = '--port'
+    ports = {'--port': str(servers.free_port()),
+             '--placement-port': str(servers.free_port())}
+    if which == 'placement':
+        busy = int(_placement_url(allinone).rsplit(':', 1)[1])
+        option = '--placement-port'
+    ports[option] = str(busy)
+    state = os.path.join(work_dir, 'busy-%s' % which)
+    result = servers.run_script(
+        'cyborg-all-in-one', '--state-dir', state,
+        *[arg for item in ports.items() for arg in item], timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == (
+        'cyborg-all-in-one: cannot listen on 127.0.0.1:%d: Address already '
+        'in use (the %s); choose another port with %s\n'
+        % (busy, 'API' if which == 'api' else 'embedded Placement', option))
+    assert 'Traceback' not in result.stdout
+    assert not os.path.exists(os.path.join(state, 'cyborg.sqlite'))
+    # The running one is unharmed.
+    assert requests.get(allinone.url + '/v2/devices', timeout=10).ok
+
+
 def test_ready_line_comes_after_the_first_inventory_report(work_dir):
     """A client that starts on the ready line finds the devices: with a
     discovery that takes 2 s, the line waits for the agent's first

@@ -341,8 +341,11 @@ def _run(config_file, *args):
             result.stdout + result.stderr)
 
 
-def test_dbsync_commands(config_file):
+def test_dbsync_commands(config_file, tmp_path):
     head = migration.head()
+    # An empty database (SQLite: an empty file; a file that does not
+    # exist is refused, see test_dbsync_version_names_a_missing_file).
+    (tmp_path / 'cyborg.sqlite').touch()
 
     code, out, err = _run(config_file, 'version')
     assert (code, out) == (0, 'None (empty database)'), err
@@ -356,6 +359,16 @@ def test_dbsync_commands(config_file):
     # Upgrading an up-to-date database succeeds and changes nothing.
     code, out, err = _run(config_file, 'upgrade')
     assert (code, out) == (0, 'Database is at revision %s' % head), err
+
+
+def test_dbsync_version_names_a_missing_file(tmp_path):
+    config = servers.write_config(str(tmp_path / 'c.conf'), {
+        'database': {'connection': 'sqlite:///%s' % (tmp_path / 'x.db')}})
+    code, out, output = _run(config, 'version')
+    assert (code, out) == (2, '')
+    assert 'cannot open the database %s: no such file' % (
+        tmp_path / 'x.db') in output
+    assert not os.path.exists(tmp_path / 'x.db')
 
 
 def test_dbsync_upgraded_schema_matches_models(config_file):

@@ -52,9 +52,21 @@ def _heartbeat(tmp_path, when):
 
 
 def test_empty_database_fails(tmp_path, placement):
+    (tmp_path / 'cyborg.sqlite').write_bytes(b'')
     result = _check(_config(tmp_path, placement.url))
     assert result.returncode == 2
     assert 'run "cyborg-dbsync upgrade"' in result.stdout
+
+
+def test_a_missing_database_is_one_line_naming_it(tmp_path):
+    result = _check(_config(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == ''
+    assert result.stderr == (
+        'cyborg-status: cannot open the database %s: no such file (create '
+        'it with "cyborg-dbsync upgrade", or set [database] connection in '
+        '--config-file, or --state-dir to the state directory of a '
+        'cyborg-all-in-one)\n' % (tmp_path / 'cyborg.sqlite'))
 
 
 def test_healthy_deployment_passes(tmp_path, placement):

@@ -87,10 +87,11 @@ def _run_dbsync(config: str, work: str, *command: str) -> None:
                               (done.stdout + done.stderr)[-6000:]))
 
 
-def migrate(url: str) -> None:
+def migrate(url: str, revision: str | None = None) -> None:
     """Upstream's schema on the empty database at ``url``, by upstream's
-    ``cyborg-dbsync upgrade`` (on PostgreSQL with one step by hand, see
-    :data:`_PG_STATUS`)."""
+    ``cyborg-dbsync upgrade`` to ``revision`` (default: head; on
+    PostgreSQL with one step by hand, see :data:`_PG_STATUS`, so not
+    before that step's revision)."""
     with tempfile.TemporaryDirectory(prefix='cyborg-upstream-') as work:
         config = os.path.join(work, 'cyborg.conf')
         with open(config, 'w') as f:
@@ -104,7 +105,8 @@ def migrate(url: str) -> None:
                     connection.execute(sa.text(statement))
             engine.dispose()
             _run_dbsync(config, work, 'stamp', '--revision', _STATUS)
-        _run_dbsync(config, work, 'upgrade')
+        _run_dbsync(config, work, 'upgrade', *(
+            ('--revision', revision) if revision else ()))
     if sa.engine.make_url(url).get_backend_name() == 'postgresql':
         _widen_pg_enums(url)
 

@@ -81,3 +81,45 @@ def test_the_hardware_trees_are_what_the_drivers_report(
     assert {d['health'] for d in wire} == {'healthy'}
     assert hardware_trees.wire_tree(kind) == wire  # stable
     assert hardware_trees.wire_tree(kind, changed=True) != wire
+
+
+def test_the_upstream_import_benchmark_data_is_our_fake_drivers():
+    """The generated upstream rows import without a problem, and each
+    device's handles name the PCI functions our fake driver reports for
+    the device at the same address (what adoption matches on)."""
+    from oslo_config import cfg
+
+    from cyborg.accelerator.drivers.fake import driver as fake
+    from cyborg.conf import fake_driver as fake_driver_conf
+    from cyborg.db import upstream_import
+    from cyborg.domain import adoption
+    from cyborg.domain import upstream
+    sys.path.insert(0, ROOT)
+    try:
+        from tools.bench import upstream_import as bench
+    finally:
+        sys.path.remove(ROOT)
+    rows = bench.upstream_rows(['h0', 'h1'], 2, 8)
+    report = upstream.ImportReport('source', 'b47c8f2d1e3a')
+    planned = upstream_import.plan(rows, report)
+    assert report.problems == []
+    assert report.states['Bound'] == {'Bound': 4}
+    conf = cfg.ConfigOpts()
+    fake_driver_conf.register_opts(conf)
+    conf([], project='cyborg', default_config_files=[])
+    conf.set_override('num_devices', 2, group='fake_driver')
+    ours = {device['address']: {
+        adoption.pci_function(handle['attach_info'])
+        for handle in device['deployables'][0]['attach_handles']}
+        for device in device_tree.tree_to_wire(
+            fake.FakeDriver(conf).discover())}
+    by_uuid = {d['uuid']: d for d in planned.rows['devices']}
+    functions: dict[tuple[str, str], set] = {}
+    deployables = {d['uuid']: d for d in planned.rows['deployables']}
+    for handle in planned.rows['attach_handles']:
+        device = by_uuid[deployables[handle['_deployable']]['_device']]
+        functions.setdefault((device['hostname'], device['address']),
+                             set()).add(
+            adoption.pci_function(handle['attach_info']))
+    assert functions == {(host, address): ours[address]
+                         for host in ('h0', 'h1') for address in ours}

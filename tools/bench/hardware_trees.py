@@ -21,6 +21,7 @@ and discovered by the driver an operator would enable.
   (``intel_qat_driver``); changed: one VF of the first gone.
 """
 
+import os
 import tempfile
 
 from oslo_config import cfg
@@ -32,6 +33,7 @@ from cyborg.accelerator.drivers.utils import fake_tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils.host_tree import HostTree
 from cyborg.conf import agent as agent_conf
+from cyborg.conf import default as default_conf
 from cyborg.conf import intel_qat_driver as qat_conf
 from cyborg.conf import nvidia_gpu as nvidia_conf
 from cyborg.domain import device_tree
@@ -44,10 +46,11 @@ QAT_VFS = 16
 
 def _conf(root: str) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
-    for options in (agent_conf, nvidia_conf, qat_conf):
+    for options in (default_conf, agent_conf, nvidia_conf, qat_conf):
         options.register_opts(conf)
     conf([], project='cyborg-bench', default_config_files=[])
     conf.set_override('host_root', root, group='agent')
+    conf.set_override('state_path', os.path.join(root, 'state'))
     return conf
 
 

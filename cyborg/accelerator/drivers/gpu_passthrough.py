@@ -78,14 +78,15 @@ def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
 
 
 def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
-                    driver_name: str) -> device_tree.Deployable:
+                    driver_name: str,
+                    preparation: str = device_tree.Preparation.NONE.value
+                    ) -> device_tree.Deployable:
     """A whole GPU offered for passthrough: one ``PGPU``, the GPU's own
-    function as its attach handle, attachable as discovered (libvirt
-    binds it to vfio-pci)."""
+    function as its attach handle; attachable as discovered (libvirt
+    binds it to vfio-pci) unless ``preparation`` says otherwise."""
     return device_tree.Deployable(
         name=deployable_name(gpu.address), num_accelerators=1,
         resource_class='PGPU', traits=traits,
         attach_handles=[device_tree.AttachHandle(
             device_tree.AttachType.PCI.value, gpu.address.attach_info())],
-        driver_name=driver_name,
-        preparation=device_tree.Preparation.NONE.value)
+        driver_name=driver_name, preparation=preparation)

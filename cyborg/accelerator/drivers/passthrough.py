@@ -135,13 +135,15 @@ def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
             preparation=preparation)])
 
 
-def board_info(device: pci.PCIDevice) -> dict[str, str]:
-    """What the device's PCI config space says, as strings."""
-    info = {'vendor_id': hex_id(device.vendor_id),
-            'device_id': hex_id(device.device_id),
-            'class': '0x%06x' % device.class_code,
-            'numa_node': ('' if device.numa_node is None
-                          else str(device.numa_node))}
+def board_info(device: pci.PCIDevice) -> dict[str, str | int | None]:
+    """What the device's PCI config space says: ids as hex strings, the
+    NUMA node as an integer (None when the kernel does not know it), as
+    the GPU drivers report it."""
+    info: dict[str, str | int | None] = {
+        'vendor_id': hex_id(device.vendor_id),
+        'device_id': hex_id(device.device_id),
+        'class': '0x%06x' % device.class_code,
+        'numa_node': device.numa_node}
     if device.subsystem_vendor_id is not None:
         info['subsystem_vendor_id'] = hex_id(device.subsystem_vendor_id)
     if device.subsystem_device_id is not None:

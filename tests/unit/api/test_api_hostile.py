@@ -36,6 +36,7 @@ import webob
 
 from cyborg.accelerator.drivers.fake import driver as fake_driver
 from cyborg.api import app as api_app
+from cyborg.api import errors
 from cyborg.api.controllers import root
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
@@ -729,3 +730,22 @@ def test_a_413_is_the_json_fault_with_the_limit(api):
     fault = json.loads(response.json['error_message'])
     assert '%s' not in fault['faultstring']
     assert '114688' in fault['faultstring']
+
+
+def test_a_400_cuts_a_long_bad_value_it_echoes(api):
+    name = 'x' * 20000
+    response = _request(api, 'POST', '/v2/device_profiles',
+                        [dict(PROFILE, name=name)])
+    _assert_refused(response, (400,))
+    fault = json.loads(response.json['error_message'])
+    # The value's repr (with its quotes) cut to 200 characters.
+    assert fault['faultstring'] == (
+        "0/name: '%s...(20002 characters) is too long" % ('x' * 199))
+    assert len(fault['faultstring']) < 300
+
+
+def test_no_error_message_is_longer_than_the_limit():
+    fault = json.loads(json.loads(errors.fault_body(
+        400, 'y' * 50000))['error_message'])
+    assert fault['faultstring'] == '%s...(50000 characters)' % (
+        'y' * errors.MAX_MESSAGE)

@@ -522,3 +522,36 @@ def test_from_conf_without_keystone(tmp_path):
     assert client.adapter.auth.token == 'admin'
     assert client.adapter.service_type == 'placement'
     assert client.adapter.get_endpoint() == URL
+
+
+def test_update_provider_request(client, transport):
+    parent = '6a1f2c3e-5b7d-4e9f-8a0b-1c2d3e4f5a6b'
+    transport.reply(200, {'uuid': RP, 'name': 'new', 'generation': 4,
+                          'parent_provider_uuid': parent})
+    assert client.update_provider(RP, 'new', parent)['generation'] == 4
+    sent = transport.last
+    assert (sent.method, sent.url) == ('PUT',
+                                       URL + '/resource_providers/' + RP)
+    assert sent.headers['OpenStack-API-Version'] == 'placement 1.37'
+    assert body_of(sent) == {'name': 'new', 'parent_provider_uuid': parent}
+
+
+@pytest.mark.parametrize('status, code, expected', [
+    (406, None, placement.MicroversionUnsupported),
+    (409, 'placement.duplicate_name', placement.ProviderConflict),
+    (404, None, placement.ProviderNotFound),
+])
+def test_update_provider_refusals(client, transport, status, code, expected):
+    transport.reply(status, error(status, code))
+    with pytest.raises(expected) as info:
+        client.update_provider(RP, 'new', None)
+    assert type(info.value) is expected
+
+
+def test_provider_allocations(client, transport):
+    transport.reply(200, {'resource_provider_generation': 2, 'allocations': {
+        'c1': {'resources': {'FPGA': 1}}}})
+    assert client.provider_allocations(RP) == {
+        'c1': {'resources': {'FPGA': 1}}}
+    assert transport.last.url == (URL + '/resource_providers/' + RP
+                                  + '/allocations')

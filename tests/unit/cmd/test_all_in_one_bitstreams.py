@@ -17,22 +17,33 @@ import pytest
 
 from cyborg.clients import glance
 from cyborg.cmd import all_in_one
+from cyborg.common import config_checks
 from cyborg.common import exception
+from cyborg import conf as conf_module
+from cyborg.conf import glance as glance_conf
 
 
 def _args(**values):
     return argparse.Namespace(**dict(
-        {'glance_url': None, 'bitstream_dir': None}, **values))
+        {'glance_url': None, 'bitstream_dir': None,
+         'demo_hardware': False}, **values))
+
+
+def _set_bitstream_source(args):
+    images = all_in_one._load_bitstreams(args, '/nonexistent')
+    if images is not None:
+        glance_conf.use_endpoint(conf_module.CONF, images.start().url)
+    return images
 
 
 def test_no_bitstream_source_leaves_glance_unconfigured(conf):
-    assert all_in_one._set_bitstream_source(_args()) is None
+    assert _set_bitstream_source(_args()) is None
     with pytest.raises(exception.GlanceNotConfigured):
         glance.GlanceClient.from_conf(conf)
 
 
 def test_glance_url_configures_glance_without_keystone(conf):
-    assert all_in_one._set_bitstream_source(
+    assert _set_bitstream_source(
         _args(glance_url='http://127.0.0.1:9292')) is None
     assert conf.glance.auth_type == 'admin_token'
     assert conf.glance.endpoint_override == 'http://127.0.0.1:9292'
@@ -44,7 +55,7 @@ def test_bitstream_dir_is_served_and_found_through_glance_options(
     (tmp_path / 'gzip.gbs').write_bytes(b'bits')
     (tmp_path / 'gzip.json').write_text(json.dumps(
         {'file': 'gzip.gbs', 'properties': {'function_name': 'gzip'}}))
-    images = all_in_one._set_bitstream_source(
+    images = _set_bitstream_source(
         _args(bitstream_dir=str(tmp_path)))
     try:
         client = glance.GlanceClient.from_conf(conf)
@@ -56,8 +67,8 @@ def test_bitstream_dir_is_served_and_found_through_glance_options(
 
 def test_a_bad_bitstream_dir_fails_before_anything_starts(conf, tmp_path):
     (tmp_path / 'bad.json').write_text('{')
-    with pytest.raises(exception.ConfigInvalid):
-        all_in_one._set_bitstream_source(_args(bitstream_dir=str(tmp_path)))
+    with pytest.raises(config_checks.ConfigProblems, match='bad.json'):
+        _set_bitstream_source(_args(bitstream_dir=str(tmp_path)))
 
 
 def test_the_two_sources_exclude_each_other(capsys):

@@ -68,6 +68,7 @@ class Deployable:
     in_use: list[int] = dataclasses.field(default_factory=list)
     resource_class: str = 'FPGA'
     traits: list[str] = dataclasses.field(default_factory=list)
+    bitstream_id: str | None = None
 
     @property
     def rp_uuid(self) -> str:
@@ -135,7 +136,8 @@ def _deployable(connection, host, device_id, cpid_id, deployable,
         uuid=dep_uuid, name=deployable.name,
         num_accelerators=len(deployable.handles), device_id=device_id,
         rp_uuid=deployable.rp_uuid, driver_name='fake', preparation='none',
-        retained=False, created_at=now)).inserted_primary_key[0]
+        bitstream_id=deployable.bitstream_id, retained=False,
+        created_at=now)).inserted_primary_key[0]
     attributes = {'rc': deployable.resource_class}
     attributes.update({'trait%d' % index: trait
                        for index, trait in enumerate(deployable.traits)})

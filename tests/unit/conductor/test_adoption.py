@@ -83,37 +83,6 @@ def _attributes(engine, name):
             .where(imported.DEPLOYABLES.c.name == name))}
 
 
-# The rules ------------------------------------------------------------------
-
-def test_handle_identity_ignores_how_numbers_are_spelt():
-    upstream = '{"bus":"0c","device":"0","domain":"0000","function":"1"}'
-    ours = {'domain': '0000', 'bus': '0c', 'device': '00', 'function': '1'}
-    assert adoption.handle_identity(upstream) == adoption.handle_identity(
-        ours)
-    assert adoption.pci_function(upstream) == '0000:0c:00.1'
-    mdev = dict(ours, vgpu_mark='nvidia-223_0')
-    assert adoption.handle_identity(mdev) != adoption.handle_identity(ours)
-    assert adoption.pci_function('not json') is None
-
-
-def test_match_prefers_most_shared_functions_then_oldest():
-    reported = {'pool': {'a', 'b', 'c'}, 'other': {'z'}}
-    foreign = [(5, 'vf-a', {'a'}), (3, 'vf-b', {'b'}), (9, 'both', {'b',
-                                                                     'c'})]
-    assert adoption.match(reported, foreign) == {'pool': 9}
-    assert adoption.match({'pool': {'a', 'b'}}, foreign[:2]) == {'pool': 3}
-
-
-def test_referenced_and_kept_traits():
-    groups = [{'resources:FPGA': '1', 'trait:CUSTOM_FPGA_INTEL': 'required'},
-              {'trait:CUSTOM_OLD': 'forbidden'}]
-    referenced = adoption.referenced_traits(groups)
-    assert referenced == {'CUSTOM_FPGA_INTEL', 'CUSTOM_OLD'}
-    assert adoption.kept_traits(
-        ['CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_X', 'CUSTOM_FAKE_DEVICE'],
-        ['CUSTOM_FAKE_DEVICE'], referenced) == ['CUSTOM_FPGA_INTEL']
-
-
 # The report diff -----------------------------------------------------------
 
 def test_matching_device_keeps_every_identity(database, admin_context,
@@ -166,6 +135,20 @@ def test_upstream_trait_a_profile_references_is_kept(database, admin_context,
     assert _attributes(database, OURS) == {
         'rc': 'FPGA', 'trait0': 'CUSTOM_FAKE_DEVICE',
         'trait1': 'CUSTOM_FPGA_UPSTREAM'}
+
+
+def test_adoption_keeps_the_programmed_bitstream(database, admin_context,
+                                                 fake_conf):
+    """Upstream names function traits otherwise: the adoption does not
+    take the difference for a reprogrammed region."""
+    bitstream = '6e1a1d2b-7c3f-4a5e-9b8d-0c1f2e3a4b5c'
+    imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], bitstream_id=bitstream,
+        traits=['CUSTOM_FPGA_FUNCTION_ID_INTEL_ABC_-1'])])
+    _apply(admin_context, _wire(fake_conf))
+    with database.connect() as connection:
+        assert connection.execute(sa.select(
+            imported.DEPLOYABLES.c.bitstream_id)).scalar() == bitstream
 
 
 def _per_function(database):
@@ -270,6 +253,26 @@ class UpstreamPlacement(FakePlacement):
     def provider_allocations(self, uuid):
         self._call('allocations', uuid)
         return self.allocations.get(uuid, {})
+
+    def _check_in_use(self, uuid, inventories):
+        """Placement refuses to drop a class that allocations use."""
+        for used in self.allocations.get(uuid, {}).values():
+            if set(used) - set(inventories):
+                raise placement_client.InventoryInUse('in use')
+
+    def set_inventories(self, uuid, generation, inventories):
+        self._check_in_use(uuid, inventories)
+        return super().set_inventories(uuid, generation, inventories)
+
+    def reshape_inventories(self, providers):
+        for uuid, (_generation, inventories) in providers.items():
+            self._check_in_use(uuid, inventories)
+        return super().reshape_inventories(providers)
+
+    def get_inventories(self, uuid):
+        self._call('get_inventories', uuid)
+        provider = self.providers[uuid]
+        return provider['generation'], dict(provider['inventories'])
 
     def update_provider(self, uuid, name, parent_uuid):
         self._call('update', uuid)
@@ -380,4 +383,101 @@ def test_upstream_only_provider_is_deleted_once_free(
     del upstream_placement.allocations[held]
     assert conductor.sync_host(admin_context, HOST) is True
     assert held not in upstream_placement.providers
+    assert 'create' not in upstream_placement.kinds()
+
+
+@pytest.fixture
+def nested_conf(fake_conf):
+    """Our agent reports the device as a tree: a top deployable with a
+    child per function (``0000_10_00_0_c0`` holds function 1...)."""
+    fake_conf.set_override('accelerators_per_device', 1,
+                           group='fake_driver')
+    fake_conf.set_override('children_per_device', 3, group='fake_driver')
+    yield fake_conf
+    fake_conf.clear_override('children_per_device', group='fake_driver')
+
+
+def test_child_carrying_the_bound_function_adopts_and_moves_later(
+        conductor, upstream_placement, admin_context, database, nested_conf):
+    """Upstream's one deployable of three functions, one bound: the child
+    carrying the bound one adopts it; its provider keeps upstream's
+    parent until the allocation goes, then moves under the new top."""
+    rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], in_use=[2])])
+    uuid = upstream_placement.upstream_provider(
+        UPSTREAM, {'FPGA': {'total': 3, 'max_unit': 3}}, [])
+    upstream_placement.allocations[uuid] = {'instance': {'FPGA': 1}}
+    assert _report(conductor, admin_context, _wire(nested_conf))[
+        'synced'] is False
+    found = _rows(database)
+    assert found[OURS + '_c1'][0] == rows.deployables[UPSTREAM]
+    assert sorted(found[OURS + '_c1'][3]) == [2]
+    assert sorted(found[OURS + '_c0'][3]) == [1]
+    provider = upstream_placement.providers[uuid]
+    assert provider['parent'] == COMPUTE_RP
+    assert provider['inventories']['FPGA']['total'] == 1
+    assert len(upstream_placement.providers) == 4     # top, c0, c2 new
+    imported.release(database, rows.arqs[UPSTREAM, 2])
+    del upstream_placement.allocations[uuid]
+    assert conductor.sync_host(admin_context, HOST) is True
+    top = found[OURS][1]
+    assert (provider['parent'], provider['name']) == (
+        top, HOST + '_' + OURS + '_c1')
+    assert 'delete' not in upstream_placement.kinds()
+
+
+def test_units_held_by_a_retained_deployable_are_reserved(
+        database, admin_context, nested_conf):
+    """No child carries both bound functions: the imported deployable is
+    retained, and the children whose function it holds have no handle
+    and reserve their unit."""
+    rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], in_use=[1, 2])])
+    _apply(admin_context, _wire(nested_conf))
+    found = _rows(database)
+    assert found[UPSTREAM][2] is True
+    assert sorted(found[UPSTREAM][3]) == [1, 2]      # the free one went
+    assert [sorted(found[OURS + suffix][3]) for suffix in
+            ('_c0', '_c1', '_c2')] == [[], [], [3]]
+    state = placement_sync.load_host_state(admin_context, HOST)
+    reserved = {spec.name: spec.inventories['FPGA']['reserved']
+                for spec in state.desired.values() if spec.inventories}
+    assert reserved == {
+        HOST + '_' + OURS + '_c0': 1, HOST + '_' + OURS + '_c1': 1,
+        HOST + '_' + OURS + '_c2': 0, HOST + '_' + UPSTREAM: 3}
+    # A release is applied at once, even with the same report.
+    imported.release(database, rows.arqs[UPSTREAM, 1])
+    assert inventory.report_state(admin_context, HOST)[0] is None
+    _apply(admin_context, _wire(nested_conf))
+    found = _rows(database)
+    assert sorted(found[UPSTREAM][3]) == [2]
+    assert sorted(found[OURS + '_c0'][3]) == [1]
+    imported.release(database, rows.arqs[UPSTREAM, 2])
+    _apply(admin_context, _wire(nested_conf))
+    found = _rows(database)
+    assert UPSTREAM not in found
+    assert sorted(found[OURS + '_c1'][3]) == [2]
+
+
+def test_allocated_upstream_class_is_kept_reserved_until_free(
+        conductor, upstream_placement, admin_context, database, fake_conf):
+    """Upstream's resource class differs from ours and an instance holds
+    it: the provider keeps it, all reserved, beside ours, until free."""
+    rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
+        UPSTREAM, [1, 2, 3], in_use=[1], resource_class='CUSTOM_OLD')])
+    uuid = upstream_placement.upstream_provider(
+        UPSTREAM, {'CUSTOM_OLD': {'total': 3, 'max_unit': 3}}, [])
+    upstream_placement.allocations[uuid] = {'instance': {'CUSTOM_OLD': 1}}
+    wire = _wire(fake_conf)
+    assert _report(conductor, admin_context, wire)['synced'] is False
+    inventories = upstream_placement.providers[uuid]['inventories']
+    assert inventories['FPGA']['total'] == 3
+    assert inventories['FPGA']['reserved'] == 0
+    assert inventories['CUSTOM_OLD'] == {'total': 3, 'max_unit': 3,
+                                         'reserved': 3}
+    imported.release(database, rows.arqs[UPSTREAM, 1])
+    del upstream_placement.allocations[uuid]
+    assert conductor.sync_host(admin_context, HOST) is True
+    assert list(upstream_placement.providers[uuid]['inventories']) == [
+        'FPGA']
     assert 'create' not in upstream_placement.kinds()

@@ -195,8 +195,9 @@ def test_a_missing_device_that_comes_back_keeps_its_binding(
 def test_a_held_deployable_and_handle_stay_until_released(
         conductor, placement, admin_context, database, full):
     """A deployable, or a handle, the report drops while an ARQ holds it
-    is kept (its device is reported: not missing); the next changed
-    report after the release removes it."""
+    is kept (its device is reported: not missing; the deployable keeps
+    only the handle in use); the next changed report after the release
+    removes it."""
     _report(conductor, admin_context, full)
     on_held = _bind_one(admin_context, HELD)
     on_kept = _bind_one(admin_context, KEPT)
@@ -214,7 +215,7 @@ def test_a_held_deployable_and_handle_stay_until_released(
     assert _rows(database) == {
         (KEPT, False): {'0000_10_00_0': [
             ('10.1', True), ('10.2', False), ('10.3', False)]},
-        (HELD, False): {'0000_11_00_0': [('11.1', True), ('11.2', False)]}}
+        (HELD, False): {'0000_11_00_0': [('11.1', True)]}}
     arq_db.arq_unbind(admin_context, [on_held], None)
     arq_db.arq_delete(admin_context, [on_kept], None, None)
     changed[0]['health'] = 'degraded'

@@ -255,7 +255,8 @@ def test_dry_run_reports_and_writes_nothing(source, database):
     lines = report.lines()
     text = '\n'.join(lines)
     assert lines[0].startswith('Source: ')
-    assert 'alembic revision %s (openstack-cyborg 17.0.0' % HEAD in lines[0]
+    assert ('alembic revision %s (openstack-cyborg 17.0.0, adds '
+            'devices.device_state)' % HEAD) in lines[0]
     for table, read, imported in [
             ('device_profiles', 2, '2'), ('devices', 3, '3'),
             ('controlpath_ids', 4, '4'), ('deployables', 4, '4'),
@@ -302,6 +303,8 @@ def test_rows_that_cannot_be_imported_are_listed_and_nothing_written(
         bad_source, database, dry_run=True).problems
     assert _counts(database) == empty
     assert sorted(problems) == sorted([
+        "device profile %s: profile_json has no list of groups: "
+        "'{\"group\": []}'" % u(3),
         "control path id %s: cpid_info is not JSON (Extra data: line 1 "
         "column 2 (char 1)): '0000:3b:00.0'" % u(25),
         'device %s: the device has no PCI control path id to take its '
@@ -313,7 +316,7 @@ def test_rows_that_cannot_be_imported_are_listed_and_nothing_written(
         "attach handle %s: attach_info is not JSON (Expecting ':' delimiter: "
         "line 1 column 25 (char 24)): '{\"domain\": \"0000\", \"bus\"'"
         % u(59)])
-    assert 'Cannot import: 5' in caught.value.report.lines()
+    assert 'Cannot import: 6' in caught.value.report.lines()
 
 
 @pytest.mark.parametrize('database', ['sqlite'], indirect=True)
@@ -332,6 +335,25 @@ def test_failure_part_way_leaves_the_target_as_it_was(
     report = upstream_import.import_database(source, database)
     assert _counts(database)['extended_accelerator_requests'] == 9
     assert report.problems == []
+
+
+@pytest.mark.parametrize('database', ['sqlite'], indirect=True)
+def test_an_older_known_revision_is_imported(request, database):
+    """6c77bd6afea5, the oldest revision known (no devices.device_state),
+    made by upstream's migrations on the first source server."""
+    kind = SOURCE_KINDS[0]
+    server = request.getfixturevalue(kind + '_server')
+    url = server.create_database('upstream_6c77bd6afea5')
+    try:
+        upstream_db.dbsync()
+    except upstream_db.UpstreamMissing as e:
+        pytest.fail(str(e))
+    upstream_db.migrate(url, '6c77bd6afea5')
+    upstream_db.insert(url, upstream_data.good())
+    report = upstream_import.import_database(url, database)
+    assert report.revision == '6c77bd6afea5'
+    assert report.problems == []
+    assert _counts(database)['devices'] == 3
 
 
 @pytest.mark.parametrize('database', ['sqlite'], indirect=True)

@@ -16,7 +16,8 @@
 device with two control path ids, a deployable without a provider, a
 duplicate attribute, quota rows; everything importable.
 :func:`bad`: the same plus rows the import cannot take (JSON that is
-not, two devices at one address, two ARQs on one handle).
+not, a profile without groups, two devices at one address, two ARQs
+on one handle).
 """
 
 import datetime
@@ -187,6 +188,9 @@ def _arq(number: int, state: str, profile: int, host: str | None = None,
 
 def bad() -> dict[str, list[dict]]:
     rows = good()
+    rows['device_profiles'].append(
+        _row(3, uuid=u(3), name='no-groups', description=None,
+             profile_json='{"group": []}'))
     rows['devices'] += [
         _row(4, uuid=u(14), type='FPGA', vendor='8086', model='PAC',
              std_board_info=None, vendor_board_info=None, hostname='host-c',

@@ -124,6 +124,17 @@ def test_canonical_json_and_its_errors():
         upstream.parse_json(None, 'cpid_info')
 
 
+def test_profile_groups():
+    assert upstream.profile_groups('{"groups": [{"resources:FPGA": "1"}]}'
+                                   ) == [{'resources:FPGA': '1'}]
+    for text in ('[]', '{"groups": {}}', '{"groups": ["x"]}', '{}'):
+        with pytest.raises(upstream.Unmappable,
+                           match='profile_json has no list of groups'):
+            upstream.profile_groups(text)
+    with pytest.raises(upstream.Unmappable, match='is not JSON'):
+        upstream.profile_groups('{')
+
+
 def test_newest_row_wins():
     old = datetime.datetime(2024, 1, 1)
     new = datetime.datetime(2024, 6, 1)
@@ -150,8 +161,8 @@ def test_report_lines_and_counts():
     report.adjustments = ['something adjusted']
     assert report.lines() == [
         'Source: mysql+pymysql://u:***@h/cyborg, alembic revision '
-        'b47c8f2d1e3a (openstack-cyborg 17.0.0 (head: '
-        'devices.device_state))',
+        'b47c8f2d1e3a (openstack-cyborg 17.0.0, adds '
+        'devices.device_state)',
         'Upstream tables (rows read -> rows imported):',
         '  devices                              2 -> 2',
         '  quota_usages                         1 -> skipped (upstream '

@@ -16,9 +16,11 @@ Every NVIDIA GPU (vendor ``0x10de``, class ``0x0300`` or ``0x0302``,
 never a virtual function) under ``[agent] host_root`` is one device:
 
 * with no enabled vGPU type: one ``PGPU`` deployable whose PCI handle is
-  the GPU, reported only while the GPU is unbound or bound to one of
-  ``[nvidia_gpu] passthrough_drivers`` (a GPU the host's ``nvidia``
-  driver holds is in use by the host);
+  the GPU, reported while the GPU is unbound or bound to one of
+  ``[nvidia_gpu] passthrough_drivers`` (attachable as it is), or bound to
+  the host's ``nvidia`` driver with ``[nvidia_gpu] rebind_nvidia_gpus``:
+  then its preparation moves it to ``vfio-pci`` at bind when no host
+  process uses it, and its release gives it back (:mod:`.rebind`);
 * with an enabled type, one deployable for the GPU (``PGPU``, no
   inventory: the GPU is not offered whole) with one child ``VGPU``
   deployable per enabled type (its own resource provider under the
@@ -32,6 +34,7 @@ never a virtual function) under ``[agent] host_root`` is one device:
 
 from __future__ import annotations
 
+import os
 import uuid as uuid_mod
 
 from oslo_config import cfg
@@ -43,12 +46,15 @@ from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
 from cyborg.accelerator.drivers.gpu_passthrough import trait
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
+from cyborg.accelerator.drivers.nvidia_gpu import procfs
+from cyborg.accelerator.drivers.nvidia_gpu import rebind
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import mdev
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
@@ -58,7 +64,6 @@ NVIDIA = 0x10de
 GPU_CLASSES = gpu_passthrough.GPU_CLASSES
 OWNER_TRAIT = resource_names.OWNER_TRAIT
 VENDOR_TRAIT = 'CUSTOM_GPU_NVIDIA'
-PROC_GPUS = '/proc/driver/nvidia/gpus'
 
 MODE_PASSTHROUGH = 'passthrough'
 MODE_MDEV = 'mdev'
@@ -74,8 +79,10 @@ _PREPARATIONS = {
 }
 
 
-class PrepareError(RuntimeError):
+class PrepareError(exception.CyborgException):
     """An attach handle cannot be prepared or released."""
+
+    msg_fmt = '%(reason)s'
 
 
 def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
@@ -107,6 +114,11 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         self._vgpu17_names: dict[int, str] = {}
         self._noted: set[str] = set()
         self._unhealthy: dict[str, str] = {}
+        self._known_info: dict[pci.PCIAddress, dict[str, str]] = {}
+        self._rebinder = rebind.Rebinder(
+            self._host, os.path.join(conf.state_path, 'nvidia_gpu',
+                                     'rebound'),
+            conf.nvidia_gpu.rebind_timeout)
         self._plan(strict=True)
 
     # Configuration against the host -----------------------------------
@@ -242,23 +254,38 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
         drivers = self._conf.nvidia_gpu.passthrough_drivers
-        if gpu.driver is not None and gpu.driver not in drivers:
+        if (gpu.driver is not None and gpu.driver not in drivers
+                and not self._rebinds(gpu.driver)):
             if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
                 LOG.warning('nvidia_gpu_driver: device %s is bound to %s, '
                             'not to one of [nvidia_gpu] passthrough_drivers, '
-                            'and has no vGPU type; it is not reported',
-                            gpu.address, gpu.driver)
+                            'and has no vGPU type; it is not reported%s',
+                            gpu.address, gpu.driver,
+                            ' (see [nvidia_gpu] rebind_nvidia_gpus)'
+                            if gpu.driver == rebind.HOST_DRIVER else '')
             return False
         return gpu_passthrough.group_is_assignable(
             self._host, gpu, drivers, self.name, self._first)
+
+    def _rebinds(self, driver: str | None) -> bool:
+        """Whether a GPU on ``driver`` is moved to vfio-pci at bind."""
+        conf = self._conf.nvidia_gpu
+        return (driver == rebind.HOST_DRIVER and conf.rebind_nvidia_gpus
+                and driver not in conf.passthrough_drivers)
 
     def _product_traits(self, gpu: pci.PCIDevice) -> list[str]:
         return [OWNER_TRAIT, VENDOR_TRAIT,
                 trait('NVIDIA', '%04X' % gpu.device_id)]
 
     def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
+        # A GPU the agent moved to vfio-pci keeps its preparation while
+        # a guest has it, so that its release gives it back.
+        moves = (self._rebinds(gpu.driver)
+                 or self._rebinder.moved(gpu.address))
         return gpu_passthrough.pgpu_deployable(
-            gpu, self._product_traits(gpu), self.name)
+            gpu, self._product_traits(gpu), self.name,
+            preparation=(device_tree.Preparation.VFIO.value if moves
+                         else device_tree.Preparation.NONE.value))
 
     def _vgpu(self, gpu: pci.PCIDevice,
               vgpu_type: vgpu_config.VgpuTypeConfig) -> device_tree.Deployable:
@@ -341,15 +368,15 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         return handles, len(handles), label
 
     def _proc_info(self, gpu: pci.PCIAddress) -> dict[str, str]:
-        """``/proc/driver/nvidia/gpus/<addr>/information`` as a dict
-        (empty when the nvidia driver does not hold the GPU)."""
-        lines = sysfs.read_lines(
-            self._host, sysfs.path(PROC_GPUS, str(gpu), 'information'))
-        info = {}
-        for line in lines or []:
-            key, sep, value = line.partition(':')
-            if sep:
-                info[key.strip()] = value.strip()
+        """What the nvidia driver says of the GPU; while the agent has
+        moved it to vfio-pci (the nvidia driver no longer knows it), what
+        it said before, so that the device does not change while a guest
+        has it."""
+        info = procfs.information(self._host, gpu)
+        if info:
+            self._known_info[gpu] = info
+        elif self._rebinder.moved(gpu):
+            info = self._known_info.get(gpu, {})
         return info
 
     def _device(self, gpu: pci.PCIDevice, model: str,
@@ -396,7 +423,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             return ['its vGPUs need the nvidia driver; it is bound to %s'
                     % driver]
         allowed = self._conf.nvidia_gpu.passthrough_drivers
-        if mode == MODE_PASSTHROUGH and driver not in [None, *allowed]:
+        if (mode == MODE_PASSTHROUGH and driver not in [None, *allowed]
+                and not self._rebinds(driver)):
             return ['bound to %s, not to a passthrough driver' % driver]
         return []
 
@@ -474,6 +502,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             self._create_mdev(handle, handle_uuid)
         elif 'vgpu_type' in handle.attach_info:
             self._set_vgpu_type(handle)
+        else:
+            self._to_vfio(handle)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str) -> None:
@@ -481,6 +511,32 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             self._remove_mdev(handle_uuid)
         elif 'vgpu_type' in handle.attach_info:
             self._reset_vgpu_type(handle)
+        else:
+            self._give_back(handle)
+
+    def _to_vfio(self, handle: device_tree.AttachHandle) -> None:
+        """A whole GPU: from nvidia to vfio-pci if the host's nvidia
+        driver holds it and may give it up."""
+        gpu = _handle_address(handle)
+        if not self._rebinds(self._driver_of(gpu)):
+            return  # attachable as it is
+        try:
+            self._rebinder.to_vfio(gpu)
+        except (host_errors.HostError, rebind.RebindError) as exc:
+            raise PrepareError(str(exc))
+
+    def _give_back(self, handle: device_tree.AttachHandle) -> None:
+        gpu = _handle_address(handle)
+        try:
+            self._rebinder.give_back(gpu)
+        except (host_errors.HostError, rebind.RebindError) as exc:
+            raise PrepareError(str(exc))
+
+    def _driver_of(self, gpu: pci.PCIAddress) -> str | None:
+        try:
+            return pci.driver(self._host, gpu)
+        except host_errors.HostError as exc:
+            raise PrepareError('cannot read the driver of %s: %s' % (gpu, exc))
 
     def _create_mdev(self, handle: device_tree.AttachHandle,
                      handle_uuid: str) -> None:

@@ -61,7 +61,7 @@ def test_only_unused_inspur_controllers(conf, tmp_path, caplog):
             'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x1bd4', 'device_id': '0x5004',
-            'class': '0x010802', 'numa_node': '0',
+            'class': '0x010802', 'numa_node': 0,
             'subsystem_vendor_id': '0x1bd4',
             'subsystem_device_id': '0x0001'},
         'vendor_board_info': None, 'health': 'healthy', 'driver': None}

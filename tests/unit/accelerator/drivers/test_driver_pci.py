@@ -69,7 +69,7 @@ def test_a_gpu_by_ids(conf, tmp_path):
             'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x10de', 'device_id': '0x1eb8',
-            'class': '0x030200', 'numa_node': '0',
+            'class': '0x030200', 'numa_node': 0,
             'subsystem_vendor_id': '0x10de',
             'subsystem_device_id': '0x12a2'},
         'vendor_board_info': None, 'health': 'healthy', 'driver': None}]

@@ -77,7 +77,7 @@ def test_4xxx_pf_with_its_vfs(conf, tmp_path):
                 'preparation': 'none'}]}],
         'std_board_info': {
             'vendor_id': '0x8086', 'device_id': '0x4940',
-            'class': '0x0b4000', 'numa_node': '',
+            'class': '0x0b4000', 'numa_node': None,
             'subsystem_vendor_id': '0x8086',
             'subsystem_device_id': '0x4940'},
         'vendor_board_info': None, 'health': 'healthy', 'driver': None}]

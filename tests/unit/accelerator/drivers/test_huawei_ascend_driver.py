@@ -54,7 +54,7 @@ def test_910_of_the_fact_sheet_host(conf, tmp_path, caplog):
             'preparation': 'none'}],
         'std_board_info': {
             'vendor_id': '0x19e5', 'device_id': '0xd801',
-            'class': '0x120000', 'numa_node': '0',
+            'class': '0x120000', 'numa_node': 0,
             'subsystem_vendor_id': '0x19e5',
             'subsystem_device_id': '0xd801'},
         'vendor_board_info': None, 'health': 'healthy', 'driver': None}]

@@ -50,7 +50,7 @@ def test_card_is_reported_and_the_nvme_drive_is_not(conf, tmp_path):
             'attributes': {}, 'driver_name': 'inspur'}],
         'std_board_info': {
             'vendor_id': '0x1bd4', 'device_id': '0x0911',
-            'class': '0x120000', 'numa_node': '1',
+            'class': '0x120000', 'numa_node': 1,
             'subsystem_vendor_id': '0x1bd4',
             'subsystem_device_id': '0x0911'},
         'vendor_board_info': None, 'health': 'healthy', 'driver': None}]

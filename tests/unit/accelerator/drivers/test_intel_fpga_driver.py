@@ -78,7 +78,7 @@ def test_ofs_card_with_a_programmed_port(conf, tmp_path):
             'driver_name': 'intel', 'preparation': 'program'}],
         'std_board_info': {
             'vendor_id': '0x8086', 'device_id': '0xbcce',
-            'class': '0x120000', 'numa_node': '0',
+            'class': '0x120000', 'numa_node': 0,
             'subsystem_vendor_id': '0x8086',
             'subsystem_device_id': '0x1770'},
         'vendor_board_info': {'ports': '0000:5e:00.0 dfl-port.0',

@@ -28,6 +28,7 @@ from cyborg.accelerator.drivers.utils import runner
 from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import agent as agent_conf
+from cyborg.conf import default as default_conf
 from cyborg.conf import nvidia_gpu as nvidia_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
@@ -42,16 +43,22 @@ UUID2 = '83b8f4f2-509f-382f-3c1e-e6bfe0fa1002'
 @pytest.fixture
 def make(tmp_path):
     """Build a fixture host and a configuration reading it:
-    ``make(builder, ini)`` -> (tree, conf)."""
-    def _make(builder, ini: str = ''):
+    ``make(builder, ini)`` -> (tree, conf). Unless ``rebind``, GPUs the
+    nvidia driver holds are not offered for passthrough
+    (``rebind_nvidia_gpus = false``), so that the fixture hosts' GPU on
+    nvidia stays out of the tests of vGPUs and health."""
+    def _make(builder, ini: str = '', rebind: bool = False):
         root = str(tmp_path / 'host')
         tree = builder(root)
         conf = cfg.ConfigOpts()
+        default_conf.register_opts(conf)
         agent_conf.register_opts(conf)
         nvidia_conf.register_opts(conf)
         path = tmp_path / 'cyborg.conf'
-        path.write_text('[agent]\nhost_root = %s\nenabled_drivers = '
-                        'nvidia_gpu_driver\n%s' % (root, ini))
+        path.write_text('[DEFAULT]\nstate_path = %s\n[agent]\nhost_root = %s\n'
+                        'enabled_drivers = nvidia_gpu_driver\n%s'
+                        '[nvidia_gpu]\nrebind_nvidia_gpus = %s\n'
+                        % (tmp_path / 'state', root, ini, rebind))
         conf(['--config-file', str(path)], project='cyborg',
              default_config_files=[])
         return tree, conf
@@ -101,8 +108,8 @@ MDEV_222 = ('[nvidia_gpu]\nenabled_vgpu_types = nvidia-222\n'
 
 # Discovery: passthrough ---------------------------------------------------
 
-def test_gpus_held_by_the_nvidia_driver_are_not_passed_through(make,
-                                                                caplog):
+def test_without_rebind_gpus_held_by_nvidia_are_not_passed_through(
+        make, caplog):
     tree, conf = make(hosts.nvidia_gpu_host)
     driver = driver_for(tree, conf)
     with caplog.at_level(logging.WARNING):

@@ -66,7 +66,7 @@ def test_u250_user_function_is_the_attach_handle(conf, tmp_path):
             'driver_name': 'xilinx', 'preparation': 'program'}],
         'std_board_info': {
             'vendor_id': '0x10ee', 'device_id': '0x5004',
-            'class': '0x120000', 'numa_node': '1',
+            'class': '0x120000', 'numa_node': 1,
             'subsystem_vendor_id': '0x10ee',
             'subsystem_device_id': '0x000e'},
         'vendor_board_info': {'user_function': USER,
