@@ -690,11 +690,11 @@ class RealNova:
     def retire_computes(self, hosts: Sequence[str]) -> None:
         """Stop nova-compute and the agent of ``hosts`` and disable the
         compute services, so that nothing is scheduled there again."""
+        _stop_together([self.processes.pop(n) for n in list(self.processes)
+                        if any(n == 'nova-compute-%s' % host
+                               or n.endswith('-agent-%s' % host)
+                               for host in hosts)])
         for host in hosts:
-            for name in [n for n in self.processes
-                         if n == 'nova-compute-%s' % host
-                         or n.endswith('-agent-%s' % host)]:
-                self.processes.pop(name).stop()
             for service in self.compute(
                     'GET', '/os-services?binary=nova-compute&host=%s'
                     % host)['services']:
@@ -751,17 +751,16 @@ class RealNova:
         if part is None:
             return
         prefix = part.label + '-'
-        for name in [n for n in self.processes if n.startswith(prefix)]:
-            self.processes.pop(name).stop()
+        _stop_together([self.processes.pop(n) for n in list(self.processes)
+                        if n.startswith(prefix)])
         part.close()
 
     def stop(self) -> None:
         errors = []
-        for process in reversed(list(self.processes.values())):
-            try:
-                process.stop()
-            except Exception as e:  # pragma: no cover - best effort
-                errors.append(e)
+        try:
+            _stop_together(list(self.processes.values()))
+        except Exception as e:  # pragma: no cover - best effort
+            errors.append(e)
         if self.stand_ins is not None:
             self.stand_ins.stop()
         if self.cyborg_part is not None:
@@ -773,6 +772,16 @@ class RealNova:
                 self.postgres.drop_database(database)
         if errors:
             raise errors[0]
+
+
+def _stop_together(processes: Sequence[Process]) -> None:
+    """Stop ``processes`` at the same time (each may take its graceful
+    shutdown time)."""
+    if not processes:
+        return
+    with concurrent.futures.ThreadPoolExecutor(len(processes)) as pool:
+        for future in [pool.submit(p.stop) for p in processes]:
+            future.result()
 
 
 def _nova_manage(config_files: Sequence[str], log: str, *args: str) -> None:
