@@ -688,12 +688,10 @@ class RealNova:
             time.monotonic() - started, 1)
 
     def retire_computes(self, hosts: Sequence[str]) -> None:
-        """Stop nova-compute and the agent of ``hosts`` and disable the
-        compute services, so that nothing is scheduled there again."""
-        _stop_together([self.processes.pop(n) for n in list(self.processes)
-                        if any(n == 'nova-compute-%s' % host
-                               or n.endswith('-agent-%s' % host)
-                               for host in hosts)])
+        """Disable the compute services of ``hosts``, so that nothing is
+        scheduled there again, then stop their nova-compute and agent.
+        Disabled while running: nova-api asks the compute to mark its
+        provider disabled, and would wait a minute for a stopped one."""
         for host in hosts:
             for service in self.compute(
                     'GET', '/os-services?binary=nova-compute&host=%s'
@@ -702,6 +700,10 @@ class RealNova:
                              json={'status': 'disabled',
                                    'disabled_reason': 'retired'})
             del self.computes[host]
+        _stop_together([self.processes.pop(n) for n in list(self.processes)
+                        if any(n == 'nova-compute-%s' % host
+                               or n.endswith('-agent-%s' % host)
+                               for host in hosts)])
 
     # Cyborg ------------------------------------------------------------------
 

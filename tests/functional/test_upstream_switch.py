@@ -354,10 +354,14 @@ def test_switch_from_upstream(nova, mariadb, work_dir, request, target):
     try:
         _run(d, request, target, computes, hosts, booted, started)
     finally:
+        ended = time.monotonic()
         for server in booted:
             d.compute_response('DELETE', '/servers/%s' % server)
         d.stop_cyborg()
+        stopped = time.monotonic()
         d.retire_computes([h for h in hosts if h in d.computes])
+        _report('%s: Cyborg stopped in %.1f s, hosts retired in %.1f s'
+                % (target, stopped - ended, time.monotonic() - stopped))
 
 
 def _run(d, request, target, computes, hosts, booted, started) -> None:
