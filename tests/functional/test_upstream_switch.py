@@ -212,6 +212,12 @@ def _providers(d, hosts) -> dict[str, dict]:
     return found
 
 
+def _capacity(d, rp: str) -> dict[str, int]:
+    """{resource class: total - reserved} of provider ``rp``."""
+    return {rc: inv['total'] - inv['reserved'] for rc, inv in _placement(
+        d, '/resource_providers/%s/inventories' % rp)['inventories'].items()}
+
+
 def _device_providers(d, hosts) -> set[str]:
     """The accelerator providers of ``hosts`` (the compute nodes'
     children)."""
@@ -401,6 +407,7 @@ def _run(d, request, target, computes, hosts, booted, started) -> None:
             arqs, allocations[server])
     providers = _device_providers(d, hosts)
     assert len(providers) == 3, providers  # 2 fake devices, 1 GPU
+    inventories = {rp: _capacity(d, rp) for rp in providers}
     upstream_url = upstream.database_url
     _report('%s: %d servers booted under upstream after %.1f s'
             % (target, len(booted), time.monotonic() - started))
@@ -440,7 +447,12 @@ def _run(d, request, target, computes, hosts, booted, started) -> None:
         _assert_bound_like(d, server, arqs, 'after the switch')
         assert _allocations(d, server) == allocations[server], server
     assert _device_providers(d, hosts) == providers
+    # Our drivers report the same capacity on the adopted providers.
+    assert {rp: _capacity(d, rp) for rp in providers} == inventories
     _no_orphan_allocations(d, hosts)
+    _report('%s: Placement sync of the hosts (requested, done): %s' % (
+        target, d.db_rows('SELECT host, sync_requested, sync_done '
+                          'FROM services WHERE report_hash IS NOT NULL')))
     handles = {server: _handle_of(d, arqs[0]['uuid'])
                for server, arqs in before.items()}
     assert all(h and h[1] for h in handles.values()), handles
