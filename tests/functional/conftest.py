@@ -28,6 +28,9 @@ Session-scoped, each started once on demand and always stopped:
   CUSTOM_FAKE_DEVICE) talking over the private RabbitMQ;
 * ``allinone``: ``cyborg-all-in-one`` on SQLite in a temporary state dir.
 
+Module-scoped: ``placement_pg``, a Placement on the session's
+PostgreSQL for the module's real Nova services (nova_services.py).
+
 Module-scoped, parametrized: ``db_server``, the session's PostgreSQL and
 then its MariaDB (:data:`DATABASES`), for the module-scoped deployments
 whose tests must hold on both production databases.
@@ -55,6 +58,7 @@ from cyborg.common import embedded_placement
 
 from tests.functional import servers
 from tests.functional.keystone import KeystoneServer
+from tests.functional.placement import PlacementServer
 from tests.functional.placement import placement  # noqa: F401
 
 DEPLOYMENTS = ('multiprocess', 'allinone')
@@ -166,6 +170,20 @@ def keystone(postgres):
     """A real Keystone (:class:`KeystoneServer`) with its database on
     the session's PostgreSQL."""
     with KeystoneServer(postgres.create_database('keystone')) as server:
+        yield server
+
+
+@pytest.fixture(scope='module')
+def placement_pg(request, postgres, work_dir):
+    """A Placement of the module on PostgreSQL, for real Nova services
+    (nova_services.py): the session's runs on SQLite, which answers
+    concurrent writes (two computes starting) with 'database is
+    locked'."""
+    name = request.module.__name__.rsplit('.', 1)[-1]
+    with PlacementServer(
+            os.path.join(work_dir, '%s-placement' % name),
+            database_url=postgres.create_database('placement_%s' % name)
+            ) as server:
         yield server
 
 

@@ -27,11 +27,16 @@ and a real Keystone (keystone.py):
   node again), ``[api] auth_strategy = keystone``, service tokens, hosts
   discovered by the scheduler every two seconds, one scheduling request
   at a time (see the comment at nova-scheduler's start);
-* Cyborg: ``cyborg-dbsync upgrade``, cyborg-conductor, cyborg-api
-  (``auth_strategy = keystone``, ``accelerator`` in the catalog, ``[nova]``
-  through Keystone to the real nova-api) and one cyborg-agent per compute
-  host, with the same host name and the fake driver, so that its devices
-  nest under that compute node's provider;
+* Cyborg, a :class:`CyborgPart` with ``accelerator`` in the catalog at
+  the deployment's Cyborg port: this tree's (:class:`OurCyborg`, the
+  default: ``cyborg-dbsync upgrade``, cyborg-conductor, cyborg-api with
+  ``auth_strategy = keystone``, ``[nova]`` through Keystone to the real
+  nova-api, and one cyborg-agent per compute host with the same host
+  name and the fake driver, so that its devices nest under that compute
+  node's provider) or upstream's (upstream_cyborg.py); one part can be
+  stopped and another started on the same hosts
+  (:meth:`RealNova.stop_cyborg`, :meth:`RealNova.start_cyborg`), and
+  compute hosts added and retired while the deployment runs;
 * :class:`StandIns`: a small Glance (one image, and what Nova's shelve
   needs: create, update and delete of snapshot images) and an empty
   Neutron (no networks, no ports) in one threaded WSGI server of the test
@@ -273,36 +278,268 @@ class Process:
 
 @dataclasses.dataclass
 class ComputeSpec:
-    """One compute host: nova-compute and a cyborg-agent named ``host``,
-    the agent's fake driver reporting ``devices`` (the devices file's
-    entries) with ``fake_driver`` options."""
+    """One compute host: nova-compute and a cyborg-agent named ``host``.
+
+    Our agent's fake driver reports ``devices`` (the devices file's
+    entries) with ``fake_driver`` options. With ``host_root`` (a host
+    tree, see tests/fixtures/hosts), the agent also runs its NVIDIA GPU
+    driver on that tree, with the tree's fake vendor commands as the only
+    ones on its PATH; ``gpus`` is how many passthrough GPUs it holds."""
     host: str
     devices: list[dict[str, Any]]
     fake_driver: dict[str, Any] = dataclasses.field(default_factory=dict)
+    host_root: str | None = None
+    gpus: int = 0
+
+    @property
+    def tools_dir(self) -> str | None:
+        """The host tree's fake vendor commands (``usr/bin``)."""
+        if self.host_root is None:
+            return None
+        return os.path.join(os.path.abspath(self.host_root), 'usr', 'bin')
+
+
+class CyborgPart:
+    """The Cyborg of a :class:`RealNova` deployment: its database, its
+    control services (the API on the deployment's Cyborg port, in the
+    catalog) and one agent per compute host. :class:`OurCyborg` runs this
+    tree's; tests/functional/upstream_cyborg.py runs upstream's. A
+    deployment runs one part at a time (:meth:`RealNova.start_cyborg`,
+    :meth:`RealNova.stop_cyborg`)."""
+
+    #: Whether agents may make their first report at the same time.
+    concurrent_agents = True
+
+    def __init__(self, label: str) -> None:
+        # Prefix of the part's process names, logs, database and
+        # transport names.
+        self.label = label
+        self.engine: sa.Engine | None = None
+        self.database_url = ''
+
+    def process_name(self, role: str) -> str:
+        return '%s-%s' % (self.label, role)
+
+    def configure(self, d: RealNova) -> None:
+        """Create the database and the transport, write the control
+        services' configuration (quick: runs before the migrations)."""
+        raise NotImplementedError
+
+    def migrate(self, d: RealNova) -> None:
+        """Bring the database to the part's schema."""
+        raise NotImplementedError
+
+    def start_control(self, d: RealNova) -> None:
+        """Start the conductor and the API (:meth:`RealNova.add`)."""
+        raise NotImplementedError
+
+    def wait_control(self, d: RealNova) -> None:
+        """Until the conductor serves and the API answers."""
+        raise NotImplementedError
+
+    def start_agent(self, d: RealNova, spec: ComputeSpec) -> Process:
+        """Start the agent of ``spec``'s host."""
+        raise NotImplementedError
+
+    def deployables(self, spec: ComputeSpec) -> int:
+        """How many deployables with a provider ``spec``'s agent
+        reports."""
+        raise NotImplementedError
+
+    def open(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.engine = sa.create_engine(database_url,
+                                       poolclass=sa.pool.NullPool)
+
+    def db_rows(self, sql: str, **params) -> list[Any]:
+        assert self.engine is not None, 'no database configured'
+        with self.engine.connect() as conn:
+            return list(conn.execute(sa.text(sql), params))
+
+    def deployables_in_placement(self, hosts: Sequence[str]) -> int:
+        """Deployables of ``hosts`` that have a resource provider (the
+        same columns in upstream's schema and ours)."""
+        rows = self.db_rows(
+            'SELECT d.hostname FROM deployables dep JOIN devices d ON '
+            'd.id = dep.device_id WHERE dep.rp_uuid IS NOT NULL')
+        return sum(1 for (host,) in rows if host in hosts)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
+
+
+class OurCyborg(CyborgPart):
+    """This tree's Cyborg: ``cyborg-dbsync upgrade``, cyborg-conductor,
+    cyborg-api (``auth_strategy = keystone``, ``[nova]`` through
+    Keystone to the real nova-api) and one cyborg-agent per compute host
+    with the fake driver (and the NVIDIA GPU driver on a host tree), so
+    that its devices nest under that compute node's provider.
+
+    ``options`` are added to the control services' configuration;
+    ``database_url`` is an existing database (default: a new one on the
+    deployment's PostgreSQL); ``label`` tells the part's database and
+    transport apart from another part's of the same deployment."""
+
+    def __init__(self, options: Mapping[str, Mapping] | None = None,
+                 database_url: str | None = None, label: str = 'cyborg'
+                 ) -> None:
+        super().__init__(label)
+        self.options = options or {}
+        self.given_url = database_url
+        self.base: dict[str, dict[str, Any]] = {}
+        self.conf = ''
+
+    def configure(self, d: RealNova) -> None:
+        self.open(self.given_url or d.database(self.label))
+        transport = d.rabbitmq.create_vhost('%s-%s-%s' % (
+            d.name, self.label, d.suffix))
+        self.base = {
+            'DEFAULT': {'transport_url': transport,
+                        'state_path': d.directory, 'heartbeat_interval': 2,
+                        'periodic_interval': 2, 'use_stderr': True},
+            'database': {'connection': self.database_url},
+            # As Cyborg's service user (admin and service roles;
+            # placement.py).
+            'placement': dict(d.placement_section, token=SERVICE_TOKEN),
+        }
+        config = json.loads(json.dumps(self.base))
+        config['DEFAULT']['host'] = '%s-cyborg' % d.name
+        config['api'] = {'auth_strategy': 'keystone',
+                         'host_ip': servers.LOOPBACK, 'port': d.cyborg_port}
+        config['keystone_authtoken'] = d.keystone.authtoken_options(
+            d.cyborg_user, d.service_password)
+        config['nova'] = dict(
+            d.keystone.ksa_options(d.cyborg_user, d.service_password),
+            timeout=10, retry_interval=0.2, retry_max_interval=2,
+            poll_interval=0.5, claim_timeout=20)
+        config['conductor'] = {'workers': 4, 'bind_timeout': 60,
+                               'agent_timeout': 10}
+        for section, options in self.options.items():
+            config.setdefault(section, {}).update(options)
+        self.conf = servers.write_config(
+            os.path.join(d.directory, '%s.conf' % self.label), config)
+
+    def migrate(self, d: RealNova) -> None:
+        result = servers.run_script('cyborg-dbsync', 'upgrade',
+                                    config_file=self.conf, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def start_control(self, d: RealNova) -> None:
+        d.add(Process(self.process_name('conductor'), [
+            servers.venv_script('cyborg-conductor'), '--config-file',
+            self.conf], d.directory))
+        if not d.cyborg_path:
+            d.add(Process(self.process_name('api'), [
+                servers.venv_script('cyborg-api'), '--config-file',
+                self.conf], d.directory))
+            return
+        d.add(Process(self.process_name('api'), mounted_wsgi_argv(
+            'cyborg.wsgi.api:application', d.cyborg_port, d.cyborg_path),
+            d.directory, env={'CYBORG_CONFIG_FILES': self.conf}))
+
+    def wait_control(self, d: RealNova) -> None:
+        d.processes[self.process_name('conductor')].wait_log(
+            'Started cyborg-conductor')
+        api = d.processes[self.process_name('api')]
+        servers.wait_for(lambda: requests.get(
+            d.cyborg_url + '/', timeout=5).status_code == 200,
+            START_TIMEOUT, 'cyborg-api', api.process, api.log,
+            interval=0.25)
+
+    def start_agent(self, d: RealNova, spec: ComputeSpec) -> Process:
+        devices_file = os.path.join(d.directory,
+                                    'devices-%s.json' % spec.host)
+        with open(devices_file, 'w') as f:
+            json.dump(spec.devices, f)
+        config = json.loads(json.dumps(self.base))
+        config['DEFAULT']['host'] = spec.host
+        drivers = ['fake_driver']
+        env = {}
+        config['agent'] = {'resource_provider_name': spec.host,
+                           'discovery_interval': 2}
+        if spec.host_root:
+            drivers.append('nvidia_gpu_driver')
+            config['agent']['host_root'] = os.path.abspath(spec.host_root)
+            env['PATH'] = spec.tools_dir
+        config['agent']['enabled_drivers'] = ','.join(drivers)
+        config['fake_driver'] = dict(spec.fake_driver,
+                                     devices_file=devices_file)
+        config_file = servers.write_config(
+            os.path.join(d.directory, '%s-agent-%s.conf' % (self.label,
+                                                            spec.host)),
+            config)
+        return d.add(Process(self.process_name('agent-' + spec.host), [
+            servers.venv_script('cyborg-agent'), '--config-file',
+            config_file], d.directory, env=env))
+
+    def deployables(self, spec: ComputeSpec) -> int:
+        return len(spec.devices) + spec.gpus
+
+
+def mounted_wsgi_argv(app: str, port: int, path: str) -> list[str]:
+    """uWSGI serving ``app`` at ``path`` of LOOPBACK:``port`` (the
+    path in SCRIPT_NAME, as devstack's Apache passes it), logging each
+    request."""
+    argv = servers.wsgi_argv('uwsgi', app, port, 1, 4)
+    argv[argv.index('--module'):argv.index('--module') + 2] = [
+        '--mount', '%s=%s' % (path, app), '--manage-script-name']
+    argv.remove('--disable-logging')
+    return argv
 
 
 class RealNova:
     """The running deployment; see the module docstring."""
 
     def __init__(self, name: str, directory: str, keystone, placement,
-                 postgres, rabbitmq):
+                 postgres, rabbitmq, cyborg_path: str = ''):
         self.name = name
         self.directory = directory
         self.keystone = keystone
         self.placement = placement
         self.postgres = postgres
         self.rabbitmq = rabbitmq
+        self.suffix = uuid_lib.uuid4().hex[:8]
         self.processes: dict[str, Process] = {}
         self.computes: dict[str, ComputeSpec] = {}
         self.databases: list[str] = []
         self.stand_ins: StandIns | None = None
         self.startup_seconds: float | None = None
         self.timings: dict[str, float] = {}
-        self.cyborg_db: sa.Engine | None = None
+        self.cyborg_part: CyborgPart | None = None
         self.nova_conf = ''
-        self.cyborg_conf = ''
         self._session = None
-        self.service_password = ''
+        self.service_password = secrets.token_hex(10)
+        # Service users of this deployment only (the Keystone may be
+        # shared).
+        self.nova_user = '%s-nova' % name
+        self.cyborg_user = '%s-cyborg' % name
+        self.cyborg_port = servers.free_port()
+        # Where Cyborg's API is mounted: '' (served by cyborg-api) or a
+        # path such as devstack's '/accelerator' (the API under uWSGI).
+        self.cyborg_path = cyborg_path
+        self.cyborg_url = 'http://%s:%d%s' % (servers.LOOPBACK,
+                                              self.cyborg_port, cyborg_path)
+        # The catalog names the versioned endpoint where the API is
+        # mounted, as devstack registers it (<url>/accelerator/v2).
+        self.cyborg_catalog_path = '/v2' if cyborg_path else ''
+        self.placement_section = {
+            'auth_type': 'admin_token', 'endpoint': placement.url,
+            'token': 'admin', 'endpoint_override': placement.url}
+
+    def database(self, kind: str) -> str:
+        """A new database of this deployment on its PostgreSQL (dropped
+        at the end); its URL."""
+        db_name = '%s_%s_%s' % (self.name.replace('-', '_'), kind,
+                                self.suffix)
+        self.databases.append(db_name)
+        return self.postgres.create_database(db_name)
+
+    @property
+    def cyborg_conf(self) -> str:
+        """Our Cyborg's control services' configuration file."""
+        assert isinstance(self.cyborg_part, OurCyborg)
+        return self.cyborg_part.conf
 
     # Logs ------------------------------------------------------------------
 
@@ -358,8 +595,10 @@ class RealNova:
                version: str = 'accelerator 2.5', **kwargs) -> Any:
         headers = dict(kwargs.pop('headers', {}))
         headers['OpenStack-API-Version'] = version
+        if not self.cyborg_catalog_path:  # the catalog names the root
+            path = '/v2' + path
         response = self.session().request(
-            '/v2' + path, method,
+            path, method,
             endpoint_filter={'service_type': 'accelerator',
                              'interface': 'public'},
             headers=headers, raise_exc=False, **kwargs)
@@ -376,13 +615,14 @@ class RealNova:
         return response.json()
 
     def db_rows(self, sql: str, **params) -> list[Any]:
-        assert self.cyborg_db is not None
-        with self.cyborg_db.connect() as conn:
-            return list(conn.execute(sa.text(sql), params))
+        """Rows of ``sql`` on the running Cyborg's database."""
+        assert self.cyborg_part is not None, 'no Cyborg running'
+        return self.cyborg_part.db_rows(sql, **params)
 
     # Processes -------------------------------------------------------------
 
-    def _add(self, process: Process) -> Process:
+    def add(self, process: Process) -> Process:
+        """Start ``process``; it is stopped with the deployment."""
         self.processes[process.name] = process
         return process.start()
 
@@ -396,28 +636,154 @@ class RealNova:
              os.path.join(self.directory, 'compute-%s.conf' % host)],
             self.directory)
         start = len(process.log_text())
-        self._add(process)
+        self.add(process)
         return process, start
 
     def stop_process(self, name: str) -> None:
         self.processes[name].stop()
 
+    # Compute hosts -----------------------------------------------------------
+
+    def start_computes(self, computes: Sequence[ComputeSpec]) -> None:
+        """Start nova-compute on each new host of ``computes``."""
+        for spec in computes:
+            state = os.path.join(self.directory,
+                                 'compute-state-%s' % spec.host)
+            os.makedirs(state)
+            servers.write_config(
+                os.path.join(self.directory, 'compute-%s.conf' % spec.host),
+                {'DEFAULT': {'host': spec.host, 'state_path': state}})
+            self.computes[spec.host] = spec
+            self.start_compute(spec.host)
+
+    def wait_computes(self, computes: Sequence[ComputeSpec]) -> None:
+        """Until each host's compute node provider exists (then its
+        Cyborg agent starts), the agents' devices are in Placement, and
+        the computes are up and mapped to cell1 in nova-api."""
+        started = time.monotonic()
+        for spec in computes:
+            compute = self.processes['nova-compute-%s' % spec.host]
+            servers.wait_for(lambda host=spec.host: _compute_node_provider(
+                self.placement, host), START_TIMEOUT,
+                'the compute node provider of %s' % spec.host,
+                compute.process, compute.log, interval=0.25)
+        if self.cyborg_part is not None:
+            self.start_agents(computes)
+        self.timings['compute nodes'] = round(time.monotonic() - started, 1)
+        started = time.monotonic()
+        hosts = {spec.host for spec in computes}
+
+        def hypervisors_up():
+            services = self.compute('GET', '/os-services?binary=nova-compute')[
+                'services']
+            up = {s['host'] for s in services if s['state'] == 'up'}
+            with self._api_engine.connect() as conn:
+                mapped = {row[0] for row in conn.execute(sa.text(
+                    'SELECT host FROM host_mappings'))}
+            return up >= hosts and mapped >= hosts
+        servers.wait_for(hypervisors_up, START_TIMEOUT,
+                         'the computes up in nova-api\n' + self.logs(20),
+                         interval=0.5)
+        self.timings['devices and hosts ready'] = round(
+            time.monotonic() - started, 1)
+
+    def retire_computes(self, hosts: Sequence[str]) -> None:
+        """Disable the compute services of ``hosts``, so that nothing is
+        scheduled there again, then stop their nova-compute and agent.
+        Disabled while running: nova-api asks the compute to mark its
+        provider disabled, and would wait a minute for a stopped one."""
+        for host in hosts:
+            for service in self.compute(
+                    'GET', '/os-services?binary=nova-compute&host=%s'
+                    % host)['services']:
+                self.compute('PUT', '/os-services/%s' % service['id'],
+                             json={'status': 'disabled',
+                                   'disabled_reason': 'retired'})
+            del self.computes[host]
+        _stop_together([self.processes.pop(n) for n in list(self.processes)
+                        if any(n == 'nova-compute-%s' % host
+                               or n.endswith('-agent-%s' % host)
+                               for host in hosts)])
+
+    # Cyborg ------------------------------------------------------------------
+
+    def start_cyborg(self, part: CyborgPart, configured: bool = False,
+                     agents: bool = True) -> None:
+        """Run ``part`` as this deployment's Cyborg: its database
+        (unless ``configured``: :meth:`CyborgPart.configure` and
+        :meth:`CyborgPart.migrate` already done), its control services,
+        and (with ``agents``) an agent per compute host, whose compute
+        node must exist; without, :meth:`wait_computes` starts them."""
+        assert self.cyborg_part is None, 'a Cyborg is running'
+        if not configured:
+            part.configure(self)
+            part.migrate(self)
+        self.cyborg_part = part
+        part.start_control(self)
+        part.wait_control(self)
+        if agents:
+            self.start_agents(list(self.computes.values()))
+
+    def start_agents(self, computes: Sequence[ComputeSpec]) -> None:
+        """Start the running Cyborg's agent on each host of ``computes``;
+        until their devices are in Placement."""
+        part = self.cyborg_part
+        assert part is not None
+
+        def registered(specs):
+            hosts = [spec.host for spec in specs]
+            expected = sum(part.deployables(spec) for spec in specs)
+            servers.wait_for(
+                lambda: part.deployables_in_placement(hosts) >= expected,
+                START_TIMEOUT, 'the devices of the agents of %s in '
+                'Placement\n%s' % (hosts, self.logs(20)), interval=0.5)
+
+        if part.concurrent_agents:
+            for spec in computes:
+                part.start_agent(self, spec)
+            registered(computes)
+        else:
+            for spec in computes:
+                part.start_agent(self, spec)
+                registered([spec])
+
+    def stop_cyborg(self) -> None:
+        """Stop the running Cyborg's processes (its database stays)."""
+        part, self.cyborg_part = self.cyborg_part, None
+        if part is None:
+            return
+        prefix = part.label + '-'
+        _stop_together([self.processes.pop(n) for n in list(self.processes)
+                        if n.startswith(prefix)])
+        part.close()
+
     def stop(self) -> None:
         errors = []
-        for process in reversed(list(self.processes.values())):
-            try:
-                process.stop()
-            except Exception as e:  # pragma: no cover - best effort
-                errors.append(e)
+        try:
+            _stop_together(list(self.processes.values()))
+        except Exception as e:  # pragma: no cover - best effort
+            errors.append(e)
         if self.stand_ins is not None:
             self.stand_ins.stop()
-        if self.cyborg_db is not None:
-            self.cyborg_db.dispose()
+        if self.cyborg_part is not None:
+            self.cyborg_part.close()
+        if getattr(self, '_api_engine', None) is not None:
+            self._api_engine.dispose()
         for database in self.databases:
             with contextlib.suppress(Exception):
                 self.postgres.drop_database(database)
         if errors:
             raise errors[0]
+
+
+def _stop_together(processes: Sequence[Process]) -> None:
+    """Stop ``processes`` at the same time (each may take its graceful
+    shutdown time)."""
+    if not processes:
+        return
+    with concurrent.futures.ThreadPoolExecutor(len(processes)) as pool:
+        for future in [pool.submit(p.stop) for p in processes]:
+            future.result()
 
 
 def _nova_manage(config_files: Sequence[str], log: str, *args: str) -> None:
@@ -451,50 +817,45 @@ def real_nova(name: str, postgres, rabbitmq, placement, keystone,
               work_dir: str, computes: Sequence[ComputeSpec],
               cyborg_options: Mapping[str, Mapping] | None = None,
               nova_options: Mapping[str, Mapping] | None = None,
-              ) -> Iterator[RealNova]:
-    """Start the deployment of the module docstring; stop it after."""
+              cyborg: CyborgPart | None = None, with_cyborg: bool = True,
+              cyborg_path: str = '') -> Iterator[RealNova]:
+    """Start the deployment of the module docstring; stop it after.
+
+    Its Cyborg is ``cyborg`` (default: :class:`OurCyborg` with
+    ``cyborg_options``), or none at first without ``with_cyborg``
+    (:meth:`RealNova.start_cyborg` starts one later); its API is in the
+    catalog at ``cyborg_path`` (see :class:`RealNova`)."""
     started = time.monotonic()
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
-    suffix = uuid_lib.uuid4().hex[:8]
     deployment = RealNova(name, directory, keystone, placement, postgres,
-                          rabbitmq)
+                          rabbitmq, cyborg_path)
+    if with_cyborg and cyborg is None:
+        cyborg = OurCyborg(cyborg_options)
     try:
-        _start(deployment, suffix, computes, cyborg_options or {},
-               nova_options or {})
+        _start(deployment, computes, cyborg, nova_options or {})
         deployment.startup_seconds = round(time.monotonic() - started, 1)
         yield deployment
     finally:
         deployment.stop()
 
 
-def _start(deployment: RealNova, suffix: str,
-           computes: Sequence[ComputeSpec],
-           cyborg_options: Mapping[str, Mapping],
+def _start(d: RealNova, computes: Sequence[ComputeSpec],
+           cyborg: CyborgPart | None,
            nova_options: Mapping[str, Mapping]) -> None:
-    d = deployment
     directory = d.directory
-    keystone, placement, postgres = d.keystone, d.placement, d.postgres
+    keystone = d.keystone
     timings = d.timings
-    password = d.service_password = secrets.token_hex(10)
-    # Service users of this deployment only (the Keystone may be shared).
-    nova_user, cyborg_user = '%s-nova' % d.name, '%s-cyborg' % d.name
+    password = d.service_password
+    nova_user, cyborg_user = d.nova_user, d.cyborg_user
 
-    def database(kind: str) -> str:
-        db_name = '%s_%s_%s' % (d.name.replace('-', '_'), kind, suffix)
-        d.databases.append(db_name)
-        return postgres.create_database(db_name)
-
-    api_db, cell0_db, cell1_db = (database(k) for k in ('napi', 'ncell0',
-                                                        'ncell1'))
-    cyborg_db = database('cyborg')
-    d.cyborg_db = sa.create_engine(cyborg_db, poolclass=sa.pool.NullPool)
-    nova_transport = d.rabbitmq.create_vhost('%s-nova-%s' % (d.name, suffix))
-    cyborg_transport = d.rabbitmq.create_vhost('%s-cyborg-%s' % (d.name,
-                                                                  suffix))
-    nova_port, cyborg_port = servers.free_port(), servers.free_port()
+    api_db, cell0_db, cell1_db = (d.database(k) for k in ('napi', 'ncell0',
+                                                          'ncell1'))
+    d._api_engine = sa.create_engine(api_db, poolclass=sa.pool.NullPool)
+    nova_transport = d.rabbitmq.create_vhost('%s-nova-%s' % (d.name,
+                                                             d.suffix))
+    nova_port = servers.free_port()
     nova_url = 'http://%s:%d' % (servers.LOOPBACK, nova_port)
-    cyborg_url = 'http://%s:%d' % (servers.LOOPBACK, cyborg_port)
 
     d.stand_ins = StandIns().start()
 
@@ -504,7 +865,8 @@ def _start(deployment: RealNova, suffix: str,
             keystone.add_user(user, password, 'service',
                               ['admin', 'service'])
         keystone.add_service('compute', 'nova', nova_url + '/v2.1')
-        keystone.add_service('accelerator', 'cyborg', cyborg_url)
+        keystone.add_service('accelerator', 'cyborg',
+                             d.cyborg_url + d.cyborg_catalog_path)
         keystone.add_service('image', 'glance', d.stand_ins.url + '/image')
         keystone.add_service('network', 'neutron',
                              d.stand_ins.url + '/network')
@@ -518,9 +880,6 @@ def _start(deployment: RealNova, suffix: str,
     authtoken = keystone.authtoken_options(nova_user, password)
     authtoken['service_type'] = 'compute'
     nova_service_user = keystone.ksa_options(nova_user, password)
-    placement_section = {'auth_type': 'admin_token',
-                         'endpoint': placement.url, 'token': 'admin',
-                         'endpoint_override': placement.url}
     nova_config: dict[str, dict[str, Any]] = {
         'DEFAULT': {
             'transport_url': nova_transport,
@@ -550,7 +909,7 @@ def _start(deployment: RealNova, suffix: str,
         'keystone_authtoken': authtoken,
         'service_user': dict(nova_service_user,
                              send_service_user_token=True),
-        'placement': placement_section,
+        'placement': d.placement_section,
         'cyborg': {'region_name': 'RegionOne'},
         'glance': {'region_name': 'RegionOne'},
         'neutron': dict(nova_service_user, default_floating_pool='none'),
@@ -568,12 +927,6 @@ def _start(deployment: RealNova, suffix: str,
     cell0_conf = servers.write_config(
         os.path.join(directory, 'nova-cell0.conf'),
         {'database': {'connection': cell0_db}})
-    for spec in computes:
-        state = os.path.join(directory, 'compute-state-%s' % spec.host)
-        os.makedirs(state)
-        servers.write_config(
-            os.path.join(directory, 'compute-%s.conf' % spec.host),
-            {'DEFAULT': {'host': spec.host, 'state_path': state}})
     manage_log = os.path.join(directory, 'nova-manage.log')
 
     def nova_api_db():
@@ -587,37 +940,9 @@ def _start(deployment: RealNova, suffix: str,
     def nova_cell_db(config_files):
         _nova_manage(config_files, manage_log, 'db', 'sync', '--local_cell')
 
-    # Cyborg's configuration.
-    cyborg_base = {
-        'DEFAULT': {'transport_url': cyborg_transport,
-                    'state_path': directory, 'heartbeat_interval': 2,
-                    'periodic_interval': 2, 'use_stderr': True},
-        'database': {'connection': cyborg_db},
-        # As Cyborg's service user (admin and service roles; placement.py).
-        'placement': dict(placement_section, token=SERVICE_TOKEN),
-    }
-    cyborg_config = json.loads(json.dumps(cyborg_base))
-    cyborg_config['DEFAULT']['host'] = '%s-cyborg' % d.name
-    cyborg_config['api'] = {'auth_strategy': 'keystone',
-                            'host_ip': servers.LOOPBACK, 'port': cyborg_port}
-    cyborg_config['keystone_authtoken'] = keystone.authtoken_options(
-        cyborg_user, password)
-    cyborg_config['nova'] = dict(
-        keystone.ksa_options(cyborg_user, password), timeout=10,
-        retry_interval=0.2, retry_max_interval=2, poll_interval=0.5,
-        claim_timeout=20)
-    cyborg_config['conductor'] = {'workers': 4, 'bind_timeout': 60,
-                                  'agent_timeout': 10}
-    for section, options in cyborg_options.items():
-        cyborg_config.setdefault(section, {}).update(options)
-    d.cyborg_conf = servers.write_config(
-        os.path.join(directory, 'cyborg.conf'), cyborg_config)
 
-    def cyborg_dbsync():
-        result = servers.run_script('cyborg-dbsync', 'upgrade',
-                                    config_file=d.cyborg_conf, timeout=300)
-        assert result.returncode == 0, result.stdout + result.stderr
-
+    if cyborg is not None:
+        cyborg.configure(d)
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
         futures = [
             pool.submit(_timed, timings, 'keystone users and catalog',
@@ -627,15 +952,17 @@ def _start(deployment: RealNova, suffix: str,
             pool.submit(_timed, timings, 'nova cell1 db', nova_cell_db,
                         [d.nova_conf]),
             pool.submit(_timed, timings, 'nova cell0 db', nova_cell_db,
-                        [d.nova_conf, cell0_conf]),
-            pool.submit(_timed, timings, 'cyborg db', cyborg_dbsync)]
+                        [d.nova_conf, cell0_conf])]
+        if cyborg is not None:
+            futures.append(pool.submit(_timed, timings, 'cyborg db',
+                                       cyborg.migrate, d))
         for future in futures:
             future.result()
 
     started = time.monotonic()
     conf_args = ['--config-file', d.nova_conf]
     nova_env = {'OS_NOVA_CONFIG_DIR': etc}
-    conductor = d._add(Process('nova-conductor', [
+    conductor = d.add(Process('nova-conductor', [
         servers.venv_script('nova-conductor')] + conf_args, directory))
     # One scheduling request at a time: Placement 16 lets concurrent
     # allocation writes overcommit a provider (its capacity check and
@@ -645,86 +972,26 @@ def _start(deployment: RealNova, suffix: str,
     scheduler_conf = servers.write_config(
         os.path.join(directory, 'nova-scheduler.conf'),
         {'DEFAULT': {'executor_thread_pool_size': 1}})
-    scheduler = d._add(Process('nova-scheduler', [
+    scheduler = d.add(Process('nova-scheduler', [
         servers.venv_script('nova-scheduler')] + conf_args
         + ['--config-file', scheduler_conf], directory))
     with open(os.path.join(etc, 'nova_api_app.py'), 'w') as f:
         f.write(NOVA_API_APP)
-    nova_api = d._add(Process('nova-api', servers.wsgi_argv(
+    nova_api = d.add(Process('nova-api', servers.wsgi_argv(
         'gunicorn', 'nova_api_app:application', nova_port, 1, threads=4,
         chdir=etc), directory, env=nova_env))
-    cyborg_conductor = d._add(Process('cyborg-conductor', [
-        servers.venv_script('cyborg-conductor'), '--config-file',
-        d.cyborg_conf], directory))
-    cyborg_api = d._add(Process('cyborg-api', [
-        servers.venv_script('cyborg-api'), '--config-file', d.cyborg_conf],
-        directory))
+    if cyborg is not None:
+        d.cyborg_part = cyborg
+        cyborg.start_control(d)
     conductor.wait_log('Starting conductor node')
-    for spec in computes:
-        d.computes[spec.host] = spec
-        d.start_compute(spec.host)
+    d.start_computes(computes)
     scheduler.wait_log('Starting scheduler node')
-    cyborg_conductor.wait_log('Started cyborg-conductor')
     servers.wait_for(lambda: requests.get(nova_url + '/', timeout=5)
                      .status_code == 200, START_TIMEOUT, 'nova-api',
                      nova_api.process, nova_api.log, interval=0.25)
-    servers.wait_for(lambda: requests.get(cyborg_url + '/', timeout=5)
-                     .status_code == 200, START_TIMEOUT, 'cyborg-api',
-                     cyborg_api.process, cyborg_api.log, interval=0.25)
+    if cyborg is not None:
+        cyborg.wait_control(d)
     timings['control services'] = round(time.monotonic() - started, 1)
-
-    # An agent once its compute node's provider exists.
-    started = time.monotonic()
-    for spec in computes:
-        compute = d.processes['nova-compute-%s' % spec.host]
-        servers.wait_for(lambda host=spec.host: _compute_node_provider(
-            placement, host), START_TIMEOUT,
-            'the compute node provider of %s' % spec.host, compute.process,
-            compute.log, interval=0.25)
-        devices_file = os.path.join(directory,
-                                    'devices-%s.json' % spec.host)
-        with open(devices_file, 'w') as f:
-            json.dump(spec.devices, f)
-        agent_config = json.loads(json.dumps(cyborg_base))
-        agent_config['DEFAULT']['host'] = spec.host
-        agent_config['agent'] = {'resource_provider_name': spec.host,
-                                 'discovery_interval': 2,
-                                 'enabled_drivers': 'fake_driver'}
-        agent_config['fake_driver'] = dict(spec.fake_driver,
-                                           devices_file=devices_file)
-        config_file = servers.write_config(
-            os.path.join(directory, 'agent-%s.conf' % spec.host),
-            agent_config)
-        d._add(Process('cyborg-agent-%s' % spec.host, [
-            servers.venv_script('cyborg-agent'), '--config-file',
-            config_file], directory))
-    timings['compute nodes'] = round(time.monotonic() - started, 1)
-
-    started = time.monotonic()
-    # Every device in Placement, under its host's compute node.
-    expected = sum(len(spec.devices) for spec in computes)
-
-    def devices_in_placement():
-        rows = d.db_rows('SELECT count(*) FROM deployables '
-                         'WHERE rp_uuid IS NOT NULL')
-        return rows[0][0] >= expected
-    servers.wait_for(devices_in_placement, START_TIMEOUT,
-                     'the devices of the agents in Placement\n' + d.logs(20),
-                     interval=0.5)
-
-    # The computes up and discovered (mapped to cell1 by the scheduler).
-    api_engine = sa.create_engine(api_db, poolclass=sa.pool.NullPool)
-
-    def hypervisors_up():
-        services = d.compute('GET', '/os-services?binary=nova-compute')[
-            'services']
-        hosts = {s['host'] for s in services if s['state'] == 'up'}
-        with api_engine.connect() as conn:
-            mapped = {row[0] for row in conn.execute(sa.text(
-                'SELECT host FROM host_mappings'))}
-        return hosts >= set(d.computes) and mapped >= set(d.computes)
-    servers.wait_for(hypervisors_up, START_TIMEOUT,
-                     'the computes up in nova-api\n' + d.logs(20),
-                     interval=0.5)
-    api_engine.dispose()
-    timings['devices and hosts ready'] = round(time.monotonic() - started, 1)
+    # Agents once their compute node's provider exists; every device in
+    # Placement, under its host's compute node.
+    d.wait_computes(computes)

@@ -44,7 +44,6 @@ import pytest
 import requests
 
 from tests.functional import nova_services
-from tests.functional.placement import PlacementServer
 from tests.functional import servers
 
 HOST_1 = 'real-nova-1'
@@ -82,37 +81,10 @@ def _report(text: str) -> None:
 
 
 @pytest.fixture(scope='module')
-def keystone_server(request, postgres):
-    """The session's Keystone (conftest's ``keystone`` fixture) when
-    there is one, else one for this module."""
-    try:
-        yield request.getfixturevalue('keystone')
-        return
-    except pytest.FixtureLookupError:
-        pass
-    from tests.functional.keystone import KeystoneServer
-    with KeystoneServer(postgres.create_database('keystone_real_nova')
-                        ) as server:
-        yield server
-
-
-@pytest.fixture(scope='module')
-def placement_pg(postgres, work_dir):
-    """Placement on PostgreSQL: the session's runs on SQLite, which
-    answers concurrent writes (two computes starting) with 'database is
-    locked'."""
-    with PlacementServer(
-            os.path.join(work_dir, 'real-nova-placement'),
-            database_url=postgres.create_database('placement_real_nova')
-            ) as server:
-        yield server
-
-
-@pytest.fixture(scope='module')
-def rn(postgres, rabbitmq, placement_pg, keystone_server, work_dir):
+def rn(postgres, rabbitmq, placement_pg, keystone, work_dir):
     started = time.monotonic()
     with nova_services.real_nova(
-            'real-nova', postgres, rabbitmq, placement_pg, keystone_server,
+            'real-nova', postgres, rabbitmq, placement_pg, keystone,
             work_dir, COMPUTES,
             cyborg_options={'nova': {'retry_interval': 0.2,
                                      'retry_max_interval': 2}}) as d:
