@@ -33,6 +33,7 @@ from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import errors as db_errors
 from cyborg.db import hardware
+from cyborg.db import providers as providers_db
 from cyborg.db import services as services_db
 from cyborg.domain import providers
 
@@ -157,6 +158,12 @@ class ConductorManager:
     def sync_pending_hosts(self, context) -> None:
         """Retry every host whose providers are not yet in Placement."""
         for host in services_db.hosts_pending_sync(context):
+            self.sync_host(context, host)
+
+    def sync_adopted_hosts(self, context) -> None:
+        """Sync every host with a provider taken over from upstream that
+        waits for its allocations to go ([conductor] adoption_interval)."""
+        for host in providers_db.hosts_with_adopted(context):
             self.sync_host(context, host)
 
     def _get_placement_sync(self) -> placement_sync.PlacementSync | None:

@@ -48,9 +48,13 @@ Providers taken over from an upstream Cyborg (``adopted`` rows, see
 reads what Placement has (with the host's tree when several providers
 are written), then sets our inventory and traits on them as on any
 other. Their name and parent stay upstream's while they hold
-allocations (re-parenting needs Placement 1.37): the host stays pending
-and each later sync asks for the provider's allocations (one request per
-waiting provider) until there are none, then renames and moves it once.
+allocations (re-parenting needs Placement 1.37), and so does an upstream
+resource class that allocations use: such a provider is ``waiting``. A
+sync that leaves only waiting providers is complete (agent reports then
+cost no Placement request); every ``[conductor] adoption_interval`` the
+conductor syncs the hosts that have one, which asks for the provider's
+allocations (one request per waiting provider) until there are none,
+then renames and moves it once.
 A retained deployable's provider reserves its whole inventory, and the
 other providers of its device reserve the units whose handles it holds
 (see :func:`load_host_state`).
@@ -229,6 +233,10 @@ class _Write:
     inspected: bool = False
     #: Whether the provider was upstream's when the sync started.
     upstream: bool = False
+    #: An adopted provider whose allocations keep upstream's name,
+    #: parent or resource class for now: retried every
+    #: ``[conductor] adoption_interval``, not at every report.
+    waiting: bool = False
 
     @classmethod
     def plan(cls, spec: ProviderSpec, row) -> '_Write | None':
@@ -306,7 +314,8 @@ class _Write:
                     name=self.name if self.adopted else self.spec.name,
                     parent_uuid=self.parent_uuid, generation=self.generation,
                     inventory_hash=self.inventory_hash,
-                    traits_hash=self.traits_hash, adopted=self.adopted)
+                    traits_hash=self.traits_hash,
+                    adopted=self.adopted or self.waiting)
 
 
 def _record(context, host: str, state: HostState,
@@ -430,7 +439,8 @@ class PlacementSync:
         for write in writes:
             if not write.failed and write.pending:
                 self._attempt(write, self._finish)
-        return not any(write.failed or write.pending for write in writes)
+        return not any(write.failed or write.pending and not write.waiting
+                       for write in writes)
 
     def _read_generations(self, root_uuid: str | None,
                           writes: list[_Write]) -> None:
@@ -497,6 +507,7 @@ class PlacementSync:
             LOG.debug('Resource provider %s (%s) holds allocations; it '
                       'keeps its name and parent until it holds none',
                       spec.uuid, write.name)
+            write.waiting = True
             return
         try:
             provider = self.client.update_provider(spec.uuid, spec.name,
@@ -529,8 +540,9 @@ class PlacementSync:
         """Set our inventory on an adopted provider whose allocations
         use a resource class ours lacks, keeping that class with all of
         it reserved: the allocations stay valid and nothing new is
-        scheduled on it. The inventory stays pending (the host is synced
-        again) until Placement takes ours alone."""
+        scheduled on it. The provider is ``waiting``: tried again every
+        ``[conductor] adoption_interval`` until Placement takes ours
+        alone."""
         spec = write.spec
         generation, current = self.client.get_inventories(spec.uuid)
         merged = dict(spec.inventories)
@@ -538,7 +550,7 @@ class PlacementSync:
             if resource_class not in merged:
                 merged[resource_class] = dict(record,
                                               reserved=record['total'])
-        write.changed = True
+        write.changed = write.waiting = True
         write.generation = self.client.set_inventories(spec.uuid,
                                                        generation, merged)
         write.inventory_hash = _digest(merged)

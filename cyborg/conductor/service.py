@@ -146,6 +146,10 @@ def create(conf: cfg.ConfigOpts, transport,
         service.PeriodicTask(
             'conductor-bind-sweeper', lambda: endpoint.sweep_binds(admin()),
             conf.periodic_interval, run_immediately=False),
+        service.PeriodicTask(
+            'conductor-adoption',
+            lambda: endpoint.sync_adopted_hosts(admin()),
+            conf.conductor.adoption_interval, run_immediately=False),
     ]
     return service.RPCService(transport, constants.CONDUCTOR_TOPIC, host,
                               endpoint, periodic_tasks=tasks,

@@ -32,6 +32,14 @@ opts = [
                     'release an attach handle (e.g. create or remove an '
                     'mdev) before giving up: the bind fails, or the '
                     'release is tried again later.'),
+    cfg.IntOpt('adoption_interval',
+               default=600, min=10,
+               help='Seconds between two checks of the resource providers '
+                    'taken over from an upstream Cyborg import that wait '
+                    'for their allocations to go (to take our name and '
+                    'parent, or to drop an upstream resource class). '
+                    'Between checks such a host counts as synced, so agent '
+                    'reports cost no Placement request for it.'),
     cfg.IntOpt('program_timeout',
                default=240, min=1,
                help='Seconds the conductor waits for an agent to download '

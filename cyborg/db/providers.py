@@ -153,3 +153,13 @@ def _save_providers(connection, rows: list[dict[str, Any]],
         new.append(dict(values, uuid=uuid, created_at=now, updated_at=now))
     if new:
         connection.execute(sa.insert(PROVIDERS), new)
+
+
+@db_api.main_context_manager.reader.connection
+def hosts_with_adopted(context) -> list[str]:
+    """Hosts with a provider still waiting to become fully ours (an
+    ``adopted`` row: upstream's name, parent or resource class kept while
+    it holds allocations)."""
+    return list(context.connection.execute(
+        sa.select(PROVIDERS.c.host).where(
+            PROVIDERS.c.adopted == sa.true()).distinct()).scalars())

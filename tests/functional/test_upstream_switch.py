@@ -450,9 +450,15 @@ def _run(d, request, target, computes, hosts, booted, started) -> None:
     # Our drivers report the same capacity on the adopted providers.
     assert {rp: _capacity(d, rp) for rp in providers} == inventories
     _no_orphan_allocations(d, hosts)
-    _report('%s: Placement sync of the hosts (requested, done): %s' % (
-        target, d.db_rows('SELECT host, sync_requested, sync_done '
-                          'FROM services WHERE report_hash IS NOT NULL')))
+    # Providers that wait for their allocations to go leave their host
+    # synced (retried every [conductor] adoption_interval), so reports
+    # cost Placement nothing.
+    sync_sql = ('SELECT host, sync_requested, sync_done FROM services '
+                'WHERE report_hash IS NOT NULL')
+    servers.wait_for(
+        lambda: all(row[1] <= row[2] for row in d.db_rows(sync_sql)), 30,
+        'every adopted host synced: %s' % (d.db_rows(sync_sql),),
+        interval=0.5)
     handles = {server: _handle_of(d, arqs[0]['uuid'])
                for server, arqs in before.items()}
     assert all(h and h[1] for h in handles.values()), handles

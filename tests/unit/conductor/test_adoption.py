@@ -307,7 +307,9 @@ def _report(conductor, context, wire):
 def test_adopted_provider_is_corrected_never_recreated(
         conductor, upstream_placement, admin_context, database, fake_conf):
     """Inventory and traits become ours at once; the name waits for the
-    allocation to go, and the host stays pending until then."""
+    allocation to go. Meanwhile the host counts as synced: reports cost
+    no Placement request, and the periodic adoption check (not each
+    report) asks for the allocations."""
     rows = imported.insert(database, HOST, ADDRESS, [imported.Deployable(
         UPSTREAM, [1, 2, 3], in_use=[2],
         traits=['CUSTOM_FAKE_DEVICE', 'CUSTOM_FPGA_UPSTREAM'])])
@@ -316,7 +318,7 @@ def test_adopted_provider_is_corrected_never_recreated(
         ['CUSTOM_FAKE_DEVICE', 'CUSTOM_FPGA_UPSTREAM'])
     upstream_placement.allocations[uuid] = {'instance': {'FPGA': 1}}
     wire = _wire(fake_conf)
-    assert _report(conductor, admin_context, wire)['synced'] is False
+    assert _report(conductor, admin_context, wire)['synced'] is True
     provider = upstream_placement.providers[uuid]
     assert provider['name'] == UPSTREAM
     assert provider['traits'] == ['CUSTOM_FAKE_DEVICE', 'OWNER_CYBORG']
@@ -325,13 +327,22 @@ def test_adopted_provider_is_corrected_never_recreated(
     kinds = upstream_placement.kinds()
     assert 'create' not in kinds and 'delete' not in kinds
     assert 'update' not in kinds
-    # A retry asks for the allocations only.
+    # An unchanged report costs Placement nothing while it waits.
     upstream_placement.calls.clear()
-    assert conductor.sync_host(admin_context, HOST) is False
+    assert _report(conductor, admin_context, wire)['synced'] is True
+    assert upstream_placement.calls == []
+    # The periodic check asks for the allocations only.
+    conductor.sync_adopted_hosts(admin_context)
     assert upstream_placement.kinds() == ['allocations']
-    # Released: renamed once, then nothing more to do.
+    # Released: the next check renames it once, then nothing more to do.
     imported.release(database, rows.arqs[UPSTREAM, 2])
     del upstream_placement.allocations[uuid]
+    upstream_placement.calls.clear()
+    conductor.sync_adopted_hosts(admin_context)
+    assert 'update' in upstream_placement.kinds()
+    upstream_placement.calls.clear()
+    conductor.sync_adopted_hosts(admin_context)
+    assert upstream_placement.calls == []
     assert conductor.sync_host(admin_context, HOST) is True
     assert provider['name'] == HOST + '_' + OURS
     assert 'create' not in upstream_placement.kinds()
@@ -408,7 +419,7 @@ def test_child_carrying_the_bound_function_adopts_and_moves_later(
         UPSTREAM, {'FPGA': {'total': 3, 'max_unit': 3}}, [])
     upstream_placement.allocations[uuid] = {'instance': {'FPGA': 1}}
     assert _report(conductor, admin_context, _wire(nested_conf))[
-        'synced'] is False
+        'synced'] is True
     found = _rows(database)
     assert found[OURS + '_c1'][0] == rows.deployables[UPSTREAM]
     assert sorted(found[OURS + '_c1'][3]) == [2]
@@ -469,7 +480,7 @@ def test_allocated_upstream_class_is_kept_reserved_until_free(
         UPSTREAM, {'CUSTOM_OLD': {'total': 3, 'max_unit': 3}}, [])
     upstream_placement.allocations[uuid] = {'instance': {'CUSTOM_OLD': 1}}
     wire = _wire(fake_conf)
-    assert _report(conductor, admin_context, wire)['synced'] is False
+    assert _report(conductor, admin_context, wire)['synced'] is True
     inventories = upstream_placement.providers[uuid]['inventories']
     assert inventories['FPGA']['total'] == 3
     assert inventories['FPGA']['reserved'] == 0
