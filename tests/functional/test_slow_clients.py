@@ -36,10 +36,16 @@ SLOW_CLIENTS = 60
 
 
 def _api(directory: str, port: int) -> servers.CyborgProcess:
+    # Never read (the version documents need no database), but the API
+    # refuses to start on a database it cannot open.
+    os.makedirs(directory, exist_ok=True)
+    database = os.path.join(directory, 'cyborg.sqlite')
+    open(database, 'a').close()
     return servers.CyborgProcess('cyborg-api', {
         'DEFAULT': {'host': 'slow-clients',
                     # Never used: the version documents need no conductor.
                     'transport_url': 'rabbit://guest:guest@127.0.0.1:9/'},
+        'database': {'connection': 'sqlite:///' + database},
         'api': {'auth_strategy': 'noauth', 'host_ip': servers.LOOPBACK,
                 'port': port, 'client_timeout': CLIENT_TIMEOUT,
                 'max_connections': MAX_CONNECTIONS},
