@@ -53,6 +53,7 @@ import tempfile
 
 import pytest
 import requests
+import sqlalchemy as sa
 
 from cyborg.common import embedded_placement
 
@@ -101,6 +102,20 @@ def all_in_one_on_host(config: dict, directory: str, tree, port: int):
         yield process
     finally:
         process.stop()
+
+
+def all_in_one_handles_in_use(work_dir: str) -> int:
+    """Attach handles in use in the database of the all-in-one started
+    in ``work_dir`` (by :func:`all_in_one_on_host`)."""
+    engine = sa.create_engine('sqlite:///' + os.path.join(
+        work_dir, 'state', 'cyborg.sqlite'), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(sa.text(
+                'SELECT count(*) FROM attach_handles WHERE in_use = 1'
+            )).scalar()
+    finally:
+        engine.dispose()
 
 
 def api_devices(url: str, **params) -> list[dict]:

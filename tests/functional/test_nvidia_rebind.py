@@ -28,7 +28,6 @@ import os
 
 import pytest
 import requests
-import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.utils import demo_host
 from cyborg.accelerator.drivers.utils import fake_tools
@@ -77,16 +76,7 @@ class Flow:
             link) else None
 
     def handles_in_use(self) -> int:
-        engine = sa.create_engine('sqlite:///' + os.path.join(
-            self.process.work_dir, 'state', 'cyborg.sqlite'),
-            poolclass=sa.pool.NullPool)
-        try:
-            with engine.connect() as connection:
-                return connection.execute(sa.text(
-                    'SELECT count(*) FROM attach_handles WHERE in_use = 1'
-                )).scalar()
-        finally:
-            engine.dispose()
+        return conftest.all_in_one_handles_in_use(self.process.work_dir)
 
     def wait(self, predicate, what: str) -> None:
         servers.wait_for(predicate, TIMEOUT, what, self.process.process,
