@@ -75,10 +75,10 @@ from cyborg.agent import service as agent_service
 from cyborg.api import app as api_app
 from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
-from cyborg.cmd import all_in_one
+from cyborg.allinone import launch
 from cyborg.domain import arq_states
 from cyborg.common import constants
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 from cyborg.common import rpc
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import rpcapi as conductor_rpcapi
@@ -274,7 +274,7 @@ class APIFixture(fixture.GabbiFixture):
                 CONF, self.transport,
                 lambda: placement_client.PlacementClient.for_endpoint(
                     placement_url,
-                    roles=all_in_one.CONDUCTOR_PLACEMENT_ROLES),
+                    roles=launch.CONDUCTOR_PLACEMENT_ROLES),
                 notifier=notifier),
             agent_service.create(CONF, self.transport),
         ]

@@ -30,7 +30,7 @@ import os
 from gabbi import fixture as gabbi_fixture
 import pytest
 
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 from tests import gabbi_cases
 from tests.api import fixtures
 

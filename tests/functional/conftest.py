@@ -55,7 +55,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 
 from tests.functional import servers
 from tests.functional.keystone import KeystoneServer

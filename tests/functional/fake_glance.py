@@ -11,7 +11,7 @@
 # under the License.
 
 """A fake Glance serving the part of the image API v2 bitstreams need:
-:class:`cyborg.common.local_images.ImageServer` with faults to inject.
+:class:`cyborg.allinone.local_images.ImageServer` with faults to inject.
 
 A real HTTP server (threaded) on a free loopback port, started in this
 process::
@@ -53,7 +53,7 @@ import uuid
 
 import pytest
 
-from cyborg.common import local_images
+from cyborg.allinone import local_images
 
 LOOPBACK = local_images.LOOPBACK
 

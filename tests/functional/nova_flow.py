@@ -48,7 +48,7 @@ from typing import Any
 import requests
 import sqlalchemy as sa
 
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 
 from tests.functional import servers
 from tests.functional.fake_nova import FakeNova

@@ -31,7 +31,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers.utils import demo_host
+from cyborg.allinone import demo_host
 from cyborg.clients import placement as placement_client
 from tests.functional import conftest
 from tests.functional import nova_flow

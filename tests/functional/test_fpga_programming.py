@@ -39,7 +39,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.allinone import fake_tools
 from cyborg.clients import placement as placement_client
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts

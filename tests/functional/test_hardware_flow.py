@@ -34,8 +34,8 @@ import re
 import pytest
 import requests
 
-from cyborg.accelerator.drivers.utils import demo_host
-from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.allinone import demo_host
+from cyborg.allinone import fake_tools
 from cyborg.clients import placement as placement_client
 from tests.functional import conftest
 from tests.functional import nova_flow

@@ -41,7 +41,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 from tests.functional import conftest
 from tests.functional import servers
 from tests.functional import placement as placement_lib

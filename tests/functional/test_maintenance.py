@@ -34,7 +34,7 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 from cyborg.conductor import placement_sync
 from cyborg.conf import fake_driver as fake_driver_conf
 from cyborg import context as cyborg_context

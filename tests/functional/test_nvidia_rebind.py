@@ -29,8 +29,8 @@ import os
 import pytest
 import requests
 
-from cyborg.accelerator.drivers.utils import demo_host
-from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.allinone import demo_host
+from cyborg.allinone import fake_tools
 from tests.fixtures.hosts import hosts
 from tests.functional import conftest
 from tests.functional import nova_flow

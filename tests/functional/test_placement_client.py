@@ -27,7 +27,7 @@ import uuid
 import pytest
 
 from cyborg.clients import placement as placement_client
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 from tests.functional import placement as placement_lib
 from tests.functional import servers
 
@@ -346,7 +346,7 @@ def test_ensure_compute_node(client):
 
 EMBEDDED_SCRIPT = textwrap.dedent('''
     import socket, sys
-    from cyborg.common import embedded_placement as ep
+    from cyborg.allinone import embedded_placement as ep
     state_dir = sys.argv[1]
     server = ep.start(state_dir)
     client = server.client()

@@ -46,7 +46,7 @@ import uuid as uuid_lib
 import pytest
 import requests
 
-from cyborg.common import embedded_placement
+from cyborg.allinone import embedded_placement
 
 from tests.functional import servers
 

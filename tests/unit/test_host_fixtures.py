@@ -24,8 +24,8 @@ import pytest
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.accelerator.drivers.utils import fake_tools as tools
-from cyborg.accelerator.drivers.utils.host_tree import HostTree
+from cyborg.allinone import fake_tools as tools
+from cyborg.allinone.host_tree import HostTree
 from tests.fixtures.hosts import hosts
 
 BUILDERS = [hosts.nvidia_gpu_host, hosts.nvidia_vgpu17_host,

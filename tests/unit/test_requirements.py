@@ -150,7 +150,7 @@ def test_all_in_one_extra():
     assert set(extra) == {'openstack-placement', 'python-openstackclient',
                           'python-cyborgclient'}
     assert imported['openstack-placement'] == {
-        'cyborg/common/embedded_placement.py'}
+        'cyborg/allinone/embedded_placement.py'}
     assert not set(extra) & set(read_requirements('requirements.txt'))
 
 

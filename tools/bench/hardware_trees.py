@@ -12,7 +12,7 @@
 
 """Device trees as the real drivers report real-looking hosts, for the
 inventory benchmark: each is built once on a host tree written by
-:mod:`cyborg.accelerator.drivers.utils.host_tree` (the layout of sysfs)
+:mod:`cyborg.allinone.host_tree` (the layout of sysfs)
 and discovered by the driver an operator would enable.
 
 * ``gpu8``: 8 NVIDIA T4s on vfio-pci, each a PGPU (``nvidia_gpu_driver``);
@@ -28,10 +28,10 @@ from oslo_config import cfg
 
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.qat import intel as qat
-from cyborg.accelerator.drivers.utils import demo_host
-from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.allinone import demo_host
+from cyborg.allinone import fake_tools
 from cyborg.accelerator.drivers.utils import runner
-from cyborg.accelerator.drivers.utils.host_tree import HostTree
+from cyborg.allinone.host_tree import HostTree
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
 from cyborg.conf import intel_qat_driver as qat_conf

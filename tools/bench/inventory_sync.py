@@ -51,7 +51,7 @@ warnings.filterwarnings('ignore')
 import sqlalchemy as sa  # noqa: E402
 
 from cyborg.clients import placement as placement_client  # noqa: E402
-from cyborg.common import embedded_placement  # noqa: E402
+from cyborg.allinone import embedded_placement  # noqa: E402
 from cyborg.common import rpc  # noqa: E402
 from cyborg.conductor import rpcapi  # noqa: E402
 from cyborg.conductor import service as conductor_service  # noqa: E402

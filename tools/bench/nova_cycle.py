@@ -65,7 +65,7 @@ warnings.filterwarnings('ignore')
 import requests  # noqa: E402
 import sqlalchemy  # noqa: E402
 
-from cyborg.common import embedded_placement  # noqa: E402
+from cyborg.allinone import embedded_placement  # noqa: E402
 from tools import bench  # noqa: E402
 from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
 from tools.bench import cpu  # noqa: E402

@@ -173,7 +173,7 @@ class UpstreamDeployment:
         self.processes[-1].wait_log(
             'Created RPC server for service cyborg-conductor')
         client = placement.client()
-        from cyborg.common import embedded_placement
+        from cyborg.allinone import embedded_placement
         for index in range(self.agents):
             host = 'upstream-compute-%d' % index
             embedded_placement.ensure_compute_node(client, host)

@@ -54,7 +54,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from cyborg.accelerator.drivers.fake import driver as fake  # noqa: E402
 from cyborg.clients import placement as placement_client  # noqa: E402
-from cyborg.common import embedded_placement  # noqa: E402
+from cyborg.allinone import embedded_placement  # noqa: E402
 from cyborg.conductor import placement_sync  # noqa: E402
 from cyborg.conf import CONF  # noqa: E402
 from cyborg import context as cyborg_context  # noqa: E402

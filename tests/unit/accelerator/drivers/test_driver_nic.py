@@ -20,7 +20,7 @@ import pytest
 
 from cyborg.accelerator.drivers.nic import intel
 from cyborg.accelerator.drivers import passthrough
-from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.allinone import fake_tools
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree

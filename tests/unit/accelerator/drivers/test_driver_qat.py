@@ -22,7 +22,7 @@ from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.qat import intel
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import fake_tools as tools
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 

@@ -23,7 +23,7 @@ from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers.fpga import inspur
 from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers.fpga import xilinx
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import fake_tools as tools
 from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import opts

@@ -17,7 +17,7 @@ import pytest
 
 from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers import passthrough
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.agent import discovery
 from cyborg.domain import device_tree

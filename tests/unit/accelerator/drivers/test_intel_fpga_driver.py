@@ -24,8 +24,8 @@ from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import errors
-from cyborg.accelerator.drivers.utils import fake_tools as tools
-from cyborg.accelerator.drivers.utils.host_tree import HostTree
+from cyborg.allinone import fake_tools as tools
+from cyborg.allinone.host_tree import HostTree
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.common import exception

@@ -32,7 +32,7 @@ from cyborg.conf import default as default_conf
 from cyborg.conf import nvidia_gpu as nvidia_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import fake_tools as tools
 from tests.fixtures.hosts import hosts
 
 T4_TRAITS = ['CUSTOM_GPU_NVIDIA', 'CUSTOM_NVIDIA_1EB8', 'OWNER_CYBORG']

@@ -29,8 +29,8 @@ import pytest
 
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
-from cyborg.accelerator.drivers.utils import demo_host
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import demo_host
+from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf

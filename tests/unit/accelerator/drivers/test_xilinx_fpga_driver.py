@@ -21,7 +21,7 @@ import pytest
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import xilinx
 from cyborg.accelerator.drivers import passthrough
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
 

@@ -17,7 +17,7 @@ removing mdevs, and vGPU 17+ type files, on fixture hosts.
 A write to ``create``/``remove``/``current_vgpu_type`` does nothing on a
 plain filesystem: the fixture's ``settle()`` then does what the kernel
 (or NVIDIA's driver) does on that write (see
-cyborg/accelerator/drivers/utils/host_tree.py).
+cyborg/allinone/host_tree.py).
 """
 
 import errno

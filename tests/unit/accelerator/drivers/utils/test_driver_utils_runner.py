@@ -21,7 +21,7 @@ import pytest
 
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import runner
-from cyborg.accelerator.drivers.utils import fake_tools as tools
+from cyborg.allinone import fake_tools as tools
 from tests.fixtures.hosts import hosts
 
 

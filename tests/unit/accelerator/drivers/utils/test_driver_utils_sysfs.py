@@ -23,7 +23,7 @@ import pytest
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.accelerator.drivers.utils.host_tree import HostTree
+from cyborg.allinone.host_tree import HostTree
 from cyborg.conf import agent as agent_conf
 from tests.fixtures.hosts import hosts
 

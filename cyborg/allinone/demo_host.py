@@ -44,8 +44,8 @@ import os
 import shutil
 import threading
 
-from cyborg.accelerator.drivers.utils import fake_tools
-from cyborg.accelerator.drivers.utils.host_tree import HostTree
+from cyborg.allinone import fake_tools
+from cyborg.allinone.host_tree import HostTree
 
 NVIDIA = 0x10de
 INTEL = 0x8086

@@ -15,7 +15,7 @@ import pytest
 from cyborg.conf import CONF
 
 # The defaults cyborg-all-in-one changes in the global CONF
-# (all_in_one._set_embedded_defaults): (option, group).
+# (launch._set_embedded_defaults): (option, group).
 EMBEDDED_DEFAULTS = [('state_path', None), ('transport_url', None),
                      ('auth_strategy', 'api'), ('connection', 'database'),
                      ('resource_provider_name', 'agent')]

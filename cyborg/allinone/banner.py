@@ -24,7 +24,7 @@ import os
 import shlex
 import sys
 
-from cyborg.accelerator.drivers.utils import demo_host
+from cyborg.allinone import demo_host
 
 #: The first line: tests and scripts wait for it.
 RUNNING = 'Cyborg all-in-one is running.'
@@ -156,7 +156,7 @@ def ready(endpoints: Endpoints, kernel: demo_host.DemoKernel | None = None,
           images=None) -> str:
     """The ready message: endpoints, then commands to try; ``kernel`` is
     the demo hardware's, ``images`` the local Glance stand-in
-    (:class:`cyborg.common.local_images.ImageServer`)."""
+    (:class:`cyborg.allinone.local_images.ImageServer`)."""
     lines = [RUNNING, '',
              '  API:        %s' % endpoints.api,
              '  Placement:  %s  (X-Auth-Token: admin)' % endpoints.placement]

@@ -19,7 +19,7 @@ import webob
 
 from cyborg.clients import glance
 from cyborg.common import exception
-from cyborg.common import local_images
+from cyborg.allinone import local_images
 
 FUNCTION = '9f8e7d6c5b4a49388271605f4e3d2c1b'
 PROPERTIES = {

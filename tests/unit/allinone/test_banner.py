@@ -17,9 +17,9 @@ import os
 import sys
 from unittest import mock
 
-from cyborg.accelerator.drivers.utils import demo_host
-from cyborg.cmd import banner
-from cyborg.common import local_images
+from cyborg.allinone import demo_host
+from cyborg.allinone import banner
+from cyborg.allinone import local_images
 
 ENDPOINTS = banner.Endpoints(api='http://127.0.0.1:7777',
                              placement='http://127.0.0.1:8779',

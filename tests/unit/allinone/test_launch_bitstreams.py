@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from cyborg.allinone import launch
 from cyborg.clients import glance
 from cyborg.cmd import all_in_one
 from cyborg.common import config_checks
@@ -30,7 +31,7 @@ def _args(**values):
 
 
 def _set_bitstream_source(args):
-    images = all_in_one._load_bitstreams(args, '/nonexistent')
+    images = launch._load_bitstreams(args, '/nonexistent')
     if images is not None:
         glance_conf.use_endpoint(conf_module.CONF, images.start().url)
     return images
@@ -73,7 +74,7 @@ def test_a_bad_bitstream_dir_fails_before_anything_starts(conf, tmp_path):
 
 def test_the_two_sources_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
-        all_in_one._parse(['--glance-url', 'http://x', '--bitstream-dir',
+        launch._parse(['--glance-url', 'http://x', '--bitstream-dir',
                            '/tmp'])
     assert 'not allowed with' in capsys.readouterr().err
 

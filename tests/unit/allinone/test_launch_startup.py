@@ -20,6 +20,7 @@ import threading
 
 import pytest
 
+from cyborg.allinone import launch
 from cyborg.cmd import all_in_one
 
 
@@ -63,12 +64,12 @@ def _main(conf, capsys, *args):
 
 @pytest.mark.parametrize('host', ['127.0.0.1', '::1', 'localhost'])
 def test_loopback_needs_no_option(host):
-    assert all_in_one.listen_problems(_args(host), 'noauth') == []
+    assert launch.listen_problems(_args(host), 'noauth') == []
 
 
 @pytest.mark.parametrize('host', ['0.0.0.0', '::', '192.0.2.1', 'myhost'])
 def test_beyond_loopback_is_refused_with_the_reason(host):
-    [problem] = all_in_one.listen_problems(_args(host), 'noauth')
+    [problem] = launch.listen_problems(_args(host), 'noauth')
     assert problem.startswith('refusing to listen on %s: without Keystone '
                               'every API request acts as an administrator'
                               % host)
@@ -77,13 +78,13 @@ def test_beyond_loopback_is_refused_with_the_reason(host):
 
 
 def test_with_keystone_the_placement_token_is_still_the_reason():
-    [problem] = all_in_one.listen_problems(_args('0.0.0.0'), 'keystone')
+    [problem] = launch.listen_problems(_args('0.0.0.0'), 'keystone')
     assert 'without Keystone' not in problem
     assert 'embedded Placement accepts the fixed token "admin"' in problem
 
 
 def test_the_explicit_option_allows_any_address():
-    assert all_in_one.listen_problems(_args('0.0.0.0', True),
+    assert launch.listen_problems(_args('0.0.0.0', True),
                                       'noauth') == []
 
 
@@ -156,7 +157,7 @@ def test_a_missing_config_file_is_one_line(conf, tmp_path, capsys):
 
 def test_help_is_plain_text_and_lists_config_file(capsys):
     with pytest.raises(SystemExit):
-        all_in_one._parse(['--help'])
+        launch._parse(['--help'])
     text = capsys.readouterr().out
     for option in ('--config-file', '--placement-port', '--state-dir',
                    '--insecure-listen-anywhere', '--demo-hardware'):
@@ -165,7 +166,7 @@ def test_help_is_plain_text_and_lists_config_file(capsys):
 
 
 def test_config_files_reach_oslo_config():
-    args, rest = all_in_one._parse(['--config-file', 'a.conf', '--port',
+    args, rest = launch._parse(['--config-file', 'a.conf', '--port',
                                     '7000', '--config-file', 'b.conf',
                                     '--debug'])
     assert args.port == 7000
@@ -175,7 +176,7 @@ def test_config_files_reach_oslo_config():
 
 def test_the_compute_node_is_named_after_the_host(conf, tmp_path):
     conf.set_override('host', 'aio-host')
-    all_in_one._set_embedded_defaults(str(tmp_path))
+    launch._set_embedded_defaults(str(tmp_path))
     assert conf.agent.resource_provider_name == 'aio-host'
     conf.set_override('resource_provider_name', 'node.example.org',
                       group='agent')

@@ -20,8 +20,8 @@ import uuid
 from cyborg.accelerator.drivers.nic import intel as nic
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.qat import intel as qat
-from cyborg.accelerator.drivers.utils import demo_host
-from cyborg.accelerator.drivers.utils import fake_tools
+from cyborg.allinone import demo_host
+from cyborg.allinone import fake_tools
 from cyborg.accelerator.drivers.utils import mdev
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
