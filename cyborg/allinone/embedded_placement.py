@@ -48,7 +48,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.clients import placement as placement_client
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 
 LOG = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def start(state_dir: str, host: str = '127.0.0.1',
 
     Its SQLite database is ``<state_dir>/placement.sqlite``, created or
     upgraded to the current schema before serving. Raises
-    :class:`cyborg.common.wsgi_server.CannotListen` if the address
+    :class:`cyborg.api.wsgi_server.CannotListen` if the address
     cannot be bound (before the database is touched), and
     :class:`EmbeddedPlacementError` if this process already runs
     Placement on another database (see the module documentation).

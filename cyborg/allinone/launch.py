@@ -60,7 +60,7 @@ from cyborg.common import exception
 from cyborg.allinone import local_images
 from cyborg.common import rpc
 from cyborg.common import signals
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conf import CONF

@@ -60,7 +60,7 @@ import uuid
 from typing import Any
 
 from cyborg.common import exception
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 
 LOOPBACK = '127.0.0.1'
 VERSION = '2.16'

@@ -19,7 +19,7 @@ from oslo_log import log as logging
 from cyborg.api import app as api_app
 from cyborg.common import config
 from cyborg.common import signals
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 from cyborg.conf import CONF
 from cyborg import policies
 

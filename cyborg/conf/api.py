@@ -14,7 +14,7 @@
 
 from oslo_config import cfg
 
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 
 group = cfg.OptGroup('api', title='REST API options')
 

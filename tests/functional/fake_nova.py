@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 
 LOOPBACK = '127.0.0.1'
 PREFIX = '/v2.1'

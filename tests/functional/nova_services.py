@@ -67,7 +67,7 @@ from typing import Any
 import requests
 import sqlalchemy as sa
 
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 from tests.functional import servers
 from tests.functional.placement import SERVICE_TOKEN
 

@@ -65,7 +65,7 @@ def app(environ, start_response):
 LAUNCHER = '''
 import sys, threading
 from placement import wsgi
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 app = wsgi.init_application()
 ''' + SERVICE_ROLES_WRAPPER + '''
 server = wsgi_server.WSGIServer(app, sys.argv[1], int(sys.argv[2]))

@@ -128,7 +128,7 @@ def test_sighup_applies_debug_with_a_bind_in_flight(flow):
     # bind the events it sent Nova, at DEBUG level.
     mark = len(_log(flow.api))
     requests.get(flow.url + '/', timeout=10)
-    _wait_log(flow.api, ' DEBUG cyborg.common.wsgi_server', mark)
+    _wait_log(flow.api, ' DEBUG cyborg.api.wsgi_server', mark)
     conductor = flow.conductors[owner]
     _wait_log(conductor, 'DEBUG cyborg.conductor.notifier', marks[
         conductor.name])
@@ -249,7 +249,7 @@ def test_allinone_sighup_applies_debug(allinone):
     log = _wait_log(allinone, 'cyborg-all-in-one ' + RELOADED_DEBUG, mark)
     assert 'policy file' in log
     requests.get(allinone.url + '/v2/devices', timeout=10)
-    _wait_log(allinone, ' DEBUG cyborg.common.wsgi_server', mark)
+    _wait_log(allinone, ' DEBUG cyborg.api.wsgi_server', mark)
     assert allinone.running()
 
 

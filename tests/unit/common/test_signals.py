@@ -23,7 +23,7 @@ import pytest
 from oslo_config import cfg
 
 from cyborg.common import signals
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 from cyborg.conductor import binding
 from cyborg import policies
 from tests.unit.policies import test_policies

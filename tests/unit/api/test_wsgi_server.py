@@ -21,7 +21,7 @@ import time
 import pytest
 
 from cyborg.api import hooks
-from cyborg.common import wsgi_server
+from cyborg.api import wsgi_server
 from tests.unit import fakes
 
 
