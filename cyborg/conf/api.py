@@ -14,9 +14,13 @@
 
 from oslo_config import cfg
 
-from cyborg.api import wsgi_server
-
 group = cfg.OptGroup('api', title='REST API options')
+
+#: Defaults of the standalone servers' limits (client_timeout,
+#: max_connections), which :class:`cyborg.api.wsgi_server.WSGIServer`
+#: also takes when it is given none.
+CLIENT_TIMEOUT = 30.0
+MAX_CONNECTIONS = 100
 
 opts = [
     cfg.HostAddressOpt('host_ip',
@@ -27,7 +31,7 @@ opts = [
                 default=6666,
                 help='Port the standalone cyborg-api server listens on.'),
     cfg.FloatOpt('client_timeout',
-                 default=wsgi_server.CLIENT_TIMEOUT, min=0.1,
+                 default=CLIENT_TIMEOUT, min=0.1,
                  help='Seconds the standalone cyborg-api and '
                       'cyborg-all-in-one servers give a client to send its '
                       'request line and headers, as long again to send its '
@@ -36,7 +40,7 @@ opts = [
                       'disconnected. Under uWSGI or another WSGI server '
                       'use its own settings (see the limits guide).'),
     cfg.IntOpt('max_connections',
-               default=wsgi_server.MAX_CONNECTIONS, min=1,
+               default=MAX_CONNECTIONS, min=1,
                help='Connections the standalone cyborg-api and '
                     'cyborg-all-in-one servers serve at once, a thread '
                     'each; a connection beyond it is answered 503 with '
