@@ -267,3 +267,26 @@ def test_each_allowed_crossing_is_made_and_needs_its_allowance():
         other = os.path.join(os.path.dirname(relative), 'other.py')
         assert layer_violations(other, 'import %s\n' % name) == [
             '%s:1 imports %s' % (other, name)]
+
+
+def test_driver_helpers_are_helpers_drivers_use():
+    """``accelerator/drivers/utils/`` holds what drivers share: each of
+    its modules is imported by a driver (a host simulator belongs to
+    ``cyborg/allinone/``)."""
+    drivers = os.path.join(PACKAGE, 'accelerator', 'drivers')
+    helpers = os.path.join(drivers, 'utils')
+    prefix = 'cyborg.accelerator.drivers.utils'
+    used = set()
+    for relative, path in _all_modules():
+        if not relative.startswith('cyborg/accelerator/drivers/') or (
+                relative.startswith('cyborg/accelerator/drivers/utils/')):
+            continue
+        with open(path, encoding='utf-8') as source:
+            tree = ast.parse(source.read(), relative)
+        used.update(name[len(prefix) + 1:].split('.')[0]
+                    for _, name in imported_names(tree)
+                    if name.startswith(prefix + '.'))
+    modules = {name[:-3] for name in os.listdir(helpers)
+               if name.endswith('.py') and name != '__init__.py'}
+    assert modules and not modules - used, (
+        'helpers no driver imports: %s' % sorted(modules - used))
