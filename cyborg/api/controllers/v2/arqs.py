@@ -34,6 +34,7 @@ from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 from cyborg.domain import arq_states as states
+from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_profile as dp_rules
 from cyborg.policies import arq as policy
 
@@ -75,11 +76,6 @@ def view(arq: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _scope(context) -> str | None:
-    """The project whose ARQs the caller sees; None (all) for admins."""
-    return None if context.is_admin else context.project_id
-
-
 def _max_items() -> int:
     return pecan.request.conf.api.max_items_per_request
 
@@ -87,9 +83,9 @@ def _max_items() -> int:
 def _lookup(context, uuids: list[str]) -> list[dict[str, Any]]:
     """The caller-visible ARQs ``uuids`` name, in that order; 404 for the
     first one that is missing or belongs to another project."""
+    scope = arq_rules.project_scope(context)
     found = {arq['uuid']: arq
-             for arq in arq_db.arq_list(context, _scope(context),
-                                        uuids=uuids)}
+             for arq in arq_db.arq_list(context, scope, uuids=uuids)}
     for uuid in uuids:
         if uuid not in found:
             raise exception.ARQNotFound(uuid=uuid)
@@ -123,7 +119,7 @@ class ARQsController(routing.Resource):
             raise exception.Invalid(reason='Invalid bind_state %r; the only '
                                            'value allowed is "%s"'
                                            % (bind_state, RESOLVED))
-        arqs = arq_db.arq_list(context, _scope(context),
+        arqs = arq_db.arq_list(context, arq_rules.project_scope(context),
                                instance_uuid=instance)
         if bind_state is not None:
             resolved = [arq for arq in arqs
@@ -138,8 +134,8 @@ class ARQsController(routing.Resource):
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         uuid = validation.check_uuid(uuid)
-        return base.render(view(arq_db.arq_get(context, uuid,
-                                               _scope(context))))
+        arq = arq_db.arq_get(context, uuid, arq_rules.project_scope(context))
+        return base.render(view(arq))
 
     @pecan.expose(content_type=base.JSON)
     @base.endpoint(policy.CREATE, body=schema.CREATE)
