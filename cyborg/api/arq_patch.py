@@ -23,12 +23,11 @@ from typing import Any, NamedTuple
 from oslo_utils import uuidutils
 
 from cyborg.api import validation
+from cyborg.api import microversion
 from cyborg.common import exception
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_profile as dp_rules
 
-#: Microversion from which a bind may set /project_id (admins only).
-PROJECT_ID_VERSION = (2, 1)
 _UUID_FIELDS = frozenset(['device_rp_uuid', 'instance_uuid'])
 _PROJECT_ID_PATH = '/project_id'
 _PATHS = frozenset(['/' + field for field in arq_rules.BIND_FIELDS])
@@ -96,9 +95,10 @@ def _patches(body: Any, member: str | None,
 def _check_path(path: str, version: tuple[int, int], is_admin: bool,
                 update_rule: str) -> None:
     if path == _PROJECT_ID_PATH:
-        if version < PROJECT_ID_VERSION:
+        if version < microversion.ARQ_BIND_PROJECT_ID:
             raise exception.MicroversionTooLow(
-                version='%d.%d' % PROJECT_ID_VERSION)
+                version=microversion.as_string(
+                    microversion.ARQ_BIND_PROJECT_ID))
         if not is_admin:
             raise exception.PolicyNotAuthorized(action=update_rule)
     elif path not in _PATHS:

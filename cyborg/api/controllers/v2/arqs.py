@@ -31,6 +31,7 @@ from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as schema
 from cyborg.api import validation
+from cyborg.api import microversion
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 from cyborg.domain import arq_states as states
@@ -39,7 +40,6 @@ from cyborg.domain import device_profile as dp_rules
 from cyborg.policies import arq as policy
 
 COLLECTION = 'accelerator_requests'
-BIND_ERROR_VERSION = (2, 5)
 RESOLVED = 'resolved'
 #: Nova's operations: refused without a service token by default.
 _SERVICE_TOKEN = (policy.INSTANCE_BINDING, exception.ServiceTokenRequired)
@@ -70,7 +70,7 @@ def view(arq: dict[str, Any]) -> dict[str, Any]:
         'created_at': base.timestamp(arq['created_at']),
         'updated_at': base.timestamp(arq['updated_at']),
     }
-    if base.version_at_least(BIND_ERROR_VERSION):
+    if base.version_at_least(microversion.ARQ_BIND_ERROR):
         result['bind_error'] = (arq['bind_error'] if arq['state']
                                 in states.FAILED else None)
     return result

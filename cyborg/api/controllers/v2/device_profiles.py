@@ -28,7 +28,6 @@ from cyborg.domain import device_profile as dp_rules
 from cyborg.policies import device_profile as policy
 
 COLLECTION = 'device_profiles'
-NAME_LOOKUP_VERSION = (2, 2)
 
 
 def view(profile: dict) -> dict:
@@ -104,11 +103,12 @@ class DeviceProfilesController(routing.Resource):
         if uuidutils.is_uuid_like(ident):
             profile = profiles_db.device_profile_get(
                 context, uuid=validation.canonical_uuid(ident))
-        elif base.version_at_least(NAME_LOOKUP_VERSION):
+        elif base.version_at_least(microversion.DEVICE_PROFILE_BY_NAME):
             profile = profiles_db.device_profile_get(context, name=ident)
         else:
             raise exception.MicroversionTooLow(
-                version=microversion.as_string(NAME_LOOKUP_VERSION))
+                version=microversion.as_string(
+                    microversion.DEVICE_PROFILE_BY_NAME))
         return base.render({'device_profile': view(profile)})
 
     @pecan.expose(content_type=base.JSON)

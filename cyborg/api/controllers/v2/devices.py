@@ -18,6 +18,7 @@ from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import device as schema
+from cyborg.api import microversion
 from cyborg.db import hardware
 from cyborg.db import models
 from cyborg.domain import devices
@@ -25,9 +26,6 @@ from cyborg.domain import utilization
 from cyborg.policies import device as policy
 
 COLLECTION = 'devices'
-STATUS_VERSION = (2, 3)
-HEALTH_VERSION = (2, 4)
-UTILIZATION_VERSION = (2, 6)
 # Sort keys: every column but the utilization document.
 _COLUMNS = frozenset(c.name for c in models.Device.__table__.columns
                      ) - {'utilization'}
@@ -44,12 +42,12 @@ def view(device: dict) -> dict:
         'created_at': base.timestamp(device['created_at']),
         'updated_at': base.timestamp(device['updated_at']),
     }
-    if base.version_at_least(STATUS_VERSION):
+    if base.version_at_least(microversion.DEVICE_STATUS):
         result['status'] = device['status']
-    if base.version_at_least(HEALTH_VERSION):
+    if base.version_at_least(microversion.DEVICE_HEALTH):
         result['health'] = device['health']
         result['missing'] = device['missing']
-    if base.version_at_least(UTILIZATION_VERSION):
+    if base.version_at_least(microversion.DEVICE_UTILIZATION):
         result['utilization'] = utilization.from_stored(
             device.get('utilization'))
     return result
@@ -57,7 +55,7 @@ def view(device: dict) -> dict:
 
 def _list_query(*_path: str) -> dict:
     """The list's query schema for the request's version."""
-    if base.version_at_least(STATUS_VERSION):
+    if base.version_at_least(microversion.DEVICE_STATUS):
         return schema.LIST_QUERY_2_3
     return schema.LIST_QUERY
 
