@@ -17,7 +17,7 @@ import types
 
 import pytest
 
-from cyborg.api import arq_patch
+from cyborg.api.controllers.v2 import arq_patch
 from cyborg.common import exception
 from cyborg.domain import arqs as arq_rules
 

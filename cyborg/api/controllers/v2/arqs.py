@@ -26,7 +26,7 @@ from typing import Any
 
 import pecan
 
-from cyborg.api import arq_patch
+from cyborg.api.controllers.v2 import arq_patch
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as schema

@@ -18,7 +18,7 @@ import pecan
 
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
-from cyborg.api import deployable_program
+from cyborg.api.controllers.v2 import deployable_program
 from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import deployable as schema
 from cyborg.api import validation
