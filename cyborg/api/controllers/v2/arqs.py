@@ -108,7 +108,7 @@ def _patch_schema(*path: str) -> dict:
 
 class ARQsController(routing.Resource):
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
         instance = query.get('instance')
@@ -130,14 +130,14 @@ class ARQsController(routing.Resource):
             arqs = resolved
         return base.render({'arqs': [view(arq) for arq in arqs]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         uuid = validation.check_uuid(uuid)
         arq = arq_db.arq_get(context, uuid, arq_rules.project_scope(context))
         return base.render(view(arq))
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE)
     def post(self, *, context, query, body):
         arqs = pecan.request.conductor_api.arq_create(
@@ -145,7 +145,7 @@ class ARQsController(routing.Resource):
         return base.render({'arqs': [view(arq) for arq in arqs]},
                            status=201)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.UPDATE, _SERVICE_TOKEN, body=_patch_schema)
     def patch(self, *args, context, query, body):
         """Bind or unbind ARQs: ``{uuid: [ops]}``, or ``[ops]`` on
@@ -163,7 +163,7 @@ class ARQsController(routing.Resource):
             conductor.arq_bind(context, request.bind)
         return base.no_content(202)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
     def delete(self, *args, context, query):
         """Delete ``?arqs=<uuid>[,<uuid>...]`` (or ``/{uuid}``) or every

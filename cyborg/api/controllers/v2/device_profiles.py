@@ -85,7 +85,7 @@ def _list_one_name(context, name: str) -> list[dict]:
 
 class DeviceProfilesController(routing.Resource):
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
         names = query['name'].split(',') if 'name' in query else None
@@ -97,7 +97,7 @@ class DeviceProfilesController(routing.Resource):
             profiles = profiles_db.device_profile_list(context, names)
         return base.render({COLLECTION: [view(p) for p in profiles]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, ident, *, context, query):
         if uuidutils.is_uuid_like(ident):
@@ -111,7 +111,7 @@ class DeviceProfilesController(routing.Resource):
                     microversion.DEVICE_PROFILE_BY_NAME))
         return base.render({'device_profile': view(profile)})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE,
                    normalize=schema.as_list)
     def post(self, *, context, query, body):
@@ -121,7 +121,7 @@ class DeviceProfilesController(routing.Resource):
         pecan.request.profile_cache.clear()
         return base.render(view(profile), status=201)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
     def delete(self, ident=None, *, context, query):
         value = ident if ident is not None else query.get('value')

@@ -64,7 +64,7 @@ class DevicesController(routing.Resource):
 
     actions = {'disable': ('POST', 'disable'), 'enable': ('POST', 'enable')}
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=_list_query)
     def get_all(self, *, context, query):
         filters = query.pop('filters')
@@ -72,17 +72,17 @@ class DevicesController(routing.Resource):
             context, query, **filters_lib.paging(filters, _COLUMNS))
         return base.render({COLLECTION: [view(d) for d in rows]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         return base.render(view(hardware.device_get(context, uuid)))
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DISABLE)
     def disable(self, uuid, *, context, query):
         return _set_status(context, uuid, devices.MAINTAINING)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.ENABLE)
     def enable(self, uuid, *, context, query):
         return _set_status(context, uuid, devices.ENABLED)
