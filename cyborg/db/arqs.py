@@ -274,9 +274,12 @@ def swap(connection, row, target: str, values: dict[str, Any],
     now = timeutils.utcnow()
     new = dict(values, state=target, updated_at=now)
     params = {'new_' + column: value for column, value in new.items()}
+    # Sorted columns: one cached statement per set of columns.
     updated = connection.execute(
         _swap_statement(tuple(sorted(new))),
         dict(params, row_id=row.id, old_state=row.state)).rowcount
+    # No row: its state changed since it was read (it was not locked, or
+    # not by this transaction).
     if updated != 1:
         raise exception.ARQBadState(state='(changed concurrently)',
                                     uuid=row.uuid,
@@ -327,7 +330,9 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
     freed = connection.execute(_FREE_UNPREPARED,
                                {'ids': ids, 'now': now}).rowcount
     if freed == len(ids):
-        return []
+        return []  # the usual case: nothing prepared, one statement
+    # The prepared ones stay in use; updated_at starts the clock the
+    # sweeper reads (claim_unreleased) if their release never ends.
     connection.execute(sa.update(HANDLES).where(
         HANDLES.c.id.in_(ids), _prepared()).values(updated_at=now))
     return _prepared_handles(connection, HANDLES.c.id.in_(ids))
@@ -397,6 +402,7 @@ def arq_unbind(context, uuids: list[str], project_id: str | None
     """Unbind ARQs and release their handles (idempotent per ARQ); the
     handles whose preparation is to be released."""
     connection = context.connection
+    # Unbinding an unbound ARQ changes nothing (Nova repeats unbinds).
     rows = [row for row in lock(connection, uuids, project_id)
             if row.state not in (states.INITIAL, states.UNBOUND)]
     _cancel_failure_reports(connection, rows)
@@ -421,6 +427,8 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     else:
         rows = lock_rows(connection, project_id, DELETE_COLUMNS,
                          instance_uuid=instance_uuid)
+    # Every transition is checked before anything is written: one ARQ
+    # that may not be deleted leaves them all.
     for row in rows:
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)

@@ -255,12 +255,20 @@ def _free_handles(dialect: str):
         sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
                   HANDLES.c.attach_info, HANDLES.c.deployable_id,
                   _preparation(), *_shape_of_handles_deployable(dialect))
+        # The deployable (by provider and host) is a subquery, not a
+        # join: see the docstring.
         .where(HANDLES.c.deployable_id.in_(_DEPLOYABLE_ON_HOST),
                HANDLES.c.in_use == sa.false())
+        # No more than the binds need: the rest stay free, unlocked, for
+        # a concurrent bind to the same deployable.
         .limit(sa.bindparam('count'))
+        # Handles a concurrent bind has locked are skipped, not waited
+        # for: two binds take different handles instead of queueing.
         .with_for_update(skip_locked=True))
     if dialect in _UNORDERED_CLAIM_DIALECTS:
         return query
+    # Lowest ids first: a deployable's handles are claimed in a stable
+    # order.
     return query.order_by(HANDLES.c.id)
 
 
@@ -332,10 +340,14 @@ def _too_few(connection, rp_uuid: str, hostname: str, count: int,
         return exception.DeployableNotOnHost(
             rp_uuid=rp_uuid, host=deployable.hostname, hostname=hostname)
     _check_satisfies(connection, deployable.id, rp_uuid, rows)
+    # Free as last committed, locked or not: what SKIP LOCKED hid.
     unlocked = connection.execute(
         _FREE_COUNT, {'deployable_id': deployable.id}).scalar()
     too_few = exception.NoFreeAttachHandles(
         rp_uuid=rp_uuid, free=min(unlocked, found), wanted=count)
+    # Enough handles, but a concurrent bind holds some: its transaction
+    # may yet give them back, so this one starts again (the 409 only if
+    # the retries are spent).
     if unlocked >= count:
         return db_api.RetryRequest('attach handles of %s locked by a '
                                    'concurrent bind' % rp_uuid, too_few)
@@ -358,6 +370,7 @@ def _claim_free(connection, rp_uuid: str, hostname: str, count: int,
     free = list(connection.execute(query, {
         'rp_uuid': rp_uuid, 'hostname': hostname, 'count': count}))
     if len(free) < count:
+        # Only this path pays the statements that tell why.
         raise _too_few(connection, rp_uuid, hostname, count, len(free),
                        rows)
     if rows:
@@ -365,6 +378,8 @@ def _claim_free(connection, rp_uuid: str, hostname: str, count: int,
         # fits costs no statement.
         check_fits(rp_uuid, rows, free[0].resource_class,
                    free[0].traits.split(',') if free[0].traits else ())
+    # ``in_use = false`` again in the UPDATE: the compare-and-swap that
+    # catches the claim SQLite cannot lock (see the docstring).
     taken = connection.execute(_TAKE_HANDLES, {
         'ids': [h.id for h in free], 'now': timeutils.utcnow()}).rowcount
     if taken != len(free):
@@ -389,6 +404,7 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
     """
     handles = _claim_free(connection, rp_uuid, hostname, len(starts),
                           [row for row, _values in starts])
+    # _claim_free returned exactly one handle per ARQ (or raised).
     for (row, values), handle in zip(starts, handles, strict=True):
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
@@ -424,6 +440,8 @@ def bind(context, bindings: dict[str, dict[str, str]],
                   values['hostname']].append((row, values))
     events = _Events(connection, lease)
     outcome = BindOutcome()
+    # One claim (one SELECT, one UPDATE) per deployable, for all the ARQs
+    # bound to it.
     for (rp_uuid, hostname), group in by_target.items():
         _bind_to_deployable(connection, group, rp_uuid, hostname, events,
                             outcome)
@@ -493,6 +511,8 @@ def finish(context, uuid: str, failure: str | None = None,
         report_until = (row.bind_started_at
                         + datetime.timedelta(seconds=bind_timeout)
                         if bind_timeout is not None else None)
+        # Nova may not wait for the event yet: repeat it until the bind
+        # times out (see cyborg.domain.arq_states, BindFailing).
         if report_until is not None and report_until > timeutils.utcnow():
             events = _Events(connection, lease, repeat_until=report_until)
             target = states.BIND_FAILING
