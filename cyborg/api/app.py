@@ -34,22 +34,18 @@ from cyborg import policies
 HEALTHCHECK_PATH = '/healthcheck'
 
 
-class Request(pecan.Request):
-    """Pecan's request, whose ``json`` is the document
-    :class:`request_body.BodyGuard` parsed already.
+def _guarded_body(environ: dict) -> tuple[bool, object]:
+    """(True, the document) :class:`request_body.BodyGuard` parsed; a
+    body the guard did not parse (or refused) is left to webob."""
+    if (request_body.ERROR_KEY not in environ
+            and request_body.ENVIRON_KEY in environ):
+        return True, environ[request_body.ENVIRON_KEY]
+    return False, None
 
-    Pecan reads the JSON body of every POST and PATCH for the
-    controller's keyword arguments (``req.json``): without this, the
-    body would be decoded and parsed a second time per request. A body
-    the guard did not parse (or refused) is left to webob, as before.
-    """
 
-    @property
-    def json(self):
-        if (request_body.ERROR_KEY not in self.environ
-                and request_body.ENVIRON_KEY in self.environ):
-            return self.environ[request_body.ENVIRON_KEY]
-        return self.json_body
+#: Pecan's request, whose ``json`` is the document the body guard parsed
+#: (see :func:`patches.parsed_json_request`).
+Request = patches.parsed_json_request(_guarded_body)
 
 
 

@@ -27,6 +27,8 @@ from webob import exc as webob_exc
 from cyborg.common import exception
 from cyborg.db import errors as db_errors
 
+#: The one media type the API answers and reads (every layer of the
+#: API, and the WSGI server's fault pages, use this constant).
 JSON = 'application/json'
 
 #: Seconds a client is told to wait (``Retry-After``) before it retries a

@@ -18,7 +18,6 @@ from oslo_log import log as logging
 from webob import exc as webob_exc
 from pecan import hooks
 
-from cyborg.api.controllers import base
 from cyborg.api import errors
 from cyborg.api import microversion
 from cyborg.common import exception
@@ -92,7 +91,7 @@ class JSONHook(hooks.PecanHook):
 
     def on_route(self, state):
         if '.' not in state.request.environ.get('PATH_INFO', ''):
-            state.request.pecan['content_type'] = base.JSON
+            state.request.pecan['content_type'] = errors.JSON
 
 
 class ErrorHook(hooks.PecanHook):

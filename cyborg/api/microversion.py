@@ -10,18 +10,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""API microversions: parsing the request header and the version range.
+"""API microversions: the history, parsing the request header, and the
+version range.
 
-Versions and what each adds:
-
-* 2.0 - baseline.
-* 2.1 - ARQ bind may set ``/project_id`` (admins only).
-* 2.2 - ``GET /v2/device_profiles/{name}`` accepts a name.
-* 2.3 - devices show ``status`` (and the device list filters by it).
-* 2.4 - devices show ``health`` and ``missing``.
-* 2.5 - ARQs show ``bind_error``: why a bind failed.
-* 2.6 - devices show ``utilization``: the latest metrics their agent
-  reported (``metrics``, ``reported_at``), or null.
+Each version is a constant below, beside what it adds; controllers test
+``pecan.request.version`` against these constants only. A new version
+adds its constant here and raises :data:`MAX_VERSION`.
 """
 
 import functools
@@ -33,8 +27,22 @@ SERVICE_TYPE = 'accelerator'
 HEADER = 'OpenStack-API-Version'
 ENVIRON_KEY = 'cyborg.api_version'
 
+#: 2.0 - baseline.
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 6)
+#: 2.1 - an ARQ bind may set ``/project_id`` (admins only).
+ARQ_BIND_PROJECT_ID = (2, 1)
+#: 2.2 - ``GET /v2/device_profiles/{name}`` accepts a name.
+DEVICE_PROFILE_BY_NAME = (2, 2)
+#: 2.3 - devices show ``status`` (and the device list filters by it).
+DEVICE_STATUS = (2, 3)
+#: 2.4 - devices show ``health`` and ``missing``.
+DEVICE_HEALTH = (2, 4)
+#: 2.5 - ARQs show ``bind_error``: why a bind failed.
+ARQ_BIND_ERROR = (2, 5)
+#: 2.6 - devices show ``utilization``: the latest metrics their agent
+#: reported (``metrics``, ``reported_at``), or null.
+DEVICE_UTILIZATION = (2, 6)
+MAX_VERSION = DEVICE_UTILIZATION
 
 # ASCII digits, few enough to convert (a longer number names no version).
 _VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)

@@ -38,7 +38,6 @@ from cyborg.common import exception
 
 LOG = logging.getLogger(__name__)
 
-JSON = 'application/json'
 #: Where the parsed body of a JSON request is kept for the controllers.
 ENVIRON_KEY = 'cyborg.json_body'
 #: Where the error found in a body is kept until an endpoint reads it.
@@ -205,7 +204,7 @@ class BodyGuard:
             return _fault(start_response, e.code, e.message)
         try:
             kind = media_type(environ)
-            if kind not in ('', JSON):
+            if kind not in ('', errors.JSON):
                 raise exception.UnsupportedMediaType(content_type=kind)
             if raw:
                 environ[ENVIRON_KEY] = loads(raw)
@@ -262,6 +261,6 @@ def _fault(start_response, status: int, message: str):
     body = errors.fault_body(status, message)
     reason = errors.reason(status)
     start_response('%d %s' % (status, reason),
-                   [('Content-Type', JSON),
+                   [('Content-Type', errors.JSON),
                     ('Content-Length', str(len(body)))])
     return [body]

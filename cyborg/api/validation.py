@@ -30,7 +30,6 @@ from cyborg.api import errors
 from cyborg.api import request_body
 from cyborg.common import exception
 
-JSON = request_body.JSON
 #: Largest value of an SQL INTEGER column (ids) on every database; also
 #: the largest page size a list accepts.
 MAX_INTEGER_COLUMN = 2 ** 31 - 1
@@ -52,7 +51,7 @@ def parse_json_body(request) -> Any:
     if seen:
         return document
     content_type = request.content_type
-    if content_type and content_type != JSON:
+    if content_type and content_type != errors.JSON:
         raise exception.UnsupportedMediaType(content_type=content_type)
     body = request.body
     if not body:

@@ -37,8 +37,6 @@ from collections.abc import Sequence
 from typing import Any
 from urllib import parse
 
-import os_resource_classes
-import os_traits
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
@@ -46,6 +44,7 @@ from keystoneauth1 import token_endpoint
 from oslo_context import context as oslo_context
 
 from cyborg.clients import ksa
+from cyborg.domain import resource_names
 
 PLACEMENT_MICROVERSION = '1.26'
 # POST /reshaper: the inventories of many providers in one request.
@@ -61,16 +60,6 @@ CODE_DUPLICATE_NAME = 'placement.duplicate_name'
 CODE_PROVIDER_IN_USE = 'placement.resource_provider.inuse'
 CODE_CANNOT_DELETE_PARENT = 'placement.resource_provider.cannot_delete_parent'
 CODE_INVENTORY_IN_USE = 'placement.inventory.inuse'
-
-_STANDARD_TRAITS: frozenset[str] | None = None
-
-
-def _standard_traits() -> frozenset[str]:
-    global _STANDARD_TRAITS
-    if _STANDARD_TRAITS is None:
-        _STANDARD_TRAITS = frozenset(os_traits.get_traits())
-    return _STANDARD_TRAITS
-
 
 class PlacementError(Exception):
     """A Placement request failed.
@@ -426,10 +415,11 @@ class PlacementClient:
     def ensure_resource_class(self, name: str) -> None:
         """Make sure resource class ``name`` exists.
 
-        Standard classes (os_resource_classes) always exist and cost no
-        request; a custom one (``CUSTOM_*``) is created if missing.
+        Standard classes (:mod:`cyborg.domain.resource_names`) always
+        exist and cost no request; a custom one (``CUSTOM_*``) is created
+        if missing.
         """
-        if name in os_resource_classes.STANDARDS:
+        if resource_names.is_standard_resource_class(name):
             return
         self.request('PUT', '/resource_classes/%s' % _quote(name),
                      not_found=None)
@@ -437,10 +427,11 @@ class PlacementClient:
     def ensure_trait(self, name: str) -> None:
         """Make sure trait ``name`` exists.
 
-        Standard traits (os_traits) always exist and cost no request; a
-        custom one (``CUSTOM_*``) is created if missing.
+        Standard traits (:mod:`cyborg.domain.resource_names`) always
+        exist and cost no request; a custom one (``CUSTOM_*``) is created
+        if missing.
         """
-        if name in _standard_traits():
+        if resource_names.is_standard_trait(name):
             return
         self.request('PUT', '/traits/%s' % _quote(name), not_found=None)
 

@@ -27,9 +27,9 @@ Each one therefore
 
 When the check fails at run time, what is safe decides what happens:
 
-* :func:`install_pecan_argspec_cache` and :func:`relax_amqp_idle_polling`
-  only save CPU; cyborg works the same without them. They log a WARNING
-  and leave the library as it is.
+* :func:`install_pecan_argspec_cache`, :func:`parsed_json_request` and
+  :func:`relax_amqp_idle_polling` only save CPU; cyborg works the same
+  without them. They log a WARNING and leave the library as it is.
 * :func:`mutable_config_snapshot` makes a reload with an invalid value
   undoable; without it the reload could not be undone, so it raises
   :class:`PatchError` before anything changed and the reload is refused.
@@ -43,9 +43,11 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_messaging._drivers import amqpdriver
+import pecan
 from pecan import core as pecan_core
 from pecan import routing as pecan_routing
 from pecan import util as pecan_util
+from webob import request as webob_request
 
 LOG = logging.getLogger(__name__)
 
@@ -126,6 +128,47 @@ def install_pecan_argspec_cache() -> bool:
     for module, _reader in PECAN_ARGSPEC_READERS:
         module.getargspec = getargspec
     return True
+
+
+# pecan: a JSON body parsed once --------------------------------------------
+
+def pecan_json_problem() -> str | None:
+    """What keeps :func:`parsed_json_request` from applying; None:
+    nothing."""
+    if not isinstance(getattr(webob_request.BaseRequest, 'json', None),
+                      property):
+        return 'webob.BaseRequest.json is no longer a property'
+    if not _reads(pecan_core.PecanBase.find_controller, 'json'):
+        return ('pecan.core.PecanBase.find_controller no longer reads '
+                'Request.json')
+    return None
+
+
+def parsed_json_request(
+        parsed: Callable[[dict], tuple[bool, Any]]) -> type[pecan.Request]:
+    """A pecan request class whose ``json`` is the document the pipeline
+    parsed already, where ``parsed(environ)`` answers ``(True,
+    document)``; webob's parse of the body otherwise. Plain
+    ``pecan.Request`` where pecan no longer has that shape.
+
+    Pecan reads the JSON body of every POST and PATCH for the
+    controller's keyword arguments (``Request.json`` in
+    ``find_controller``), which cyborg's handlers drop: without this,
+    a body would be decoded and parsed a second time per request. The
+    class is handed to pecan as its ``request_cls``.
+    """
+    problem = pecan_json_problem()
+    if problem is not None:
+        _skipped('pecan parsed JSON body', problem)
+        return pecan.Request
+
+    class Request(pecan.Request):
+        @property
+        def json(self):
+            seen, document = parsed(self.environ)
+            return document if seen else self.json_body
+
+    return Request
 
 
 # oslo.messaging: fewer idle wake-ups of AMQP consumers -----------------------

@@ -12,7 +12,7 @@
 
 """Binding accelerator requests to attach handles.
 
-:func:`cyborg.db.arqs.bind` runs in the conductor's ``arq_bind`` call, in
+:func:`cyborg.db.binding.bind` runs in the conductor's ``arq_bind`` call, in
 one transaction for the whole batch, and decides there everything the
 database can decide; any failure raises a 4xx and changes nothing:
 
@@ -34,7 +34,7 @@ database can decide; any failure raises a 4xx and changes nothing:
    created), or whose group asks for its deployable to be programmed
    (:mod:`cyborg.conductor.programming`), stays BindStarted with the
    handle claimed: a job of the :class:`Binder` asks the agent, then
-   :func:`cyborg.db.arqs.finish`
+   :func:`cyborg.db.binding.finish`
    ends it in one transaction: Bound and a ``completed`` event, or
    BindFailing, which Nova does not count as resolved, and a ``failed``
    event that the notifier repeats until Nova unbinds or deletes the ARQ
@@ -61,6 +61,7 @@ from oslo_utils import timeutils
 from cyborg.conductor import programming
 from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 
 LOG = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def failure_reason(error: Exception) -> str:
 
 
 def _log_binds(bindings: dict[str, dict[str, str]],
-               outcome: arq_db.BindOutcome) -> None:
+               outcome: binding_db.BindOutcome) -> None:
     """One INFO line per ARQ a bind bound, or left to a job."""
     for uuid in outcome.bound:
         LOG.info('Bound ARQ %s of instance %s to provider %s on %s', uuid,
@@ -104,7 +105,7 @@ class HandlePreparer(Protocol):
                       controlpath: dict[str, Any] | None,
                       image: dict[str, Any]) -> str | None: ...
 
-    def prepare(self, context, claim: arq_db.Claim) -> None: ...
+    def prepare(self, context, claim: binding_db.Claim) -> None: ...
 
     def release(self, context, handle: arq_db.PreparedHandle) -> None: ...
 
@@ -122,7 +123,7 @@ class Binder:
     def __init__(self, owner: str, workers: int, bind_timeout: int,
                  agents: HandlePreparer,
                  deliver: Callable[[list[dict[str, Any]]], None],
-                 lease: arq_db.Lease | None = None,
+                 lease: binding_db.Lease | None = None,
                  programmer: programming.RegionProgrammer | None = None):
         self.owner = owner
         self._programmer = programmer or programming.RegionProgrammer(
@@ -141,8 +142,8 @@ class Binder:
     def bind(self, context, bindings: dict[str, dict[str, str]],
              project_id: str | None) -> None:
         """Bind now what needs no preparation; submit jobs for the rest."""
-        outcome = arq_db.bind(context, bindings, project_id, self.owner,
-                       self._lease)
+        outcome = binding_db.bind(context, bindings, project_id,
+                                  self.owner, self._lease)
         self._deliver(outcome.events)
         _log_binds(bindings, outcome)
         if outcome.jobs:
@@ -220,7 +221,7 @@ class Binder:
             LOG.exception('Bind job of ARQ %s failed unexpectedly; the '
                           'sweeper fails it after %ds', uuid, self._timeout)
 
-    def _work_on(self, context, claim: arq_db.Claim) -> str | None:
+    def _work_on(self, context, claim: binding_db.Claim) -> str | None:
         """Program the claim's deployable if asked, then prepare its
         handle; the failure, if any, as the ARQ's bind error."""
         try:
@@ -238,12 +239,12 @@ class Binder:
     def run(self, context, uuid: str) -> None:
         """Program and prepare what a BindStarted ARQ claimed, and
         finish."""
-        claim = arq_db.job_claim(context, uuid)
+        claim = binding_db.job_claim(context, uuid)
         failure = None
         if claim is not None:
             failure = self._work_on(context, claim)
-        outcome = arq_db.finish(context, uuid, failure, self._lease,
-                         bind_timeout=self._timeout)
+        outcome = binding_db.finish(context, uuid, failure, self._lease,
+                                    bind_timeout=self._timeout)
         self._deliver(outcome.events)
         if outcome.bound and claim is not None:
             LOG.info('Bound ARQ %s: attach handle %s prepared on %s',
@@ -252,7 +253,7 @@ class Binder:
 
     def resume(self, context) -> None:
         """Restart this conductor's unfinished jobs (after a restart)."""
-        own = arq_db.unfinished(context, owner=self.owner)
+        own = binding_db.unfinished(context, owner=self.owner)
         if own:
             LOG.info('Resuming %d unfinished bind jobs', len(own))
             self.submit(context, own)
@@ -263,13 +264,13 @@ class Binder:
         release again the prepared handles whose release failed."""
         cutoff = timeutils.utcnow() - datetime.timedelta(
             seconds=self._timeout)
-        for uuid in arq_db.unfinished(context, older_than=cutoff):
-            outcome = arq_db.finish(
+        for uuid in binding_db.unfinished(context, older_than=cutoff):
+            outcome = binding_db.finish(
                 context, uuid, 'The bind did not finish within %d seconds'
                 % self._timeout, self._lease)
             self._deliver(outcome.events)
             self.release(context, outcome.released)
-        ended = arq_db.end_failures(context, cutoff)
+        ended = binding_db.end_failures(context, cutoff)
         if ended:
             LOG.warning('Nova did not act on the failed binds of %d ARQs '
                         'within %ds; they are BindFailed now: %s',

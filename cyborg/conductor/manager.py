@@ -35,6 +35,7 @@ from cyborg.db import errors as db_errors
 from cyborg.db import hardware
 from cyborg.db import providers as providers_db
 from cyborg.db import services as services_db
+from cyborg.domain import arqs as arq_rules
 from cyborg.domain import providers
 
 LOG = logging.getLogger(__name__)
@@ -191,16 +192,19 @@ class ConductorManager:
     @_expected
     def arq_bind(self, context, bindings: dict[str, dict[str, str]]) -> None:
         """Bind (all or none start); handles to prepare finish in jobs."""
-        self._binder.bind(context, bindings, _scope(context))
+        self._binder.bind(context, bindings,
+                          arq_rules.project_scope(context))
 
     @_expected
     def arq_unbind(self, context, uuids: list[str]) -> None:
-        self._binder.unbind(context, uuids, _scope(context))
+        self._binder.unbind(context, uuids,
+                            arq_rules.project_scope(context))
 
     @_expected
     def arq_delete(self, context, uuids: list[str] | None = None,
                    instance_uuid: str | None = None) -> None:
-        self._binder.delete(context, uuids, instance_uuid, _scope(context))
+        self._binder.delete(context, uuids, instance_uuid,
+                            arq_rules.project_scope(context))
 
     def sweep_binds(self, context) -> None:
         """Fail binds (of any conductor) older than the bind timeout."""
@@ -266,11 +270,6 @@ class ConductorManager:
         if host is not None:
             services_db.request_sync(context, host)
             self.sync_host(context, host)
-
-
-def _scope(context) -> str | None:
-    """The project a caller's ARQ operations are limited to (None: all)."""
-    return None if context.is_admin else context.project_id
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

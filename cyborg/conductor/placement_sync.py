@@ -61,7 +61,6 @@ other providers of its device reserve the units whose handles it holds
 """
 
 import dataclasses
-import hashlib
 import threading
 from typing import Any
 
@@ -93,16 +92,11 @@ class ProviderSpec:
 
     @property
     def inventory_hash(self) -> str:
-        return _digest(self.inventories)
+        return device_tree.tree_digest(self.inventories)
 
     @property
     def traits_hash(self) -> str:
-        return _digest(self.traits)
-
-
-def _digest(value) -> str:
-    return hashlib.sha256(
-        device_tree.canonical_json(value).encode()).hexdigest()
+        return device_tree.tree_digest(self.traits)
 
 
 def inventory(resource_class: str, total: int, schedulable: bool,
@@ -553,7 +547,7 @@ class PlacementSync:
         write.changed = write.waiting = True
         write.generation = self.client.set_inventories(spec.uuid,
                                                        generation, merged)
-        write.inventory_hash = _digest(merged)
+        write.inventory_hash = device_tree.tree_digest(merged)
         LOG.warning('Resource provider %s holds allocations of %s, which '
                     'its deployable no longer reports; keeping them '
                     'reserved until they are gone', spec.uuid,

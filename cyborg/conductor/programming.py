@@ -53,7 +53,7 @@ import oslo_messaging as messaging
 
 from cyborg.common import exception
 from cyborg.common import rpc
-from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import programming as programming_db
 from cyborg.domain import bitstream as bitstream_rules
 
@@ -211,7 +211,7 @@ class RegionProgrammer:
         with self._locks_lock:
             return self._locks.setdefault(deployable_id, threading.Lock())
 
-    def program_for_arq(self, context, claim: arq_db.Claim) -> None:
+    def program_for_arq(self, context, claim: binding_db.Claim) -> None:
         """Program what ``claim``'s group asks for, if anything; raises
         on failure."""
         if not claim.program:

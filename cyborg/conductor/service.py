@@ -28,6 +28,7 @@ from cyborg.conductor import manager
 from cyborg.conductor import programming
 from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import services as services_db
 from cyborg.domain import device_tree
 
@@ -47,7 +48,7 @@ class AgentHandles:
         self._program_api = agent_rpcapi.AgentAPI(
             transport, program_timeout or timeout, version_cap)
 
-    def prepare(self, context, claim: arq_db.Claim) -> None:
+    def prepare(self, context, claim: binding_db.Claim) -> None:
         # A region to program is programmed by the job itself.
         if (device_tree.needs_preparation(claim.preparation)
                 and claim.preparation != device_tree.Preparation.PROGRAM):
@@ -93,7 +94,7 @@ def create(conf: cfg.ConfigOpts, transport,
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
     if notifier is not None:
-        deliver, lease = notifier.deliver, arq_db.Lease(
+        deliver, lease = notifier.deliver, binding_db.Lease(
             host, conf.nova.claim_timeout)
     else:
         deliver, lease = (lambda rows: None), None

@@ -19,7 +19,13 @@ group = cfg.OptGroup('conductor', title='Conductor options')
 opts = [
     cfg.IntOpt('workers',
                default=16, min=1,
-               help='Threads handling RPC requests in one conductor.'),
+               help='Threads of one conductor that run ARQ bind jobs '
+                    '(an agent preparing an attach handle, an FPGA region '
+                    'being programmed) and release prepared attach '
+                    'handles: at most this many binds or releases are in '
+                    'progress at once, the rest queue. RPC requests are '
+                    'served by oslo.messaging\'s own pool '
+                    '([DEFAULT] executor_thread_pool_size).'),
     cfg.IntOpt('bind_timeout',
                default=300, min=10,
                help='Seconds after which an unfinished ARQ bind job is '

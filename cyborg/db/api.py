@@ -63,6 +63,8 @@ _sqlite_write_lock = _SQLiteWriteLock()
 def _serialised_on_sqlite(transactional, fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # Taken outside the transaction (before BEGIN): a writer waits
+        # here rather than failing inside SQLite.
         with _sqlite_write_lock:
             return transactional(*args, **kwargs)
     return wrapper
@@ -154,6 +156,8 @@ def _retried(fn, duplicates: bool = False, max_retries: int | None = None,
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _in_transaction(args, kwargs):
+            # Joined: a retry here would replay half a transaction the
+            # database has rolled back; the outermost call retries.
             return fn(*args, **kwargs)
         return retrying(*args, **kwargs)
     return wrapper
@@ -216,6 +220,7 @@ def configure(conf) -> None:
     point one process at a new database.
     """
     options = dict(conf.database.items())
+    # Only SQLite cannot run two writers at once (see _SQLiteWriteLock).
     _sqlite_write_lock.enabled = str(options.get('connection') or ''
                                      ).startswith('sqlite')
     manager = enginefacade.transaction_context()
@@ -258,6 +263,7 @@ def skip_redundant_rollbacks(engine: sa.engine.Engine) -> None:
     the mark: cyborg sends none.)
     """
     dialect = engine.dialect
+    # The dialect's own methods, which the wrappers below end up calling.
     commit, rollback = dialect.do_commit, dialect.do_rollback
 
     def do_commit(connection):
@@ -265,8 +271,13 @@ def skip_redundant_rollbacks(engine: sa.engine.Engine) -> None:
         if info is None:
             commit(connection)
             return
+        # Cleared first: a commit that raises leaves the connection
+        # unmarked, so the pool's rollback still runs.
         info.pop(_ENDED, None)
         commit(connection)
+        # The DBAPI connection's id, not True: a record that reconnects
+        # (after an invalidation) holds a new connection the mark must
+        # not cover.
         info[_ENDED] = id(connection.dbapi_connection)
 
     def do_rollback(connection):
@@ -275,17 +286,28 @@ def skip_redundant_rollbacks(engine: sa.engine.Engine) -> None:
             rollback(connection)
             return
         if info.pop(_ENDED, None) == id(connection.dbapi_connection):
+            # Nothing ran since the commit or rollback: the transaction
+            # is over already. The mark stays for the next rollback.
             info[_ENDED] = id(connection.dbapi_connection)
             return
         rollback(connection)
         info[_ENDED] = id(connection.dbapi_connection)
 
     def statement(connection, *args):
+        # The DBAPI begins a transaction with any statement (a SELECT
+        # too), which the next rollback must end.
         connection.info.pop(_ENDED, None)
 
     def checkout(dbapi_connection, record, proxy):
+        # The pool's ping (pre_ping) runs on the DBAPI cursor, which
+        # SQLAlchemy's statement events do not see.
         record.info.pop(_ENDED, None)
 
+    # The pool's reset on return calls dialect.do_rollback, so wrapping
+    # the dialect's methods covers the pool's rollback and oslo.db's
+    # alike. SQLAlchemy's pool ``reset`` event cannot skip the pool's
+    # rollback unless the engine is made with pool_reset_on_return=None,
+    # which oslo.db's engine factory does not pass.
     dialect.do_commit, dialect.do_rollback = do_commit, do_rollback
     sa.event.listen(engine, 'before_cursor_execute', statement)
     sa.event.listen(engine, 'checkout', checkout)

@@ -191,7 +191,14 @@ def attribute_delete(context, uuid: str) -> dict[str, Any]:
 
 @db_api.main_context_manager.reader.connection
 def deployable_host(context, deployable_id: int) -> str | None:
-    return context.connection.execute(
+    """The host of deployable ``deployable_id`` (None if it is gone)."""
+    return host_of(context.connection, deployable_id)
+
+
+def host_of(connection, deployable_id: int) -> str | None:
+    """:func:`deployable_host` inside a caller's transaction: the host
+    of a deployable is its device's."""
+    return connection.execute(
         sa.select(DEVICES.c.hostname)
         .join(DEPLOYABLES, DEPLOYABLES.c.device_id == DEVICES.c.id)
         .where(DEPLOYABLES.c.id == deployable_id)).scalar()

@@ -43,6 +43,7 @@ import sqlalchemy as sa
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
+from cyborg.db import hardware
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
@@ -210,11 +211,6 @@ def unhold(context, deployable_id: int) -> None:
         .values(in_use=False, updated_at=timeutils.utcnow()))
 
 
-def _is_trait_key(key: str) -> bool:
-    suffix = key[len(providers.TRAIT_KEY_PREFIX):]
-    return key.startswith(providers.TRAIT_KEY_PREFIX) and suffix.isdigit()
-
-
 @db_api.connection_writer
 def record(context, deployable_id: int, bitstream_id: str | None,
            function_trait: str | None = None) -> None:
@@ -232,7 +228,7 @@ def record(context, deployable_id: int, bitstream_id: str | None,
     rows = connection.execute(
         sa.select(ATTRIBUTES.c.id, ATTRIBUTES.c.key, ATTRIBUTES.c.value)
         .where(ATTRIBUTES.c.deployable_id == deployable_id)).all()
-    old = {r.key: r.value for r in rows if _is_trait_key(r.key)}
+    old = {r.key: r.value for r in rows if providers.is_trait_key(r.key)}
     new = bitstream_rules.with_function_trait(set(old.values()),
                                               function_trait)
     if sorted(old.values()) == new:
@@ -242,13 +238,9 @@ def record(context, deployable_id: int, bitstream_id: str | None,
     now = timeutils.utcnow()
     connection.execute(sa.insert(ATTRIBUTES), [
         {'uuid': uuidutils.generate_uuid(), 'deployable_id': deployable_id,
-         'key': '%s%d' % (providers.TRAIT_KEY_PREFIX, index),
-         'value': trait, 'created_at': now}
-        for index, trait in enumerate(new)])
-    host = connection.execute(
-        sa.select(DEVICES.c.hostname)
-        .join(DEPLOYABLES, DEPLOYABLES.c.device_id == DEVICES.c.id)
-        .where(DEPLOYABLES.c.id == row.id)).scalar()
+         'key': key, 'value': trait, 'created_at': now}
+        for key, trait in providers.trait_attributes(new).items()])
+    host = hardware.host_of(connection, row.id)
     connection.execute(sa.update(SERVICES).where(
         SERVICES.c.host == host,
         SERVICES.c.binary == constants.BINARY_AGENT).values(

@@ -209,7 +209,9 @@ def walk_wire(deployables: list[dict[str, Any]], parent: str | None = None
 
 
 def tree_digest(wire: Any) -> str:
-    """A hash that changes exactly when the reported tree changes."""
+    """A hash that changes exactly when the reported tree changes: the
+    SHA-256 of its canonical JSON. The conductor hashes what it writes
+    to Placement (a provider's inventories, its traits) the same way."""
     return hashlib.sha256(canonical_json(wire).encode()).hexdigest()
 
 

@@ -45,10 +45,22 @@ def provider_name(host: str, deployable: str) -> str:
 def placement_attributes(resource_class: str,
                          traits: list[str]) -> dict[str, str]:
     """The attributes that record a deployable's class and traits."""
-    values = {RESOURCE_CLASS_KEY: resource_class}
-    for index, trait in enumerate(sorted(traits)):
-        values['%s%d' % (TRAIT_KEY_PREFIX, index)] = trait
-    return values
+    return {RESOURCE_CLASS_KEY: resource_class,
+            **trait_attributes(sorted(traits))}
+
+
+def trait_attributes(traits: list[str]) -> dict[str, str]:
+    """The attributes recording ``traits``, in that order: ``trait0``,
+    ``trait1``..."""
+    return {'%s%d' % (TRAIT_KEY_PREFIX, index): trait
+            for index, trait in enumerate(traits)}
+
+
+def is_trait_key(key: str) -> bool:
+    """Whether ``key`` is one :func:`trait_attributes` writes
+    (``trait<N>``)."""
+    suffix = key[len(TRAIT_KEY_PREFIX):]
+    return key.startswith(TRAIT_KEY_PREFIX) and suffix.isdigit()
 
 
 def shapes_placement(key: str) -> bool:

@@ -42,14 +42,26 @@ def custom_name(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _standard_traits() -> frozenset[str]:
+    # os_traits walks its modules on every get_traits() call.
     return frozenset(os_traits.get_traits())
 
 
+def is_standard_resource_class(name: str) -> bool:
+    """Whether ``name`` is one of os-resource-classes' standard classes,
+    which every Placement has (no ``CUSTOM_`` prefix, never created)."""
+    return name in os_resource_classes.STANDARDS
+
+
+def is_standard_trait(name: str) -> bool:
+    """Whether ``name`` is one of os-traits' standard traits, which every
+    Placement has (no ``CUSTOM_`` prefix, never created)."""
+    return name in _standard_traits()
+
+
 def is_valid_resource_class(name: str) -> bool:
-    return (name in os_resource_classes.STANDARDS
+    return (is_standard_resource_class(name)
             or _CUSTOM_NAME.match(name) is not None)
 
 
 def is_valid_trait(name: str) -> bool:
-    return (name in _standard_traits()
-            or _CUSTOM_NAME.match(name) is not None)
+    return is_standard_trait(name) or _CUSTOM_NAME.match(name) is not None

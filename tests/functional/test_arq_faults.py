@@ -33,7 +33,7 @@ from concurrent import futures
 import pytest
 import sqlalchemy as sa
 
-from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from tests.functional import nova_flow
 
 BIG = 'faults-big'
@@ -387,8 +387,8 @@ def test_handle_claims_skip_only_the_handles_taken(flow, clean):
     first_tx, second_tx = first.begin(), second.begin()
     pool = futures.ThreadPoolExecutor(1)
     try:
-        mine = arq_db._claim_free(first, rp, BIG, 2)
-        theirs = pool.submit(arq_db._claim_free, second, rp, BIG,
+        mine = binding_db._claim_free(first, rp, BIG, 2)
+        theirs = pool.submit(binding_db._claim_free, second, rp, BIG,
                              2).result(timeout=10)
         assert len(mine) == len(theirs) == 2
         assert not {h.id for h in mine} & {h.id for h in theirs}

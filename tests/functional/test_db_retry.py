@@ -35,6 +35,7 @@ from cyborg.common import exception
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import migration
 from cyborg.db import models
 from tests.functional import nova_flow
@@ -270,7 +271,7 @@ def test_concurrent_arq_cycles_never_raise_database_errors(hardware):
             try:
                 arqs = arq_db.arq_create(context, 'one', None)
                 uuids = [arq['uuid'] for arq in arqs]
-                arq_db.bind(context, {
+                binding_db.bind(context, {
                     u: {'hostname': 'h', 'device_rp_uuid': rp,
                         'instance_uuid': instance} for u in uuids},
                     None, 'c%d' % number)

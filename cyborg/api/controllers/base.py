@@ -14,7 +14,6 @@
 
 import datetime
 import functools
-import json
 from typing import Any, Callable
 
 import pecan
@@ -26,8 +25,6 @@ from cyborg.api.schemas import common
 from cyborg.api import validation
 from cyborg.common import exception
 from cyborg import context as context_lib
-
-JSON = 'application/json'
 
 #: A policy rule an endpoint checks: its name (refused with
 #: PolicyNotAuthorized), or (name, the exception class refusing it).
@@ -128,14 +125,19 @@ def version_string() -> str:
     return microversion.as_string(pecan.request.version)
 
 
-def render(document: Any, status: int = 200) -> str:
+def render(document: Any, status: int = 200) -> Any:
+    """``document`` with ``status``, for the handler's JSON renderer
+    (``@pecan.expose('json')``, pecan's ``json.JSONEncoder``)."""
     pecan.response.status = status
-    return json.dumps(document)
+    return document
 
 
 def no_content(status: int = 204) -> str:
+    """An empty answer with ``status``: the handler's JSON renderer is
+    skipped (it would render an empty string as ``""``)."""
     pecan.response.status = status
     del pecan.response.content_type
+    pecan.override_template(None)
     return ''
 
 

@@ -71,7 +71,7 @@ class RootController:
         return routing.dispatch(self.collections[path[1]], method,
                                 path[2:] + trailing)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     def root_document(self):
         summary = dict(id='v2', **_version_fields())
         summary['links'] = [{'href': pecan.request.base_url + '/v2',
@@ -81,7 +81,7 @@ class RootController:
                             'versions': [summary],
                             'default_version': summary})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     def v2_document(self):
         document = dict(id='v2.0', **_version_fields())
         document['links'] = [{'href': pecan.request.base_url + '/v2/',

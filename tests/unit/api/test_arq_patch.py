@@ -14,7 +14,7 @@
 
 import pytest
 
-from cyborg.api import arq_patch
+from cyborg.api.controllers.v2 import arq_patch
 from cyborg.common import exception
 
 A = 'aaaaaaaa-0000-4000-8000-000000000001'

@@ -12,7 +12,7 @@
 
 import pytest
 
-from cyborg.api import deployable_program
+from cyborg.api.controllers.v2 import deployable_program
 from cyborg.common import exception
 
 IMAGE = '8e3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a'

@@ -10,6 +10,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import inspect
+import pathlib
+import re
+
 import pytest
 
 from cyborg.api import microversion as mv
@@ -110,3 +114,33 @@ def test_lists_are_read_by_microversion_parse(header, expected):
 def test_versions_are_ascii_numbers_of_a_service(header):
     with pytest.raises(mv.InvalidHeader):
         mv.parse_header(header)
+
+
+def _version_constants(module):
+    return {name: value for name, value in vars(module).items()
+            if name.isupper() and isinstance(value, tuple)
+            and len(value) == 2 and value[0] == 2
+            and all(isinstance(part, int) for part in value)}
+
+
+def test_every_version_between_min_and_max_has_its_constant():
+    """The history: one documented constant per version, MAX_VERSION the
+    newest."""
+    versions = set(_version_constants(mv).values())
+    newest = max(versions)
+    assert mv.MAX_VERSION == newest
+    assert versions == {(2, minor) for minor in range(newest[1] + 1)}
+    source = inspect.getsource(mv)
+    for name in _version_constants(mv):
+        if name not in ('MIN_VERSION', 'MAX_VERSION'):
+            assert '#: %s - ' % mv.as_string(getattr(mv, name)) in source
+
+
+def test_no_api_module_defines_a_version_constant():
+    """Controllers and API helpers use microversion's constants."""
+    package = pathlib.Path(mv.__file__).parent
+    for path in package.rglob('*.py'):
+        if path.name == 'microversion.py':
+            continue
+        text = path.read_text()
+        assert not re.search(r'^\w+ = \(2, \d+\)', text, re.M), path

@@ -24,6 +24,7 @@ import logging
 
 from oslo_config import cfg
 from oslo_messaging._drivers import amqpdriver
+import pecan
 from pecan import core as pecan_core
 from pecan import routing as pecan_routing
 from pecan import util as pecan_util
@@ -113,6 +114,42 @@ def test_a_changed_pecan_is_left_alone_with_a_warning(monkeypatch,
         'Library patch pecan getargspec cache not applied: '
         'pecan.routing.getargspec is no longer pecan.util.getargspec']
     assert warnings_logged[0].levelno == logging.WARNING
+
+
+# pecan parsed JSON body ------------------------------------------------------
+
+def _parsed(environ):
+    if 'parsed' in environ:
+        return True, environ['parsed']
+    return False, None
+
+
+def test_pecan_still_reads_the_json_body_the_request_class_replaces():
+    """Fails when pecan or webob no longer have the shape
+    parsed_json_request was written for."""
+    assert patches.pecan_json_problem() is None
+
+
+def test_the_request_answers_the_parsed_document_else_webobs():
+    request_cls = patches.parsed_json_request(_parsed)
+    assert issubclass(request_cls, pecan.Request)
+    request = request_cls.blank('/v2/x', method='POST', body=b'{"a": 1}')
+    request.content_type = 'application/json'
+    assert request.json == {'a': 1}
+    request.environ['parsed'] = {'b': 2}
+    assert request.json == {'b': 2}
+
+
+def test_a_pecan_that_no_longer_reads_json_gets_its_own_request(
+        monkeypatch, warnings_logged):
+    def find_controller(self, state):
+        return None
+    monkeypatch.setattr(pecan_core.PecanBase, 'find_controller',
+                        find_controller)
+    assert patches.parsed_json_request(_parsed) is pecan.Request
+    assert [r.getMessage() for r in warnings_logged] == [
+        'Library patch pecan parsed JSON body not applied: '
+        'pecan.core.PecanBase.find_controller no longer reads Request.json']
 
 
 # oslo.messaging idle polling -------------------------------------------------

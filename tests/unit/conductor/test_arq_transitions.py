@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from cyborg.domain import arq_states as states
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from tests.unit.conductor import test_binding
@@ -89,7 +90,7 @@ def hosts(database, admin_context, conf):
 
 
 def _bind(context, uuid, rp, host, instance=INSTANCE):
-    return arq_db.bind(context, {uuid: {
+    return binding_db.bind(context, {uuid: {
         'hostname': host, 'device_rp_uuid': rp, 'instance_uuid': instance}},
         None, 'cond1')
 
@@ -111,9 +112,9 @@ def _arq_in(state, context, engine, hosts):
     if state in (BIND_STARTED, BIND_FAILING, BIND_FAILED):
         assert _bind(context, uuid, mdev, 'host2').jobs == [uuid]
         if state == BIND_FAILING:
-            arq_db.finish(context, uuid, 'no mdev', bind_timeout=600)
+            binding_db.finish(context, uuid, 'no mdev', bind_timeout=600)
         elif state == BIND_FAILED:
-            arq_db.finish(context, uuid, 'no mdev')
+            binding_db.finish(context, uuid, 'no mdev')
     elif state in (BOUND, UNBOUND):
         _bind(context, uuid, pci, 'host1')
         if state == UNBOUND:
@@ -156,12 +157,12 @@ OPERATIONS = {
         context, [uuid], None),
     'delete': lambda context, uuid, hosts: arq_db.arq_delete(
         context, [uuid], None, None),
-    'job done': lambda context, uuid, hosts: arq_db.finish(context, uuid),
-    'job failed': lambda context, uuid, hosts: arq_db.finish(
+    'job done': lambda context, uuid, hosts: binding_db.finish(context, uuid),
+    'job failed': lambda context, uuid, hosts: binding_db.finish(
         context, uuid, 'no mdev', bind_timeout=600),
-    'job timed out': lambda context, uuid, hosts: arq_db.finish(
+    'job timed out': lambda context, uuid, hosts: binding_db.finish(
         context, uuid, 'timed out'),
-    'failure ends': lambda context, uuid, hosts: arq_db.end_failures(
+    'failure ends': lambda context, uuid, hosts: binding_db.end_failures(
         context, FAR),
 }
 

@@ -26,6 +26,7 @@ from cyborg.conductor import binding
 from cyborg.conductor import service as conductor_service
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hardware
 from cyborg.db import inventory
@@ -35,7 +36,7 @@ from cyborg.domain import device_tree
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 OTHER_INSTANCE = '11111111-2222-4333-8444-555555555555'
-LEASE = arq_db.Lease('cond1', 30)
+LEASE = binding_db.Lease('cond1', 30)
 
 
 def _report(context, conf, host, handle_type, preparation=None):
@@ -137,8 +138,8 @@ def _handles_in_use(engine):
 
 
 def _bind(context, arqs, rp, **kwargs):
-    return arq_db.bind(context, _bindings(arqs, rp, **kwargs), None,
-                        'cond1', LEASE)
+    return binding_db.bind(context, _bindings(arqs, rp, **kwargs), None,
+                            'cond1', LEASE)
 
 
 def _run_jobs(context, binder, outcome):
@@ -204,8 +205,8 @@ def test_bind_without_preparation_is_one_transaction(host, admin_context,
 def test_events_without_a_lease_are_due_for_anyone(host, admin_context,
                                                    database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    outcome = arq_db.bind(admin_context, _bindings(arqs, host), None,
-                           'cond1')
+    outcome = binding_db.bind(admin_context, _bindings(arqs, host), None,
+                               'cond1')
     assert [e['claimed_by'] for e in outcome.events] == [None, None]
 
 
@@ -225,11 +226,11 @@ def test_batch_is_all_or_nothing(host, admin_context, database):
     _bind(admin_context, first[:1], host)
     second = arq_db.arq_create(admin_context, 'two', 'p1')
     with pytest.raises(exception.ARQBadState):
-        arq_db.bind(admin_context,
-                     dict(_bindings(second, host),
-                          **_bindings(first[:1], host,
-                                      instance=OTHER_INSTANCE)),
-                     None, 'cond1')
+        binding_db.bind(admin_context,
+                         dict(_bindings(second, host),
+                              **_bindings(first[:1], host,
+                                          instance=OTHER_INSTANCE)),
+                         None, 'cond1')
     assert _states(admin_context, second) == [states.INITIAL] * 2
     assert _handles_in_use(database) == 1
     assert len(_events(database)) == 1
@@ -376,7 +377,7 @@ def test_one_refused_provider_refuses_the_whole_request(
     bindings.update(_bindings(arqs[1:], 'aaaaaaaa-bbbb-4ccc-8ddd-'
                                         'eeeeeeeeeeee'))
     with pytest.raises(exception.DeployableNotFound):
-        arq_db.bind(admin_context, bindings, None, 'cond1', LEASE)
+        binding_db.bind(admin_context, bindings, None, 'cond1', LEASE)
     _unchanged(admin_context, database, arqs)
 
 
@@ -450,10 +451,10 @@ def test_handles_only_locked_by_another_bind_start_again(host,
     ends in the 409 if it never gets them; really too few is a 409."""
     with db_api.main_context_manager.writer.using(admin_context) as session:
         connection = session.connection()
-        again = arq_db._too_few(connection, host, 'host1', 2, 0)
+        again = binding_db._too_few(connection, host, 'host1', 2, 0)
         assert isinstance(again, db_api.RetryRequest)
         assert isinstance(again.inner_exc, exception.NoFreeAttachHandles)
-        refused = arq_db._too_few(connection, host, 'host1', 5, 3)
+        refused = binding_db._too_few(connection, host, 'host1', 5, 3)
         assert isinstance(refused, exception.NoFreeAttachHandles)
         assert 'has 3 free attach handle(s); 5 ARQ(s)' in str(refused)
 
@@ -514,7 +515,7 @@ def test_other_projects_are_invisible(host, admin_context):
     with pytest.raises(exception.ARQNotFound):
         arq_db.arq_get(admin_context, arqs[0]['uuid'], 'p2')
     with pytest.raises(exception.ARQNotFound):
-        arq_db.bind(admin_context, _bindings(arqs, host), 'p2', 'cond1')
+        binding_db.bind(admin_context, _bindings(arqs, host), 'p2', 'cond1')
     with pytest.raises(exception.ARQNotFound):
         arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], 'p2')
     with pytest.raises(exception.ARQNotFound):
@@ -591,7 +592,7 @@ def test_prepared_handles_stay_in_use_until_released(
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     outcome = _bind(admin_context, arqs, mdev_host, host='host2')
     for uuid in outcome.jobs:
-        arq_db.finish(admin_context, uuid)
+        binding_db.finish(admin_context, uuid)
     held = arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None)
     assert [(h.attach_type, h.host, h.driver) for h in held] == [
         ('MDEV', 'host2', 'fake_driver')]
@@ -646,7 +647,7 @@ def test_agent_handles_ask_the_agent_per_declared_preparation():
     agent = api.return_value
     context = object()
     for preparation in ('vgpu_type', 'none'):
-        handles.prepare(context, arq_db.Claim(
+        handles.prepare(context, binding_db.Claim(
             'a', 'h', 'PCI', {'bus': '01'}, 'host3', 'fake_driver',
             preparation))
     agent.prepare_attach_handle.assert_called_once_with(
@@ -808,8 +809,9 @@ def test_sweeper_ends_failures_nova_did_not_act_on(mdev_host, admin_context,
 def test_sweeper_fails_stale_jobs(mdev_host, admin_context, binder,
                                   recorder, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
-    arq_db.bind(admin_context, _bindings(arqs[:1], mdev_host, host='host2'),
-                 None, 'dead-conductor')
+    binding_db.bind(admin_context,
+                    _bindings(arqs[:1], mdev_host, host='host2'),
+                    None, 'dead-conductor')
     old = datetime.datetime(2020, 1, 1)
     with database.begin() as connection:
         connection.execute(sa.update(models.ExtendedAcceleratorRequest
@@ -841,7 +843,7 @@ def test_a_job_without_a_claimed_handle_fails(host, admin_context, binder,
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     with db_api.main_context_manager.writer.using(admin_context) as session:
         rows = arq_db.lock(session, [arqs[0]['uuid']], None)
-        for row, values in arq_db.binds_to_start(
+        for row, values in binding_db.binds_to_start(
                 rows, _bindings(arqs[:1], host), 'cond1',
                 timeutils.utcnow()):
             arq_db.swap(session, row, states.BIND_STARTED, values)

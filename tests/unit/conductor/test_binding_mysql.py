@@ -27,7 +27,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
-from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 
 
 class _Handle:
@@ -53,7 +53,7 @@ class _Recorder:
 
 def _claim_sql(dialect) -> str:
     connection = _Recorder(dialect)
-    handles = arq_db._claim_free(connection, 'rp', 'host', 1)
+    handles = binding_db._claim_free(connection, 'rp', 'host', 1)
     assert [h.id for h in handles] == [7]
     return str(connection.statements[0].compile(dialect=dialect))
 
@@ -71,7 +71,7 @@ def test_other_databases_claim_the_lowest_ids():
 
 def _take_sql(dialect) -> str:
     connection = _Recorder(dialect)
-    arq_db._claim_free(connection, 'rp', 'host', 1)
+    binding_db._claim_free(connection, 'rp', 'host', 1)
     return str(connection.statements[1].compile(dialect=dialect))
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.db import models
@@ -98,7 +99,7 @@ def test_removed_device_is_deleted_unless_in_use(
     profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     arq = arq_db.arq_create(admin_context, 'one', 'p1')[0]
-    arq_db.bind(admin_context, {arq['uuid']: {
+    binding_db.bind(admin_context, {arq['uuid']: {
         'hostname': 'host1', 'instance_uuid': INSTANCE,
         'device_rp_uuid': providers.provider_uuid(
             'host1', wire[0]['address'], wire[0]['deployables'][0]['name'])}},

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.db import models
@@ -74,7 +75,7 @@ def _rp(address):
 def _bind_one(context, address):
     """An ARQ Bound to a handle of the device at ``address``; its uuid."""
     arq = arq_db.arq_create(context, 'one', 'p1')[0]
-    arq_db.bind(context, {arq['uuid']: {
+    binding_db.bind(context, {arq['uuid']: {
         'hostname': 'host1', 'device_rp_uuid': _rp(address),
         'instance_uuid': INSTANCE}}, None, 'c1')
     assert arq_db.arq_get(context, arq['uuid'], None)['state'] == (

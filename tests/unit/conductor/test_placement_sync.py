@@ -604,3 +604,15 @@ def test_rows_another_sync_recorded_are_updated(database, admin_context,
     state = placement_sync.load_host_state(admin_context, 'host1')
     assert len(state.known) == 2
     assert {row.generation for row in state.known.values()} == {8}
+
+
+def test_provider_hashes_are_the_tree_digest():
+    """What is written to Placement is hashed as a report is
+    (:func:`device_tree.tree_digest`): one digest rule."""
+    inventories = {'CUSTOM_FPGA': {'total': 2, 'reserved': 0}}
+    traits = ['CUSTOM_B', 'CUSTOM_A']
+    spec = placement_sync.ProviderSpec('u', 'n', 'p', inventories, traits)
+    assert spec.inventory_hash == device_tree.tree_digest(inventories)
+    assert spec.traits_hash == device_tree.tree_digest(traits)
+    assert spec.inventory_hash != device_tree.tree_digest(
+        {'CUSTOM_FPGA': {'total': 3, 'reserved': 0}})

@@ -26,6 +26,7 @@ from cyborg.conductor import manager as conductor_manager
 from cyborg.conductor import programming
 from cyborg.conductor import service as conductor_service
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import hardware
 from cyborg.db import inventory
@@ -161,7 +162,7 @@ def _bind(context, deployable, profile, agent, glance=None, run=True):
     """Bind an ARQ of ``profile`` to the region and run its job; the ARQ
     as read after."""
     [arq] = arq_db.arq_create(context, profile, 'p1')
-    outcome = arq_db.bind(context, {arq['uuid']: {
+    outcome = binding_db.bind(context, {arq['uuid']: {
         'hostname': 'host1', 'device_rp_uuid': deployable['rp_uuid'],
         'instance_uuid': INSTANCE}}, None, 'cond1')
     assert outcome.jobs == [arq['uuid']]
@@ -492,8 +493,8 @@ def test_agent_handles_prepare_nothing_more_for_a_region_to_program():
     with mock.patch.object(conductor_service.agent_rpcapi,
                            'AgentAPI') as api:
         handles = conductor_service.AgentHandles(object(), 7)
-    handles.prepare('ctx', arq_db.Claim('a', 'h', 'PCI', {}, 'host1',
-                                        'intel', preparation='program'))
+    handles.prepare('ctx', binding_db.Claim('a', 'h', 'PCI', {}, 'host1',
+                                            'intel', preparation='program'))
     api.return_value.prepare_attach_handle.assert_not_called()
 
 

@@ -80,3 +80,19 @@ def test_provider_traits_add_the_owner_trait():
     assert providers.provider_traits(providers.traits_of(attributes)) == {
         'CUSTOM_A', 'CUSTOM_B', 'OWNER_CYBORG'}
     assert providers.provider_traits([]) == {'OWNER_CYBORG'}
+
+
+def test_trait_attributes_are_numbered_in_order():
+    assert providers.trait_attributes(['CUSTOM_B', 'CUSTOM_A']) == {
+        'trait0': 'CUSTOM_B', 'trait1': 'CUSTOM_A'}
+    assert providers.placement_attributes('FPGA', ['CUSTOM_B', 'CUSTOM_A']) \
+        == {'rc': 'FPGA', 'trait0': 'CUSTOM_A', 'trait1': 'CUSTOM_B'}
+
+
+@pytest.mark.parametrize('key, numbered', [
+    ('trait0', True), ('trait12', True), ('trait', False),
+    ('traits', False), ('rc', False), ('xtrait0', False)])
+def test_trait_keys_are_the_numbered_ones(key, numbered):
+    assert providers.is_trait_key(key) is numbered
+    if numbered:
+        assert key in providers.trait_attributes(['T'] * 13)

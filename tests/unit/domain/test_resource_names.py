@@ -10,6 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import importlib
+import inspect
+
 import pytest
 
 from cyborg.domain import resource_names as names
@@ -64,3 +67,33 @@ def test_resource_class(name, valid):
 )
 def test_trait(name, valid):
     assert names.is_valid_trait(name) is valid
+
+
+@pytest.mark.parametrize(
+    'name, standard',
+    [('FPGA', True), ('PGPU', True), ('CUSTOM_FPGA', False),
+     ('fpga', False), ('NOT_A_CLASS', False)],
+)
+def test_standard_resource_class(name, standard):
+    assert names.is_standard_resource_class(name) is standard
+
+
+@pytest.mark.parametrize(
+    'name, standard',
+    [('HW_CPU_X86_AVX2', True), ('COMPUTE_STATUS_DISABLED', True),
+     ('OWNER_CYBORG', True), ('CUSTOM_FPGA_INTEL', False),
+     ('hw_cpu_x86_avx2', False)],
+)
+def test_standard_trait(name, standard):
+    assert names.is_standard_trait(name) is standard
+
+
+@pytest.mark.parametrize('module', [
+    'cyborg.clients.placement', 'cyborg.accelerator.drivers.pci.device_spec'])
+def test_standard_names_are_decided_only_here(module):
+    """The Placement client and the PCI device spec ask this module
+    whether a name is standard; neither reads os-traits or
+    os-resource-classes itself."""
+    source = inspect.getsource(importlib.import_module(module))
+    assert 'os_traits' not in source
+    assert 'os_resource_classes' not in source

@@ -43,10 +43,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from typing import Any
-
-import os_resource_classes
-import os_traits
 
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import pci
@@ -119,14 +117,15 @@ def _error(spec: str, reason: str) -> passthrough.DriverConfigError:
     return passthrough.config_error(GROUP, OPTION, '%s: %s' % (spec, reason))
 
 
-def normalize_name(name: str, standards: Any) -> str:
-    """Upper case, ``-`` made ``_``, ``CUSTOM_`` prefixed unless standard.
+def normalize_name(name: str, is_standard: Callable[[str], bool]) -> str:
+    """Upper case, ``-`` made ``_``, ``CUSTOM_`` prefixed unless
+    ``is_standard`` (see :mod:`cyborg.domain.resource_names`).
 
     Other characters are kept, for the name check to refuse them (Nova
     turns them into ``_``, which hides typos).
     """
     text = resource_names.normalize(name)
-    if text in standards or text.startswith(resource_names.CUSTOM_PREFIX):
+    if is_standard(text) or text.startswith(resource_names.CUSTOM_PREFIX):
         return text
     return resource_names.CUSTOM_PREFIX + text
 
@@ -189,10 +188,9 @@ def _traits(value: Any, spec: str) -> tuple[str, ...]:
         items = value
     else:
         raise _error(spec, 'traits must be a comma-separated string')
-    standards = frozenset(os_traits.get_traits())
     traits = []
     for item in items:
-        name = normalize_name(item, standards)
+        name = normalize_name(item, resource_names.is_standard_trait)
         traits.append(passthrough.check_trait(
             name, GROUP, '%s: trait %r' % (OPTION, item)))
     return tuple(sorted(set(traits)))
@@ -203,7 +201,7 @@ def _resource_class(value: Any, spec: str) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise _error(spec, 'resource_class must be a non-empty string')
-    name = normalize_name(value, os_resource_classes.STANDARDS)
+    name = normalize_name(value, resource_names.is_standard_resource_class)
     return passthrough.check_resource_class(
         name, GROUP, '%s: resource_class %r' % (OPTION, value))
 

@@ -26,19 +26,20 @@ from typing import Any
 
 import pecan
 
-from cyborg.api import arq_patch
+from cyborg.api.controllers.v2 import arq_patch
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import arq as schema
 from cyborg.api import validation
+from cyborg.api import microversion
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 from cyborg.domain import arq_states as states
+from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_profile as dp_rules
 from cyborg.policies import arq as policy
 
 COLLECTION = 'accelerator_requests'
-BIND_ERROR_VERSION = (2, 5)
 RESOLVED = 'resolved'
 #: Nova's operations: refused without a service token by default.
 _SERVICE_TOKEN = (policy.INSTANCE_BINDING, exception.ServiceTokenRequired)
@@ -69,15 +70,10 @@ def view(arq: dict[str, Any]) -> dict[str, Any]:
         'created_at': base.timestamp(arq['created_at']),
         'updated_at': base.timestamp(arq['updated_at']),
     }
-    if base.version_at_least(BIND_ERROR_VERSION):
+    if base.version_at_least(microversion.ARQ_BIND_ERROR):
         result['bind_error'] = (arq['bind_error'] if arq['state']
                                 in states.FAILED else None)
     return result
-
-
-def _scope(context) -> str | None:
-    """The project whose ARQs the caller sees; None (all) for admins."""
-    return None if context.is_admin else context.project_id
 
 
 def _max_items() -> int:
@@ -87,9 +83,9 @@ def _max_items() -> int:
 def _lookup(context, uuids: list[str]) -> list[dict[str, Any]]:
     """The caller-visible ARQs ``uuids`` name, in that order; 404 for the
     first one that is missing or belongs to another project."""
+    scope = arq_rules.project_scope(context)
     found = {arq['uuid']: arq
-             for arq in arq_db.arq_list(context, _scope(context),
-                                        uuids=uuids)}
+             for arq in arq_db.arq_list(context, scope, uuids=uuids)}
     for uuid in uuids:
         if uuid not in found:
             raise exception.ARQNotFound(uuid=uuid)
@@ -112,7 +108,7 @@ def _patch_schema(*path: str) -> dict:
 
 class ARQsController(routing.Resource):
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
         instance = query.get('instance')
@@ -123,7 +119,7 @@ class ARQsController(routing.Resource):
             raise exception.Invalid(reason='Invalid bind_state %r; the only '
                                            'value allowed is "%s"'
                                            % (bind_state, RESOLVED))
-        arqs = arq_db.arq_list(context, _scope(context),
+        arqs = arq_db.arq_list(context, arq_rules.project_scope(context),
                                instance_uuid=instance)
         if bind_state is not None:
             resolved = [arq for arq in arqs
@@ -134,14 +130,14 @@ class ARQsController(routing.Resource):
             arqs = resolved
         return base.render({'arqs': [view(arq) for arq in arqs]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         uuid = validation.check_uuid(uuid)
-        return base.render(view(arq_db.arq_get(context, uuid,
-                                               _scope(context))))
+        arq = arq_db.arq_get(context, uuid, arq_rules.project_scope(context))
+        return base.render(view(arq))
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE)
     def post(self, *, context, query, body):
         arqs = pecan.request.conductor_api.arq_create(
@@ -149,7 +145,7 @@ class ARQsController(routing.Resource):
         return base.render({'arqs': [view(arq) for arq in arqs]},
                            status=201)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.UPDATE, _SERVICE_TOKEN, body=_patch_schema)
     def patch(self, *args, context, query, body):
         """Bind or unbind ARQs: ``{uuid: [ops]}``, or ``[ops]`` on
@@ -167,7 +163,7 @@ class ARQsController(routing.Resource):
             conductor.arq_bind(context, request.bind)
         return base.no_content(202)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
     def delete(self, *args, context, query):
         """Delete ``?arqs=<uuid>[,<uuid>...]`` (or ``/{uuid}``) or every

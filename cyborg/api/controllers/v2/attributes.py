@@ -51,7 +51,7 @@ def _creation_values(body) -> dict:
 
 class AttributesController(routing.Resource):
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
         deployable_id = query.get('deployable_id')
@@ -62,13 +62,13 @@ class AttributesController(routing.Resource):
                                              query.get('key'))
         return base.render({COLLECTION: [view(a) for a in attributes]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         validation.check_uuid(uuid)
         return base.render(view(hardware.attribute_get(context, uuid)))
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE)
     def post(self, *, context, query, body):
         values = _creation_values(body)
@@ -76,7 +76,7 @@ class AttributesController(routing.Resource):
                                                                  values)
         return base.render(view(attribute), status=201)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DELETE)
     def delete(self, uuid=None, *, context, query):
         if uuid is None:

@@ -18,7 +18,7 @@ import pecan
 
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
-from cyborg.api import deployable_program
+from cyborg.api.controllers.v2 import deployable_program
 from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import deployable as schema
 from cyborg.api import validation
@@ -60,7 +60,7 @@ class DeployablesController(routing.Resource):
     # PATCH /v2/deployables/{uuid}/program/{uuid}.
     repeated_id_actions = frozenset(['program'])
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
         filters = query['filters']
@@ -69,13 +69,13 @@ class DeployablesController(routing.Resource):
             **filters_lib.paging(filters, _COLUMNS))
         return base.render({COLLECTION: [view(d) for d in deployables]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         validation.check_uuid(uuid)
         return base.render(view(hardware.deployable_get(context, uuid)))
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.PROGRAM, body=schema.PROGRAM)
     def program(self, uuid, *, context, query, body):
         """Program the deployable with a bitstream image from Glance.

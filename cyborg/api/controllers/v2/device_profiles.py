@@ -28,7 +28,6 @@ from cyborg.domain import device_profile as dp_rules
 from cyborg.policies import device_profile as policy
 
 COLLECTION = 'device_profiles'
-NAME_LOOKUP_VERSION = (2, 2)
 
 
 def view(profile: dict) -> dict:
@@ -86,7 +85,7 @@ def _list_one_name(context, name: str) -> list[dict]:
 
 class DeviceProfilesController(routing.Resource):
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
         names = query['name'].split(',') if 'name' in query else None
@@ -98,20 +97,21 @@ class DeviceProfilesController(routing.Resource):
             profiles = profiles_db.device_profile_list(context, names)
         return base.render({COLLECTION: [view(p) for p in profiles]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, ident, *, context, query):
         if uuidutils.is_uuid_like(ident):
             profile = profiles_db.device_profile_get(
                 context, uuid=validation.canonical_uuid(ident))
-        elif base.version_at_least(NAME_LOOKUP_VERSION):
+        elif base.version_at_least(microversion.DEVICE_PROFILE_BY_NAME):
             profile = profiles_db.device_profile_get(context, name=ident)
         else:
             raise exception.MicroversionTooLow(
-                version=microversion.as_string(NAME_LOOKUP_VERSION))
+                version=microversion.as_string(
+                    microversion.DEVICE_PROFILE_BY_NAME))
         return base.render({'device_profile': view(profile)})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE,
                    normalize=schema.as_list)
     def post(self, *, context, query, body):
@@ -121,7 +121,7 @@ class DeviceProfilesController(routing.Resource):
         pecan.request.profile_cache.clear()
         return base.render(view(profile), status=201)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
     def delete(self, ident=None, *, context, query):
         value = ident if ident is not None else query.get('value')

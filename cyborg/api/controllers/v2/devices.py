@@ -18,6 +18,7 @@ from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import device as schema
+from cyborg.api import microversion
 from cyborg.db import hardware
 from cyborg.db import models
 from cyborg.domain import devices
@@ -25,9 +26,6 @@ from cyborg.domain import utilization
 from cyborg.policies import device as policy
 
 COLLECTION = 'devices'
-STATUS_VERSION = (2, 3)
-HEALTH_VERSION = (2, 4)
-UTILIZATION_VERSION = (2, 6)
 # Sort keys: every column but the utilization document.
 _COLUMNS = frozenset(c.name for c in models.Device.__table__.columns
                      ) - {'utilization'}
@@ -44,12 +42,12 @@ def view(device: dict) -> dict:
         'created_at': base.timestamp(device['created_at']),
         'updated_at': base.timestamp(device['updated_at']),
     }
-    if base.version_at_least(STATUS_VERSION):
+    if base.version_at_least(microversion.DEVICE_STATUS):
         result['status'] = device['status']
-    if base.version_at_least(HEALTH_VERSION):
+    if base.version_at_least(microversion.DEVICE_HEALTH):
         result['health'] = device['health']
         result['missing'] = device['missing']
-    if base.version_at_least(UTILIZATION_VERSION):
+    if base.version_at_least(microversion.DEVICE_UTILIZATION):
         result['utilization'] = utilization.from_stored(
             device.get('utilization'))
     return result
@@ -57,7 +55,7 @@ def view(device: dict) -> dict:
 
 def _list_query(*_path: str) -> dict:
     """The list's query schema for the request's version."""
-    if base.version_at_least(STATUS_VERSION):
+    if base.version_at_least(microversion.DEVICE_STATUS):
         return schema.LIST_QUERY_2_3
     return schema.LIST_QUERY
 
@@ -66,7 +64,7 @@ class DevicesController(routing.Resource):
 
     actions = {'disable': ('POST', 'disable'), 'enable': ('POST', 'enable')}
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=_list_query)
     def get_all(self, *, context, query):
         filters = query.pop('filters')
@@ -74,17 +72,17 @@ class DevicesController(routing.Resource):
             context, query, **filters_lib.paging(filters, _COLUMNS))
         return base.render({COLLECTION: [view(d) for d in rows]})
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         return base.render(view(hardware.device_get(context, uuid)))
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.DISABLE)
     def disable(self, uuid, *, context, query):
         return _set_status(context, uuid, devices.MAINTAINING)
 
-    @pecan.expose(content_type=base.JSON)
+    @pecan.expose('json')
     @base.endpoint(policy.ENABLE)
     def enable(self, uuid, *, context, query):
         return _set_status(context, uuid, devices.ENABLED)

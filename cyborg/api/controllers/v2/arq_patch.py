@@ -23,16 +23,14 @@ from typing import Any, NamedTuple
 from oslo_utils import uuidutils
 
 from cyborg.api import validation
+from cyborg.api import microversion
 from cyborg.common import exception
+from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_profile as dp_rules
 
-#: The fields a bind sets, all required.
-BIND_FIELDS = ('hostname', 'device_rp_uuid', 'instance_uuid')
-#: Microversion from which a bind may set /project_id (admins only).
-PROJECT_ID_VERSION = (2, 1)
 _UUID_FIELDS = frozenset(['device_rp_uuid', 'instance_uuid'])
 _PROJECT_ID_PATH = '/project_id'
-_PATHS = frozenset(['/' + field for field in BIND_FIELDS])
+_PATHS = frozenset(['/' + field for field in arq_rules.BIND_FIELDS])
 _MAX_LENGTH = 255
 
 
@@ -97,9 +95,10 @@ def _patches(body: Any, member: str | None,
 def _check_path(path: str, version: tuple[int, int], is_admin: bool,
                 update_rule: str) -> None:
     if path == _PROJECT_ID_PATH:
-        if version < PROJECT_ID_VERSION:
+        if version < microversion.ARQ_BIND_PROJECT_ID:
             raise exception.MicroversionTooLow(
-                version='%d.%d' % PROJECT_ID_VERSION)
+                version=microversion.as_string(
+                    microversion.ARQ_BIND_PROJECT_ID))
         if not is_admin:
             raise exception.PolicyNotAuthorized(action=update_rule)
     elif path not in _PATHS:
@@ -138,10 +137,11 @@ def _binding(ops: list[dict], version: tuple[int, int], is_admin: bool,
     if kinds == {'remove'}:
         return None
     values = _values(ops)
-    absent = [field for field in BIND_FIELDS if values.get(field) is None]
+    absent = [field for field in arq_rules.BIND_FIELDS
+              if values.get(field) is None]
     if absent:
         raise patch_error('Fields absent in patch %s' % ','.join(absent))
-    bad = [field for field in BIND_FIELDS
+    bad = [field for field in arq_rules.BIND_FIELDS
            if not _valid_value(field, values[field])]
     project_id = values.get('project_id')
     if project_id is not None and not (isinstance(project_id, str)
@@ -149,7 +149,7 @@ def _binding(ops: list[dict], version: tuple[int, int], is_admin: bool,
         bad.append('project_id')
     if bad:
         raise patch_error('Invalid values in patch for %s' % ','.join(bad))
-    binding = {field: values[field] for field in BIND_FIELDS}
+    binding = {field: values[field] for field in arq_rules.BIND_FIELDS}
     for field in _UUID_FIELDS:
         binding[field] = validation.canonical_uuid(binding[field])
     if project_id:
