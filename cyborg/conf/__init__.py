@@ -15,26 +15,26 @@
 from oslo_config import cfg
 
 from cyborg.conf import agent
-from cyborg.conf import amd_gpu
+from cyborg.accelerator.drivers.amd_gpu import opts as amd_gpu
 from cyborg.conf import api
 from cyborg.conf import bitstream_cache
 from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
-from cyborg.conf import fake_driver
+from cyborg.accelerator.drivers.fake import opts as fake_driver
 from cyborg.conf import glance
-from cyborg.conf import huawei_ascend_driver
-from cyborg.conf import inspur_fpga_driver
-from cyborg.conf import inspur_nvme_ssd_driver
-from cyborg.conf import intel_fpga_driver
-from cyborg.conf import intel_nic_driver
-from cyborg.conf import intel_qat_driver
+from cyborg.accelerator.drivers.ascend import opts as huawei_ascend_driver
+from cyborg.accelerator.drivers.fpga import inspur_opts as inspur_fpga_driver
+from cyborg.accelerator.drivers.ssd import opts as inspur_nvme_ssd_driver
+from cyborg.accelerator.drivers.fpga import intel_opts as intel_fpga_driver
+from cyborg.accelerator.drivers.nic import opts as intel_nic_driver
+from cyborg.accelerator.drivers.qat import opts as intel_qat_driver
 from cyborg.conf import nova
-from cyborg.conf import nvidia_gpu
-from cyborg.conf import pci_driver
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_gpu
+from cyborg.accelerator.drivers.pci import opts as pci_driver
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
-from cyborg.conf import xilinx_fpga_driver
+from cyborg.accelerator.drivers.fpga import xilinx_opts as xilinx_fpga_driver
 
 CONF = cfg.CONF
 

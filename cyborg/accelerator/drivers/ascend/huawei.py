@@ -39,7 +39,7 @@ from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import huawei_ascend_driver as ascend_conf
+from cyborg.accelerator.drivers.ascend import opts as ascend_conf
 from cyborg.domain import device_tree
 from cyborg.domain import utilization as utilization_mod
 

@@ -30,7 +30,7 @@ from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import inspur_fpga_driver as inspur_conf
+from cyborg.accelerator.drivers.fpga import inspur_opts as inspur_conf
 from cyborg.domain import device_tree
 
 GROUP = 'inspur_fpga_driver'

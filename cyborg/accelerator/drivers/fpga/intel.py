@@ -48,7 +48,7 @@ from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import intel_fpga_driver as intel_conf
+from cyborg.accelerator.drivers.fpga import intel_opts as intel_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import xilinx_fpga_driver as xilinx_conf
+from cyborg.accelerator.drivers.fpga import xilinx_opts as xilinx_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)

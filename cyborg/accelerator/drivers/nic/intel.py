@@ -52,7 +52,7 @@ from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.common import exception
-from cyborg.conf import intel_nic_driver as nic_conf
+from cyborg.accelerator.drivers.nic import opts as nic_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 

@@ -15,7 +15,7 @@ matches (see :mod:`.device_spec`), each one device with one deployable
 of one unit and one ``PCI`` attach handle.
 
 Bridges are never matched, nor is an NVMe controller whose disks the host
-uses (the boot disk; see :mod:`..ssd.usage`). A function matched by
+uses (the boot disk; see :mod:`..utils.block`). A function matched by
 several specs takes the first. As in Nova, specs that match a physical
 function and one of its virtual functions are refused (at start, and at
 each discovery), and a virtual function whose physical function has no
@@ -30,11 +30,11 @@ from oslo_log import log as logging
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.pci import device_spec
-from cyborg.accelerator.drivers.ssd import usage
+from cyborg.accelerator.drivers.utils import block as usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import pci_driver as pci_conf
+from cyborg.accelerator.drivers.pci import opts as pci_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)

@@ -48,7 +48,7 @@ from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import intel_qat_driver as qat_conf
+from cyborg.accelerator.drivers.qat import opts as qat_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 

@@ -35,11 +35,11 @@ from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
-from cyborg.accelerator.drivers.ssd import usage
+from cyborg.accelerator.drivers.utils import block as usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import inspur_nvme_ssd_driver as ssd_conf
+from cyborg.accelerator.drivers.ssd import opts as ssd_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)

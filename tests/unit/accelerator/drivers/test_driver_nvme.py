@@ -20,7 +20,7 @@ import pytest
 
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers.ssd import inspur
-from cyborg.accelerator.drivers.ssd import usage
+from cyborg.accelerator.drivers.utils import block as usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
