@@ -48,7 +48,8 @@ from typing import Any
 import os_resource_classes
 import os_traits
 
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
@@ -115,8 +116,8 @@ class DeviceSpec:
             device.vendor_id, device.device_id)
 
 
-def _error(spec: str, reason: str) -> passthrough.DriverConfigError:
-    return passthrough.config_error(GROUP, OPTION, '%s: %s' % (spec, reason))
+def _error(spec: str, reason: str) -> errors.DriverConfigError:
+    return pci_base.config_error(GROUP, OPTION, '%s: %s' % (spec, reason))
 
 
 def normalize_name(name: str, standards: Any) -> str:
@@ -193,7 +194,7 @@ def _traits(value: Any, spec: str) -> tuple[str, ...]:
     traits = []
     for item in items:
         name = normalize_name(item, standards)
-        traits.append(passthrough.check_trait(
+        traits.append(pci_base.check_trait(
             name, GROUP, '%s: trait %r' % (OPTION, item)))
     return tuple(sorted(set(traits)))
 
@@ -204,7 +205,7 @@ def _resource_class(value: Any, spec: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise _error(spec, 'resource_class must be a non-empty string')
     name = normalize_name(value, os_resource_classes.STANDARDS)
-    return passthrough.check_resource_class(
+    return pci_base.check_resource_class(
         name, GROUP, '%s: resource_class %r' % (OPTION, value))
 
 
