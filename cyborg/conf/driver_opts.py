@@ -10,7 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Option blocks that several drivers' option groups share.
+"""Drivers' options: where they are found, and the blocks they share.
+
+Each driver package declares its option groups in a module of its own and
+names that module's ``list_opts`` under the ``cyborg.accelerator.driver_opts``
+entry point namespace (``setup.cfg``), beside its driver's entry point.
+:func:`driver_opts` finds them there: ``cyborg.conf`` registers them on
+``CONF`` and ``cyborg.conf.opts`` lists them for the sample configuration
+and the documentation, so no central list names a driver.
 
 A driver of PCI functions chooses what it reports with the same options:
 ``device_ids`` (when its devices come in several models), ``addresses``
@@ -20,6 +27,34 @@ options module declares only what is its own.
 """
 
 from oslo_config import cfg
+from stevedore import extension
+
+#: Entry point namespace of the drivers' ``list_opts`` functions.
+NAMESPACE = 'cyborg.accelerator.driver_opts'
+
+
+def _load_failed(_manager, entrypoint, error):
+    # A driver's options that cannot be read would silently drop its
+    # group from every service's configuration: fail loudly instead.
+    raise error
+
+
+def driver_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    """``(group, options)`` of every installed driver, by entry point
+    name."""
+    manager = extension.ExtensionManager(
+        NAMESPACE, on_load_failure_callback=_load_failed)
+    found = []
+    for ext in sorted(manager, key=lambda ext: ext.name):
+        found.extend(ext.plugin().items())
+    return found
+
+
+def register_driver_opts(conf: cfg.ConfigOpts) -> None:
+    """Register every installed driver's option groups on ``conf``."""
+    for group, opts in driver_opts():
+        conf.register_group(group)
+        conf.register_opts(opts, group=group)
 
 #: Said of ``addresses`` by drivers that check the devices at start.
 ADDRESS_CHECKED = ('An address of another kind of device stops the agent '
