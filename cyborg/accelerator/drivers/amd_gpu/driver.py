@@ -111,7 +111,7 @@ class AmdGpuDriver(pci_base.PCIDriver):
 
     def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
         return passthrough.pgpu_deployable(gpu, self._traits(gpu),
-                                               self.name)
+                                           self.name)
 
     def _mxgpu(self, gpu: pci.PCIDevice,
                vfs: list[pci.PCIAddress]) -> list[device_tree.Deployable]:

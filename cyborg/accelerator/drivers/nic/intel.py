@@ -134,7 +134,7 @@ def parse_mappings(values: list[str]) -> Mappings:
 def _mapping_error(entry: str,
                    reason: str) -> driver_errors.DriverConfigError:
     return pci_base.config_error(GROUP, 'physical_device_mappings',
-                                    '%r: %s' % (entry, reason))
+                                 '%r: %s' % (entry, reason))
 
 
 class VFPrepareError(exception.CyborgException):
@@ -177,7 +177,7 @@ def _parse_device_id(text: str) -> tuple[int, int]:
     vendor, sep, device = text.strip().partition(':')
     if not sep:
         raise pci_base.config_error(GROUP, 'device_ids', '%r: expected '
-                                       '<vendor>:<device>' % text)
+                                    '<vendor>:<device>' % text)
     key = (pci_base.parse_hex_id(vendor, GROUP, 'device_ids'),
            pci_base.parse_hex_id(device, GROUP, 'device_ids'))
     if key not in MODELS:
