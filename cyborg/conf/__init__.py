@@ -15,32 +15,21 @@
 from oslo_config import cfg
 
 from cyborg.conf import agent
-from cyborg.conf import amd_gpu
 from cyborg.conf import api
 from cyborg.conf import bitstream_cache
 from cyborg.conf import conductor
 from cyborg.conf import database
 from cyborg.conf import default
-from cyborg.conf import fake_driver
+from cyborg.conf import driver_opts
 from cyborg.conf import glance
-from cyborg.conf import huawei_ascend_driver
-from cyborg.conf import inspur_fpga_driver
-from cyborg.conf import inspur_nvme_ssd_driver
-from cyborg.conf import intel_fpga_driver
-from cyborg.conf import intel_nic_driver
-from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
-from cyborg.conf import nvidia_gpu
-from cyborg.conf import pci_driver
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
-from cyborg.conf import xilinx_fpga_driver
 
 CONF = cfg.CONF
 
-for _module in (default, api, conductor, agent, fake_driver, placement, nova,
-                database, upgrade_levels, intel_qat_driver, intel_nic_driver,
-                inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu,
-                intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
-                huawei_ascend_driver, glance, bitstream_cache):
+for _module in (default, api, conductor, agent, placement, nova, database,
+                upgrade_levels, glance, bitstream_cache):
     _module.register_opts(CONF)
+# The drivers' groups, found through their entry points.
+driver_opts.register_driver_opts(CONF)

@@ -17,38 +17,28 @@ import collections
 from oslo_config import cfg
 
 from cyborg.conf import agent
-from cyborg.conf import amd_gpu
 from cyborg.conf import api
 from cyborg.conf import bitstream_cache
 from cyborg.conf import conductor
 from cyborg.conf import default
-from cyborg.conf import fake_driver
+from cyborg.conf import driver_opts
 from cyborg.conf import glance
-from cyborg.conf import huawei_ascend_driver
-from cyborg.conf import inspur_fpga_driver
-from cyborg.conf import inspur_nvme_ssd_driver
-from cyborg.conf import intel_fpga_driver
-from cyborg.conf import intel_nic_driver
-from cyborg.conf import intel_qat_driver
 from cyborg.conf import nova
-from cyborg.conf import nvidia_gpu
-from cyborg.conf import pci_driver
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
-from cyborg.conf import xilinx_fpga_driver
 
-_MODULES = (default, api, conductor, agent, fake_driver, placement, nova,
-            upgrade_levels, intel_qat_driver, intel_nic_driver,
-            inspur_nvme_ssd_driver, pci_driver, nvidia_gpu, amd_gpu,
-            intel_fpga_driver, xilinx_fpga_driver, inspur_fpga_driver,
-            huawei_ascend_driver, glance, bitstream_cache)
+_MODULES = (default, api, conductor, agent, placement, nova, upgrade_levels,
+            glance, bitstream_cache)
 
 
 def list_opts():
+    """Cyborg's own groups, then every installed driver's."""
     grouped = collections.OrderedDict()
     for module in _MODULES:
         for group, opts in module.list_opts().items():
             grouped.setdefault(group, []).extend(opts)
+    for group, opts in driver_opts.driver_opts():
+        grouped.setdefault(group, []).extend(opts)
     return list(grouped.items())
 
 

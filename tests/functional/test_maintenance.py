@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.allinone import embedded_placement
 from cyborg.conductor import placement_sync
-from cyborg.conf import fake_driver as fake_driver_conf
+from cyborg.accelerator.drivers.fake import opts as fake_driver_conf
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs

@@ -90,7 +90,7 @@ def test_the_upstream_import_benchmark_data_is_our_fake_drivers():
     from oslo_config import cfg
 
     from cyborg.accelerator.drivers.fake import driver as fake
-    from cyborg.conf import fake_driver as fake_driver_conf
+    from cyborg.accelerator.drivers.fake import opts as fake_driver_conf
     from cyborg.db import upstream_import
     from cyborg.domain import adoption
     from cyborg.domain import upstream

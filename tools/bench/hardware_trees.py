@@ -34,8 +34,8 @@ from cyborg.accelerator.drivers.utils import runner
 from cyborg.allinone.host_tree import HostTree
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
-from cyborg.conf import intel_qat_driver as qat_conf
-from cyborg.conf import nvidia_gpu as nvidia_conf
+from cyborg.accelerator.drivers.qat import opts as qat_conf
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 
 KINDS = ('gpu8', 'qat2x16')

@@ -10,81 +10,37 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What the drivers of PCI functions passed through whole share.
+"""Building the device trees of PCI functions: one module for every driver.
 
-The QAT, NIC, NVMe and generic PCI drivers report PCI functions that Nova
-attaches as they are (attach handle type ``PCI``): their device trees,
-the checks of their options and the errors for options that cannot work
-are built the same way here.
+Whole functions Nova attaches as they are (attach handle type ``PCI``),
+SR-IOV physical functions with their VF pools, and GPUs passed through
+whole are built the same way here, and every deployable is named by
+:func:`deployable_name`. The checks of a driver's options are in
+:mod:`.pci_base`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from oslo_log import log as logging
 
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 from cyborg.domain import utilization
 
-_HEX_ID = re.compile(r'^(?:0x)?([0-9a-f]{4})$')
+LOG = logging.getLogger(__name__)
+
 VENDOR_NAMES = {0x8086: 'INTEL', 0x15b3: 'MELLANOX', 0x1bd4: 'INSPUR',
                 0x19e5: 'HUAWEI', 0x10de: 'NVIDIA', 0x10ee: 'XILINX',
                 0x1002: 'AMD'}
-
-
-class DriverConfigError(exception.ConfigInvalid):
-    """A driver's options cannot work; the agent refuses to start."""
-
-
-def config_error(group: str, option: str,
-                 reason: str) -> DriverConfigError:
-    return DriverConfigError(reason='[%s] %s: %s' % (group, option, reason))
-
-
-def parse_hex_id(text: str, group: str, option: str) -> int:
-    """A PCI vendor or device id, ``8086`` or ``0x8086``."""
-    match = _HEX_ID.match(str(text).strip().lower())
-    if match is None:
-        raise config_error(group, option, '%r is not a PCI id (4 hex '
-                           'digits, e.g. 8086)' % (text,))
-    return int(match.group(1), 16)
-
-
-# Placement's limit on resource class and trait names.
-MAX_NAME = 255
-
-
-def check_resource_class(name: str, group: str, option: str) -> str:
-    if (len(name) > MAX_NAME
-            or not resource_names.is_valid_resource_class(name)):
-        raise config_error(group, option, '%r is not a resource class '
-                           '(a standard one or CUSTOM_[A-Z0-9_]+)' % name)
-    return name
-
-
-def check_trait(name: str, group: str, option: str) -> str:
-    if len(name) > MAX_NAME or not resource_names.is_valid_trait(name):
-        raise config_error(group, option, '%r is not a trait (a standard '
-                           'one or CUSTOM_[A-Z0-9_]+)' % name)
-    return name
-
-
-def parse_addresses(values: list[str], group: str,
-                    option: str) -> list[pci.PCIAddress]:
-    """PCI addresses of an option, in any spelling the helpers accept."""
-    found = []
-    for value in values:
-        try:
-            found.append(pci.parse_address(value))
-        except errors.InvalidPCIAddress:
-            raise config_error(group, option, '%r is not a PCI address '
-                               '(e.g. 0000:3b:00.0)' % (value,))
-    return found
+PCI_BRIDGE = 0x0604
+GPU_CLASSES = (0x0300, 0x0302)
 
 
 def vendor_name(vendor: int) -> str:
@@ -96,9 +52,11 @@ def hex_id(value: int) -> str:
     return '0x%04x' % value
 
 
-def deployable_name(address: pci.PCIAddress) -> str:
-    """``0000_3b_00_0``: unique per device, stable across discoveries."""
-    return str(address).replace(':', '_').replace('.', '_')
+def deployable_name(address: pci.PCIAddress | str, suffix: str = '') -> str:
+    """``0000_3b_00_0``, with ``_<suffix>`` when given (blanks as
+    ``_``): unique per device, stable across discoveries."""
+    name = str(address).replace(':', '_').replace('.', '_')
+    return name + ('_' + re.sub(r'\s+', '_', suffix) if suffix else '')
 
 
 def pci_handle(address: pci.PCIAddress,
@@ -205,22 +163,80 @@ def vf_utilization(host: sysfs.HostRoot, devices: list[device_tree.Device],
     return found
 
 
-class Once:
-    """Remembers which conditions were already logged, so that a
-    condition that lasts is logged when it appears, not at every
-    discovery; one that went away and comes back is logged again.
+# GPUs ---------------------------------------------------------------------
 
-    Call :meth:`next_round` at the start of each discovery and log only
-    when :meth:`first` answers ``True``.
-    """
 
-    def __init__(self) -> None:
-        self._previous: set[object] = set()
-        self._current: set[object] = set()
+def trait(*parts: str) -> str:
+    """``CUSTOM_<PARTS>`` upper-cased, other characters as ``_``."""
+    return resource_names.custom_name('_'.join(parts))
 
-    def next_round(self) -> None:
-        self._previous, self._current = self._current, set()
 
-    def first(self, key: object) -> bool:
-        self._current.add(key)
-        return key not in self._previous
+def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
+                       drivers: list[str]) -> str:
+    """The other endpoints of the device's IOMMU group (a GPU's HDMI
+    audio function...) bound to a driver outside ``drivers``: libvirt
+    cannot assign a group part of which the host holds. Bridges do not
+    count."""
+    if device.iommu_group is None:
+        return ''
+    held = []
+    for member in pci.iommu_group_devices(host, device.iommu_group):
+        if member == device.address:
+            continue
+        code = pci.class_code(host, member)
+        bound = pci.driver(host, member)
+        is_bridge = code is not None and code >> 8 == PCI_BRIDGE
+        if not is_bridge and bound is not None and bound not in drivers:
+            held.append('%s (%s)' % (member, bound))
+    return ', '.join(held)
+
+
+def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
+                        drivers: list[str], driver_name: str,
+                        first: Callable[[str], bool]) -> bool:
+    """Whether no other endpoint of the GPU's IOMMU group is held by the
+    host (:func:`held_group_members`); if one is, says so in a warning,
+    once per GPU and holder (``first(key)``: whether ``key`` is new)."""
+    held = held_group_members(host, gpu, drivers)
+    if not held:
+        return True
+    if first('group-%s-%s' % (gpu.address, held)):
+        LOG.warning('%s: device %s shares its iommu_group with %s, which '
+                    'the host holds; it is not reported', driver_name,
+                    gpu.address, held)
+    return False
+
+
+def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
+                    driver_name: str,
+                    preparation: str = device_tree.Preparation.NONE.value
+                    ) -> device_tree.Deployable:
+    """A whole GPU offered for passthrough: one ``PGPU``, the GPU's own
+    function as its attach handle; attachable as discovered (libvirt
+    binds it to vfio-pci) unless ``preparation`` says otherwise."""
+    return device_tree.Deployable(
+        name=deployable_name(gpu.address), num_accelerators=1,
+        resource_class='PGPU', traits=traits,
+        attach_handles=[device_tree.AttachHandle(
+            device_tree.AttachType.PCI.value, gpu.address.attach_info())],
+        driver_name=driver_name, preparation=preparation)
+
+
+def gpu_device(gpu: pci.PCIDevice, model: str,
+               deployables: list[device_tree.Deployable], driver_name: str,
+               mode: str, extra_board_info: dict | None = None,
+               vendor_board_info: dict | None = None) -> device_tree.Device:
+    """A GPU controlled through its own function, with the board
+    information the GPU drivers report (ids, class, NUMA node, mode)."""
+    board_info = {'vendor_id': hex_id(gpu.vendor_id),
+                  'device_id': hex_id(gpu.device_id),
+                  'class': '0x%06x' % gpu.class_code,
+                  'numa_node': gpu.numa_node, 'mode': mode}
+    board_info.update(extra_board_info or {})
+    return device_tree.Device(
+        type='GPU', vendor=hex_id(gpu.vendor_id), model=model,
+        address=str(gpu.address),
+        controlpath_ids=[device_tree.ControlPathID(
+            'PCI', gpu.address.attach_info())],
+        deployables=deployables, std_board_info=board_info,
+        vendor_board_info=vendor_board_info or {}, driver=driver_name)

@@ -33,10 +33,11 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import gpu_passthrough
-from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
-from cyborg.accelerator.drivers.gpu_passthrough import trait
+from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
+from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers.passthrough import deployable_name
+from cyborg.accelerator.drivers.passthrough import trait
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
@@ -49,7 +50,7 @@ LOG = logging.getLogger(__name__)
 
 AMD = 0x1002
 # VGA, 3D and "Display controller" (Instinct accelerators).
-GPU_CLASSES = gpu_passthrough.GPU_CLASSES + (0x0380,)
+GPU_CLASSES = passthrough.GPU_CLASSES + (0x0380,)
 OWNER_TRAIT = resource_names.OWNER_TRAIT
 VENDOR_TRAIT = 'CUSTOM_GPU_AMD'
 MODE_PASSTHROUGH = 'passthrough'
@@ -63,20 +64,13 @@ MODELS = {
 }
 
 
-class AmdGpuDriver(base.AcceleratorDriver):
+class AmdGpuDriver(pci_base.PCIDriver):
 
     name = 'amd_gpu_driver'
+    options_module = amd_conf
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
-        self._conf = conf
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._noted: set[str] = set()
-
-    def _first(self, key: str) -> bool:
-        if key in self._noted:
-            return False
-        self._noted.add(key)
-        return True
+        super().__init__(conf)
 
     def _gpus(self) -> list[pci.PCIDevice]:
         return [d for d in pci.list_devices(self._host, vendor=AMD,
@@ -84,6 +78,7 @@ class AmdGpuDriver(base.AcceleratorDriver):
                 if not d.is_vf]
 
     def discover(self) -> list[device_tree.Device]:
+        self._once.next_round()
         devices = []
         for gpu in self._gpus():
             vfs = sriov.vfs(self._host, gpu.address)
@@ -101,13 +96,13 @@ class AmdGpuDriver(base.AcceleratorDriver):
     def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
         drivers = self._conf.amd_gpu.passthrough_drivers
         if gpu.driver is not None and gpu.driver not in drivers:
-            if self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+            if self._once.first('bound-%s-%s' % (gpu.address, gpu.driver)):
                 LOG.warning('amd_gpu_driver: device %s is bound to %s, not '
                             'to one of [amd_gpu] passthrough_drivers; it is '
                             'not reported', gpu.address, gpu.driver)
             return False
-        return gpu_passthrough.group_is_assignable(
-            self._host, gpu, drivers, self.name, self._first)
+        return passthrough.group_is_assignable(
+            self._host, gpu, drivers, self.name, self._once.first)
 
     def _traits(self, gpu: pci.PCIDevice, *extra: str) -> list[str]:
         product = '%04X' % gpu.device_id
@@ -115,8 +110,8 @@ class AmdGpuDriver(base.AcceleratorDriver):
                 *(trait('AMD', product, e) for e in extra)]
 
     def _pgpu(self, gpu: pci.PCIDevice) -> device_tree.Deployable:
-        return gpu_passthrough.pgpu_deployable(gpu, self._traits(gpu),
-                                               self.name)
+        return passthrough.pgpu_deployable(gpu, self._traits(gpu),
+                                           self.name)
 
     def _mxgpu(self, gpu: pci.PCIDevice,
                vfs: list[pci.PCIAddress]) -> list[device_tree.Deployable]:
@@ -146,20 +141,10 @@ class AmdGpuDriver(base.AcceleratorDriver):
     def _device(self, gpu: pci.PCIDevice,
                 deployables: list[device_tree.Deployable],
                 mode: str) -> device_tree.Device:
-        return device_tree.Device(
-            type='GPU', vendor='0x%04x' % AMD,
-            model=MODELS.get(gpu.device_id, '0x%04x' % gpu.device_id),
-            address=str(gpu.address),
-            controlpath_ids=[device_tree.ControlPathID(
-                'PCI', gpu.address.attach_info())],
-            deployables=deployables,
-            std_board_info={
-                'vendor_id': '0x%04x' % gpu.vendor_id,
-                'device_id': '0x%04x' % gpu.device_id,
-                'class': '0x%06x' % gpu.class_code,
-                'numa_node': gpu.numa_node, 'mode': mode},
-            vendor_board_info={'host_driver': gpu.driver or ''},
-            driver=self.name)
+        return passthrough.gpu_device(
+            gpu, MODELS.get(gpu.device_id, '0x%04x' % gpu.device_id),
+            deployables, self.name, mode,
+            vendor_board_info={'host_driver': gpu.driver or ''})
 
     def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
         return {device.address: self._health(device) for device in devices}

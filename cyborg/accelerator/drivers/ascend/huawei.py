@@ -33,13 +33,12 @@ import math
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
-from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import huawei_ascend_driver as ascend_conf
+from cyborg.accelerator.drivers.ascend import opts as ascend_conf
 from cyborg.domain import device_tree
 from cyborg.domain import utilization as utilization_mod
 
@@ -125,38 +124,22 @@ def health_value(text: str) -> str | None:
     return None
 
 
-class HuaweiAscendDriver(base.AcceleratorDriver):
+class HuaweiAscendDriver(pci_base.PCIDriver):
 
     name = 'huawei_ascend_driver'
+    options_module = ascend_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
-        ascend_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._runner = runner or runner_mod.CommandRunner()
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
-        self._ids = self._device_ids(options.device_ids)
-        self._addresses = set(passthrough.parse_addresses(
-            options.addresses, GROUP, 'addresses'))
+        super().__init__(conf, runner)
+        options = self._options
+        self._rc = self._resource_class()
+        self._ids = self._hex_ids(known=MODELS, what='an Ascend NPU id')
+        self._addresses = self._option_addresses()
         self._use_npu_smi = options.use_npu_smi
         self._timeout = options.npu_smi_timeout
-        self._once = passthrough.Once()
         #: ``{NPU id: address}`` as the last discovery's npu-smi mapped them.
         self._npu_map: dict[int, pci.PCIAddress] = {}
-
-    @staticmethod
-    def _device_ids(values: list[str]) -> frozenset[int]:
-        ids = {passthrough.parse_hex_id(v, GROUP, 'device_ids')
-               for v in values}
-        unknown = sorted(ids - set(MODELS))
-        if unknown:
-            raise passthrough.config_error(
-                GROUP, 'device_ids', '%s: not an Ascend NPU id (known: %s)'
-                % (', '.join('%04x' % i for i in unknown),
-                   ', '.join('%04x' % i for i in sorted(MODELS))))
-        return frozenset(ids or MODELS)
 
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()

@@ -36,6 +36,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import passthrough
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -84,13 +85,13 @@ class FakeDriver(base.AcceleratorDriver):
                           if address in options.unhealthy_devices
                           else device_tree.Health.HEALTHY.value)
         pf = device_tree.pci_address_info(address)
-        name = address.replace(':', '_').replace('.', '_')
         children = int(spec.get('children', options.children_per_device))
 
         def make(suffix: str, first: int,
                        number: int) -> device_tree.Deployable:
             return device_tree.Deployable(
-                name=name + suffix, num_accelerators=number,
+                name=passthrough.deployable_name(address, suffix),
+                num_accelerators=number,
                 resource_class=spec.get('resource_class',
                                         options.resource_class),
                 traits=list(spec.get('traits', options.traits)),
@@ -101,7 +102,7 @@ class FakeDriver(base.AcceleratorDriver):
         if children:
             top = make('', 1, 0)
             top.children = [
-                make('_c%d' % child, 1 + child * count, count)
+                make('c%d' % child, 1 + child * count, count)
                 for child in range(children)]
         else:
             top = make('', 1, count)

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import pci
-from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import inspur_fpga_driver as inspur_conf
+from cyborg.accelerator.drivers.fpga import inspur_opts as inspur_conf
 from cyborg.domain import device_tree
 
 GROUP = 'inspur_fpga_driver'
@@ -38,21 +37,16 @@ INSPUR = 0x1bd4
 CLASS_ACCELERATOR = 0x1200
 
 
-class InspurFPGADriver(base.AcceleratorDriver):
+class InspurFPGADriver(pci_base.PCIDriver):
 
     name = 'inspur_fpga_driver'
+    options_module = inspur_conf
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
-        inspur_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
-        self._ids = frozenset(passthrough.parse_hex_id(v, GROUP,
-                                                       'device_ids')
-                              for v in options.device_ids)
-        self._addresses = set(passthrough.parse_addresses(
-            options.addresses, GROUP, 'addresses'))
+        super().__init__(conf)
+        self._rc = self._resource_class()
+        self._ids = self._hex_ids()
+        self._addresses = self._option_addresses()
 
     def discover(self) -> list[device_tree.Device]:
         return [self._device(d) for d in self._cards()]

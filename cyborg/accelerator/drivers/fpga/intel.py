@@ -41,14 +41,14 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import intel_fpga_driver as intel_conf
+from cyborg.accelerator.drivers.fpga import intel_opts as intel_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -151,45 +151,35 @@ def parse_fpgainfo_fme(text: str) -> dict[pci.PCIAddress, str | None]:
     return found
 
 
-class IntelFPGADriver(base.AcceleratorDriver):
+class IntelFPGADriver(pci_base.PCIDriver):
 
     name = NAME
+    options_module = intel_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
-        intel_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._runner = runner or runner_mod.CommandRunner()
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
+        super().__init__(conf, runner)
+        options = self._options
+        self._rc = self._resource_class()
         self._timeout = options.fpgaconf_timeout
         self._segment = options.fpgaconf_segment
         self._use_fpgainfo = options.use_fpgainfo
         self._fpgainfo_timeout = options.fpgainfo_timeout
-        self._addresses = set(passthrough.parse_addresses(
-            options.addresses, GROUP, 'addresses'))
-        self._check_addresses()
-        self._once = passthrough.Once()
+        self._addresses = self._option_addresses()
+        self._check_segments(self._check_addresses(
+            self._addresses, self._is_card,
+            'an Intel FPGA card\'s physical function'))
         # Ids last read per function, for functions on vfio-pci (given to
         # an instance or ready to be), whose regions the host cannot see.
         self._known_functions: dict[pci.PCIAddress, str | None] = {}
         self._known_regions: dict[pci.PCIAddress, str | None] = {}
 
-    def _check_addresses(self) -> None:
-        for address in sorted(self._addresses):
-            try:
-                device = pci.read_device(self._host, address)
-            except errors.DeviceNotFound:
-                continue  # may be hot-plugged later
-            if not self._is_card(device):
-                raise passthrough.config_error(
-                    GROUP, 'addresses', '%s is %04x:%04x, not an Intel '
-                    'FPGA card\'s physical function' % (
-                        address, device.vendor_id, device.device_id))
+    def _check_segments(self, addresses: list[pci.PCIAddress]) -> None:
+        """Without ``--segment``, fpgaconf reaches segment 0000 only."""
+        for address in addresses:
             if address.domain and not self._segment:
-                raise passthrough.config_error(
-                    GROUP, 'fpgaconf_segment', 'false, but %s is in '
+                raise self.config_error(
+                    'fpgaconf_segment', 'false, but %s is in '
                     'segment %04x: fpgaconf could not tell it from the '
                     'card at %02x:%02x.%x of segment 0000' % (
                         address, address.domain, address.bus,

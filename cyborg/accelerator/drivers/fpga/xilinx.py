@@ -31,14 +31,14 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import xilinx_fpga_driver as xilinx_conf
+from cyborg.accelerator.drivers.fpga import xilinx_opts as xilinx_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -54,36 +54,21 @@ CARDS = {0x5000: ('U200', 0x5001), 0x5004: ('U250', 0x5005),
 XCLBIN_MAGIC = b'xclbin2\x00'
 
 
-class XilinxFPGADriver(base.AcceleratorDriver):
+class XilinxFPGADriver(pci_base.PCIDriver):
 
     name = NAME
+    options_module = xilinx_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
-        xilinx_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._runner = runner or runner_mod.CommandRunner()
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
+        super().__init__(conf, runner)
+        options = self._options
+        self._rc = self._resource_class()
         self._user_drivers = frozenset(options.user_drivers)
         self._timeout = options.xbutil_timeout
-        self._addresses = set(passthrough.parse_addresses(
-            options.addresses, GROUP, 'addresses'))
-        self._check_addresses()
-        self._once = passthrough.Once()
-
-    def _check_addresses(self) -> None:
-        for address in sorted(self._addresses):
-            try:
-                device = pci.read_device(self._host, address)
-            except errors.DeviceNotFound:
-                continue
-            if not self._is_mgmt(device):
-                raise passthrough.config_error(
-                    GROUP, 'addresses', '%s is %04x:%04x, not the '
-                    'management function of an Alveo card' % (
-                        address, device.vendor_id, device.device_id))
+        self._addresses = self._option_addresses()
+        self._check_addresses(self._addresses, self._is_mgmt,
+                              'the management function of an Alveo card')
 
     @staticmethod
     def _is_mgmt(device: pci.PCIDevice) -> bool:

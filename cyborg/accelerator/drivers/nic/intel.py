@@ -44,15 +44,16 @@ import re
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.common import exception
-from cyborg.conf import intel_nic_driver as nic_conf
+from cyborg.accelerator.drivers.nic import opts as nic_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
@@ -131,9 +132,9 @@ def parse_mappings(values: list[str]) -> Mappings:
 
 
 def _mapping_error(entry: str,
-                   reason: str) -> passthrough.DriverConfigError:
-    return passthrough.config_error(GROUP, 'physical_device_mappings',
-                                    '%r: %s' % (entry, reason))
+                   reason: str) -> driver_errors.DriverConfigError:
+    return pci_base.config_error(GROUP, 'physical_device_mappings',
+                                 '%r: %s' % (entry, reason))
 
 
 class VFPrepareError(exception.CyborgException):
@@ -153,15 +154,15 @@ def parse_vlans(values: list[str], mappings: Mappings) -> dict[str, int]:
                               entry.strip().rpartition(':'))
         if not sep or not physnet or not vlan.isdigit() or not (
                 1 <= int(vlan) <= 4094):
-            raise passthrough.config_error(
+            raise pci_base.config_error(
                 GROUP, 'vf_vlans', '%r: expected <physnet>:<vlan id> with '
                 'a VLAN id from 1 to 4094' % entry)
         if physnet not in known:
-            raise passthrough.config_error(
+            raise pci_base.config_error(
                 GROUP, 'vf_vlans', '%r: %s is no physical network of '
                 'physical_device_mappings' % (entry, physnet))
         if vlans.get(physnet, int(vlan)) != int(vlan):
-            raise passthrough.config_error(
+            raise pci_base.config_error(
                 GROUP, 'vf_vlans', '%r: physical network %s already has '
                 'VLAN %d' % (entry, physnet, vlans[physnet]))
         vlans[physnet] = int(vlan)
@@ -175,29 +176,27 @@ def physnet_trait(physnet: str) -> str:
 def _parse_device_id(text: str) -> tuple[int, int]:
     vendor, sep, device = text.strip().partition(':')
     if not sep:
-        raise passthrough.config_error(GROUP, 'device_ids', '%r: expected '
-                                       '<vendor>:<device>' % text)
-    key = (passthrough.parse_hex_id(vendor, GROUP, 'device_ids'),
-           passthrough.parse_hex_id(device, GROUP, 'device_ids'))
+        raise pci_base.config_error(GROUP, 'device_ids', '%r: expected '
+                                    '<vendor>:<device>' % text)
+    key = (pci_base.parse_hex_id(vendor, GROUP, 'device_ids'),
+           pci_base.parse_hex_id(device, GROUP, 'device_ids'))
     if key not in MODELS:
-        raise passthrough.config_error(
+        raise pci_base.config_error(
             GROUP, 'device_ids', '%r is not an SR-IOV physical function '
             'this driver knows' % text)
     return key
 
 
-class IntelNICDriver(base.AcceleratorDriver):
+class IntelNICDriver(pci_base.PCIDriver):
 
     name = 'intel_nic_driver'
+    options_module = nic_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
-        nic_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._runner = runner or runner_mod.CommandRunner()
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
+        super().__init__(conf, runner)
+        options = self._options
+        self._rc = self._resource_class()
         self._mappings = parse_mappings(options.physical_device_mappings)
         self._vlans = parse_vlans(options.vf_vlans, self._mappings)
         self._trust = options.vf_trust
@@ -206,7 +205,6 @@ class IntelNICDriver(base.AcceleratorDriver):
                                  for v in options.device_ids) or frozenset(
                                      MODELS)
         self._mapped_only = options.mapped_only
-        self._once = passthrough.Once()
 
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()

@@ -27,7 +27,7 @@ from oslo_config import cfg
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.common import exception
-from cyborg.conf import nvidia_gpu as nvidia_conf
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 
 
 class NvidiaGpuConfigError(exception.ConfigInvalid):

@@ -40,12 +40,13 @@ import uuid as uuid_mod
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import gpu_passthrough
-from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
-from cyborg.accelerator.drivers.gpu_passthrough import trait
+from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.passthrough import deployable_name
+from cyborg.accelerator.drivers.passthrough import trait
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
 from cyborg.accelerator.drivers.nvidia_gpu import rebind
 from cyborg.accelerator.drivers.utils import errors as host_errors
@@ -61,7 +62,7 @@ from cyborg.domain import resource_names
 LOG = logging.getLogger(__name__)
 
 NVIDIA = 0x10de
-GPU_CLASSES = gpu_passthrough.GPU_CLASSES
+GPU_CLASSES = passthrough.GPU_CLASSES
 OWNER_TRAIT = resource_names.OWNER_TRAIT
 VENDOR_TRAIT = 'CUSTOM_GPU_NVIDIA'
 
@@ -99,20 +100,17 @@ def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
     return MODE_PASSTHROUGH
 
 
-class NvidiaGpuDriver(base.AcceleratorDriver):
+class NvidiaGpuDriver(pci_base.PCIDriver):
 
     name = 'nvidia_gpu_driver'
+    options_module = nvidia_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
-        self._conf = conf
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._runner = runner if runner is not None else (
-            runner_mod.CommandRunner())
+        super().__init__(conf, runner)
         self._types = vgpu_config.load(conf)
         self._vgpu17_ids: dict[str, int] = {}
         self._vgpu17_names: dict[int, str] = {}
-        self._noted: set[str] = set()
         self._unhealthy: dict[str, str] = {}
         self._known_info: dict[pci.PCIAddress, dict[str, str]] = {}
         self._rebinder = rebind.Rebinder(
@@ -164,7 +162,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             raise vgpu_config.NvidiaGpuConfigError(
                 reason='%s (in [vgpu_%s] device_addresses) is not an NVIDIA '
                 'GPU of this host' % (address, vgpu_type.name))
-        if self._first('gone-%s' % address):
+        if self._once.first('gone-%s' % address):
             LOG.warning('nvidia_gpu_driver: configured device %s of vGPU '
                         'type %s is gone; it is not reported', address,
                         vgpu_type.name)
@@ -198,17 +196,10 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             return type_id if known or in_use else None
         return self._vgpu17_ids.get(type_name)
 
-    def _first(self, key: str) -> bool:
-        """Whether ``key`` is new: warnings that discovery would repeat
-        every cycle are logged once per driver lifetime."""
-        if key in self._noted:
-            return False
-        self._noted.add(key)
-        return True
-
     # Discovery ----------------------------------------------------------
 
     def discover(self) -> list[device_tree.Device]:
+        self._once.next_round()
         plan = self._plan()
         devices = []
         names: dict[pci.PCIAddress, str] | None = None
@@ -256,7 +247,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         drivers = self._conf.nvidia_gpu.passthrough_drivers
         if (gpu.driver is not None and gpu.driver not in drivers
                 and not self._rebinds(gpu.driver)):
-            if not self._first('bound-%s-%s' % (gpu.address, gpu.driver)):
+            if not self._once.first('bound-%s-%s' % (gpu.address, gpu.driver)):
                 return False
             if gpu.driver == rebind.HOST_DRIVER:
                 LOG.warning('nvidia_gpu_driver: device %s is bound to '
@@ -269,8 +260,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                             'and has no vGPU type; it is not reported',
                             gpu.address, gpu.driver)
             return False
-        return gpu_passthrough.group_is_assignable(
-            self._host, gpu, drivers, self.name, self._first)
+        return passthrough.group_is_assignable(
+            self._host, gpu, drivers, self.name, self._once.first)
 
     def _rebinds(self, driver: str | None) -> bool:
         """Whether a GPU on ``driver`` is moved to vfio-pci at bind."""
@@ -287,7 +278,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         # a guest has it, so that its release gives it back.
         moves = (self._rebinds(gpu.driver)
                  or self._rebinder.moved(gpu.address))
-        return gpu_passthrough.pgpu_deployable(
+        return passthrough.pgpu_deployable(
             gpu, self._product_traits(gpu), self.name,
             preparation=(device_tree.Preparation.VFIO.value if moves
                          else device_tree.Preparation.NONE.value))
@@ -391,21 +382,11 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         mode = (probe_mode(self._host, gpu.address) if vgpu_type
                 else MODE_PASSTHROUGH)
         gpu_uuid = self._proc_info(gpu.address).get('GPU UUID')
-        return device_tree.Device(
-            type='GPU', vendor='0x%04x' % NVIDIA, model=model,
-            address=str(gpu.address),
-            controlpath_ids=[device_tree.ControlPathID(
-                'PCI', gpu.address.attach_info())],
-            deployables=deployables,
-            std_board_info={
-                'vendor_id': '0x%04x' % gpu.vendor_id,
-                'device_id': '0x%04x' % gpu.device_id,
+        return passthrough.gpu_device(
+            gpu, model, deployables, self.name, mode, extra_board_info={
                 'subsystem_vendor_id': _hex(gpu.subsystem_vendor_id),
-                'subsystem_device_id': _hex(gpu.subsystem_device_id),
-                'class': '0x%06x' % gpu.class_code,
-                'numa_node': gpu.numa_node, 'mode': mode},
-            vendor_board_info={'gpu_uuid': gpu_uuid} if gpu_uuid else {},
-            driver=self.name)
+                'subsystem_device_id': _hex(gpu.subsystem_device_id)},
+            vendor_board_info={'gpu_uuid': gpu_uuid} if gpu_uuid else {})
 
     # Health -------------------------------------------------------------
 
@@ -446,7 +427,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         try:
             smi = gpu_health.smi_problems(self._runner, self._smi_timeout)
         except gpu_health.ToolUnusable as exc:
-            if self._first('smi-%s' % type(exc.__cause__).__name__):
+            if self._once.first('smi-%s' % type(exc.__cause__).__name__):
                 LOG.warning('nvidia_gpu_driver: nvidia-smi cannot be used '
                             '(%s); health comes from sysfs only', exc)
             smi = {}

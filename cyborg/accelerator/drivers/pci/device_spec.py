@@ -46,7 +46,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
@@ -113,8 +114,8 @@ class DeviceSpec:
             device.vendor_id, device.device_id)
 
 
-def _error(spec: str, reason: str) -> passthrough.DriverConfigError:
-    return passthrough.config_error(GROUP, OPTION, '%s: %s' % (spec, reason))
+def _error(spec: str, reason: str) -> errors.DriverConfigError:
+    return pci_base.config_error(GROUP, OPTION, '%s: %s' % (spec, reason))
 
 
 def normalize_name(name: str, is_standard: Callable[[str], bool]) -> str:
@@ -191,7 +192,7 @@ def _traits(value: Any, spec: str) -> tuple[str, ...]:
     traits = []
     for item in items:
         name = normalize_name(item, resource_names.is_standard_trait)
-        traits.append(passthrough.check_trait(
+        traits.append(pci_base.check_trait(
             name, GROUP, '%s: trait %r' % (OPTION, item)))
     return tuple(sorted(set(traits)))
 
@@ -202,7 +203,7 @@ def _resource_class(value: Any, spec: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise _error(spec, 'resource_class must be a non-empty string')
     name = normalize_name(value, resource_names.is_standard_resource_class)
-    return passthrough.check_resource_class(
+    return pci_base.check_resource_class(
         name, GROUP, '%s: resource_class %r' % (OPTION, value))
 
 

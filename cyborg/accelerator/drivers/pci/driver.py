@@ -15,7 +15,7 @@ matches (see :mod:`.device_spec`), each one device with one deployable
 of one unit and one ``PCI`` attach handle.
 
 Bridges are never matched, nor is an NVMe controller whose disks the host
-uses (the boot disk; see :mod:`..ssd.usage`). A function matched by
+uses (the boot disk; see :mod:`..utils.block`). A function matched by
 several specs takes the first. As in Nova, specs that match a physical
 function and one of its virtual functions are refused (at start, and at
 each discovery), and a virtual function whose physical function has no
@@ -27,14 +27,13 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.pci import device_spec
-from cyborg.accelerator.drivers.ssd import usage
+from cyborg.accelerator.drivers.utils import block
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
-from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import pci_driver as pci_conf
+from cyborg.accelerator.drivers.pci import opts as pci_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -55,21 +54,20 @@ def device_type(spec: device_spec.DeviceSpec, device: pci.PCIDevice) -> str:
     return TYPES.get(code, TYPES_BY_CLASS.get(code >> 8, DEFAULT_TYPE))
 
 
-class PCIDriver(base.AcceleratorDriver):
+class PCIDriver(pci_base.PCIDriver):
 
     name = 'pci_driver'
+    options_module = pci_conf
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
-        pci_conf.register_opts(conf)
-        self._host = sysfs.HostRoot.from_conf(conf)
+        super().__init__(conf)
         self._specs = device_spec.parse_device_specs(
-            conf[GROUP].device_spec)
-        self._once = passthrough.Once()
+            self._options.device_spec)
         self._matches()  # specs that conflict on this host stop the start
 
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
-        in_use = usage.block_devices_in_use(self._host)
+        in_use = block.block_devices_in_use(self._host)
         return [self._device(device, spec)
                 for device, spec in self._matches()
                 if self._usable(device) and self._free(device, in_use)]
@@ -107,7 +105,7 @@ class PCIDriver(base.AcceleratorDriver):
         matched = {device.address for device, _ in found}
         for device, _spec in found:
             if device.physfn is not None and device.physfn in matched:
-                raise passthrough.config_error(
+                raise pci_base.config_error(
                     GROUP, 'device_spec', 'the physical function %s and '
                     'its virtual function %s are both matched; match '
                     'either' % (device.physfn, device.address))
@@ -123,10 +121,10 @@ class PCIDriver(base.AcceleratorDriver):
         return False
 
     def _free(self, device: pci.PCIDevice, in_use: set[str] | None) -> bool:
-        if device.class_code != usage.CLASS_NVME:
+        if device.class_code != block.CLASS_NVME:
             return True
         used = (['?'] if in_use is None else
-                usage.used_block_devices(self._host, device.address, in_use))
+                block.used_block_devices(self._host, device.address, in_use))
         if used and self._once.first(('in-use', device.address)):
             LOG.warning('Passthrough device %s holds disks the host uses '
                         '(%s); it '

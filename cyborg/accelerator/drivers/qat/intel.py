@@ -42,13 +42,13 @@ import re
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.qat import opts as qat_conf
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import intel_qat_driver as qat_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
@@ -103,38 +103,22 @@ def service_traits(cfg_services: str | None) -> list[str]:
                    if service})
 
 
-class IntelQATDriver(base.AcceleratorDriver):
+class IntelQATDriver(pci_base.PCIDriver):
 
     name = 'intel_qat_driver'
+    options_module = qat_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
-        qat_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._runner = runner or runner_mod.CommandRunner()
+        super().__init__(conf, runner)
+        options = self._options
         self._use_adf_ctl = options.use_adf_ctl
         self._timeout = options.adf_ctl_timeout
         self._vf_drivers = frozenset(options.vf_drivers)
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
-        self._ids = self._device_ids(options.device_ids)
-        self._addresses = set(passthrough.parse_addresses(
-            options.addresses, GROUP, 'addresses'))
-        self._once = passthrough.Once()
-
-    @staticmethod
-    def _device_ids(values: list[str]) -> frozenset[int]:
-        ids = {passthrough.parse_hex_id(v, GROUP, 'device_ids')
-               for v in values}
-        unknown = sorted(ids - set(GENERATIONS))
-        if unknown:
-            raise passthrough.config_error(
-                GROUP, 'device_ids', '%s: not a QAT physical function id '
-                '(known: %s)' % (', '.join('%04x' % i for i in unknown),
-                                 ', '.join('%04x' % i for i in
-                                           sorted(GENERATIONS))))
-        return frozenset(ids or GENERATIONS)
+        self._rc = self._resource_class()
+        self._ids = self._hex_ids(known=GENERATIONS,
+                                  what='a QAT physical function id')
+        self._addresses = self._option_addresses()
 
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()

@@ -33,43 +33,38 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
-from cyborg.accelerator.drivers.ssd import usage
+from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.utils import block
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.conf import inspur_nvme_ssd_driver as ssd_conf
+from cyborg.accelerator.drivers.ssd import opts as ssd_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
 GROUP = 'inspur_nvme_ssd_driver'
-CLASS_NVME = usage.CLASS_NVME
+CLASS_NVME = block.CLASS_NVME
 
 
-class InspurNVMeSSDDriver(base.AcceleratorDriver):
+class InspurNVMeSSDDriver(pci_base.PCIDriver):
 
     name = 'inspur_nvme_ssd_driver'
+    options_module = ssd_conf
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
-        ssd_conf.register_opts(conf)
-        options = conf[GROUP]
-        self._host = sysfs.HostRoot.from_conf(conf)
-        self._rc = passthrough.check_resource_class(
-            options.resource_class, GROUP, 'resource_class')
-        self._vendors = sorted({passthrough.parse_hex_id(
-            v, GROUP, 'vendor_ids') for v in options.vendor_ids})
+        super().__init__(conf)
+        self._rc = self._resource_class()
+        self._vendors = sorted(self._hex_ids('vendor_ids'))
         if not self._vendors:
-            raise passthrough.config_error(GROUP, 'vendor_ids',
-                                           'at least one vendor is needed')
-        self._addresses = set(passthrough.parse_addresses(
-            options.addresses, GROUP, 'addresses'))
-        self._once = passthrough.Once()
+            raise self.config_error('vendor_ids',
+                                    'at least one vendor is needed')
+        self._addresses = self._option_addresses()
 
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
-        in_use = usage.block_devices_in_use(self._host)
+        in_use = block.block_devices_in_use(self._host)
         if in_use is None:
             if self._once.first('no-mounts'):
                 LOG.warning('/proc/mounts cannot be read under the host '
@@ -90,7 +85,7 @@ class InspurNVMeSSDDriver(base.AcceleratorDriver):
     def _free(self, ctrl: pci.PCIDevice, in_use: set[str]) -> bool:
         if sriov.num_vfs(self._host, ctrl.address):
             return False  # its virtual functions are reported instead
-        used = usage.used_block_devices(self._host, ctrl.address, in_use)
+        used = block.used_block_devices(self._host, ctrl.address, in_use)
         if used and self._once.first(('in-use', ctrl.address)):
             LOG.info('NVMe controller %s is in use on the host (%s); it is '
                      'not reported', ctrl.address, ', '.join(used))

@@ -22,7 +22,7 @@ import pytest
 from cyborg.accelerator.drivers.amd_gpu import driver as amd
 from cyborg.agent import discovery
 from cyborg.conf import agent as agent_conf
-from cyborg.conf import amd_gpu as amd_conf
+from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 

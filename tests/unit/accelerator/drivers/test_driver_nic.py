@@ -19,6 +19,7 @@ import logging
 import pytest
 
 from cyborg.accelerator.drivers.nic import intel
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import passthrough
 from cyborg.allinone import fake_tools
 from cyborg.accelerator.drivers.utils import pci
@@ -213,7 +214,7 @@ def test_device_ids_option(conf, tmp_path):
 ])
 def test_bad_options_stop_the_start(conf, tmp_path, option, value, message):
     tree = hosts.sriov_nic_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError) as error:
+    with pytest.raises(driver_errors.DriverConfigError) as error:
         _driver(conf, tree, **{option: value})
     assert '[intel_nic_driver] %s: ' % option in str(error.value)
     assert message in str(error.value)
@@ -378,7 +379,7 @@ def test_vf_preparation_of_a_handle_without_address(conf, tmp_path):
 ])
 def test_bad_vf_vlans_stop_the_start(conf, tmp_path, value, message):
     tree = hosts.sriov_nic_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError) as error:
+    with pytest.raises(driver_errors.DriverConfigError) as error:
         _prepared_driver(conf, tree, vf_vlans=value)
     assert '[intel_nic_driver] vf_vlans: ' in str(error.value)
     assert message in str(error.value)

@@ -18,9 +18,9 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.ssd import inspur
-from cyborg.accelerator.drivers.ssd import usage
+from cyborg.accelerator.drivers.utils import block as usage
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
@@ -148,7 +148,7 @@ def test_addresses_option(conf, tmp_path):
 ])
 def test_bad_options_stop_the_start(conf, tmp_path, option, value, message):
     tree = more.inspur_nvme_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError) as error:
+    with pytest.raises(driver_errors.DriverConfigError) as error:
         _driver(conf, tree, **{option: value})
     assert '[inspur_nvme_ssd_driver] %s: ' % option in str(error.value)
     assert message in str(error.value)

@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.pci import device_spec
 from cyborg.accelerator.drivers.pci import driver as pci_driver
 from cyborg.accelerator.drivers.utils import pci
@@ -121,7 +121,7 @@ def test_pf_address_stands_for_its_vfs(conf, tmp_path):
 
 def test_pf_and_its_vfs_both_matched_stop_the_start(conf, tmp_path):
     tree = hosts.sriov_nic_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError) as error:
+    with pytest.raises(driver_errors.DriverConfigError) as error:
         _driver(conf, tree, {'vendor_id': '8086', 'product_id': '1572'},
                 {'vendor_id': '8086', 'product_id': '154c'})
     assert ('the physical function 0000:3b:00.0 and its virtual function '
@@ -134,7 +134,7 @@ def test_pf_and_vfs_matched_later_fail_the_discovery(conf, tmp_path):
     driver = _driver(conf, tree, {'vendor_id': '8086', 'address': '*:3b:*'})
     assert _addresses(driver.discover()) == [hosts.X710_PF]
     tree.set_num_vfs(hosts.X710_PF, 1)
-    with pytest.raises(passthrough.DriverConfigError):
+    with pytest.raises(driver_errors.DriverConfigError):
         driver.discover()
 
 
@@ -193,7 +193,7 @@ def test_device_types_by_class(conf, tmp_path):
 ])
 def test_bad_specs_stop_the_start(conf, tmp_path, spec, message):
     tree = hosts.nvidia_gpu_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError) as error:
+    with pytest.raises(driver_errors.DriverConfigError) as error:
         _driver(conf, tree, spec)
     assert '[pci_driver] device_spec' in str(error.value)
     assert message in str(error.value)

@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.qat import intel
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
@@ -210,7 +210,7 @@ def test_vf_drivers_option(conf, tmp_path):
 ])
 def test_bad_options_stop_the_start(conf, tmp_path, option, value, message):
     tree = hosts.qat_4xxx_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError) as error:
+    with pytest.raises(driver_errors.DriverConfigError) as error:
         _driver(conf, tree, **{option: value})
     assert '[intel_qat_driver] %s: ' % option in str(error.value)
     assert message in str(error.value)

@@ -16,7 +16,7 @@ bus info (not NPU order), the tool missing or failing, options."""
 import pytest
 
 from cyborg.accelerator.drivers.ascend import huawei
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.agent import discovery
@@ -129,7 +129,7 @@ def test_device_ids_and_determinism(conf, tmp_path):
 ])
 def test_bad_options(conf, tmp_path, option, value, message):
     tree = fpga_hosts.ascend_pair_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError, match=message):
+    with pytest.raises(driver_errors.DriverConfigError, match=message):
         _driver(conf, tree, **{option: value})
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import inspur
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.domain import device_tree
 
 from tests.fixtures.hosts import fpga_hosts
@@ -89,5 +89,5 @@ def test_program_is_refused(conf, tmp_path):
 ])
 def test_bad_options(conf, tmp_path, option, value, message):
     tree = fpga_hosts.inspur_fpga_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError, match=message):
+    with pytest.raises(driver_errors.DriverConfigError, match=message):
         _driver(conf, tree, **{option: value})

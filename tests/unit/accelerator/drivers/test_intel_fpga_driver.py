@@ -22,7 +22,7 @@ import pytest
 
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import intel
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.allinone import fake_tools as tools
 from cyborg.allinone.host_tree import HostTree
@@ -384,7 +384,7 @@ def test_program_through_a_non_pci_control_path(conf, tmp_path):
 def test_bad_options_stop_the_driver(conf, tmp_path, option, value,
                                      message):
     tree = hosts.intel_fpga_dfl_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError, match=message):
+    with pytest.raises(driver_errors.DriverConfigError, match=message):
         _driver(conf, tree, **{option: value})
 
 
@@ -400,7 +400,7 @@ def test_card_outside_segment_0_needs_the_segment(conf, tmp_path):
     tree = HostTree(str(tmp_path))
     tree.add_pci('0001:5e:00.0', hosts.INTEL, 0x0b30, hosts.CLASS_ACCELERATOR,
                  driver='dfl-pci')
-    with pytest.raises(passthrough.DriverConfigError,
+    with pytest.raises(driver_errors.DriverConfigError,
                        match='fpgaconf_segment'):
         _driver(conf, tree, addresses=['0001:5e:00.0'],
                 fpgaconf_segment=False)

@@ -29,7 +29,7 @@ from cyborg.agent import discovery
 from cyborg.common import exception
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
-from cyborg.conf import nvidia_gpu as nvidia_conf
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 from cyborg.allinone import fake_tools as tools

@@ -34,7 +34,7 @@ from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
-from cyborg.conf import nvidia_gpu as nvidia_conf
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 

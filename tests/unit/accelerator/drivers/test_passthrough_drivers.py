@@ -19,7 +19,7 @@ import os
 import pytest
 
 from cyborg.accelerator.drivers.nic import intel as nic
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.pci import driver as pci_driver
 from cyborg.accelerator.drivers.qat import intel as qat
 from cyborg.accelerator.drivers.ssd import inspur
@@ -87,13 +87,13 @@ def test_option_groups_are_listed():
 
 
 def test_config_error_is_config_invalid():
-    error = passthrough.config_error('g', 'o', 'why')
+    error = pci_base.config_error('g', 'o', 'why')
     assert isinstance(error, exception.ConfigInvalid)
     assert str(error) == 'Invalid configuration: [g] o: why'
 
 
 def test_once_logs_a_lasting_condition_once():
-    once = passthrough.Once()
+    once = pci_base.Once()
     once.next_round()
     assert once.first('a') and once.first('b')
     once.next_round()

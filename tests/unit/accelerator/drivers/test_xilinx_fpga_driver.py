@@ -20,7 +20,7 @@ import pytest
 
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import xilinx
-from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
@@ -227,7 +227,7 @@ def test_program_refuses_what_is_not_an_xclbin(conf, tmp_path):
 
 def test_user_function_address_stops_the_driver(conf, tmp_path):
     tree = hosts.alveo_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError,
+    with pytest.raises(driver_errors.DriverConfigError,
                        match=r'\[xilinx_fpga_driver\] addresses: '
                        '0000:d8:00.1 is 10ee:5005, not the management'):
         _driver(conf, tree, addresses=[USER])
@@ -241,6 +241,6 @@ def test_addresses_restrict_the_cards(conf, tmp_path):
 
 def test_bad_resource_class(conf, tmp_path):
     tree = hosts.alveo_host(str(tmp_path))
-    with pytest.raises(passthrough.DriverConfigError,
+    with pytest.raises(driver_errors.DriverConfigError,
                        match='not a resource class'):
         _driver(conf, tree, resource_class='CUSTOM_fpga')

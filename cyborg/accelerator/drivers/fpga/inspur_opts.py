@@ -14,20 +14,17 @@
 
 from oslo_config import cfg
 
+from cyborg.conf import driver_opts
+
 group = cfg.OptGroup('inspur_fpga_driver', title='Inspur FPGA driver',
                      help='Inspur FPGA cards (vendor 1bd4, processing '
                           'accelerators) passed through whole.')
 
-opts = [
-    cfg.ListOpt('device_ids', default=[],
-                help='PCI device ids of the cards to report (e.g. 0911); '
-                     'empty: every Inspur processing accelerator. Inspur '
-                     'NVMe drives are never reported.'),
-    cfg.ListOpt('addresses', default=[],
-                help='PCI addresses of the cards to report; empty: all.'),
-    cfg.StrOpt('resource_class', default='FPGA',
-               help='Placement resource class of the cards.'),
-]
+opts = driver_opts.pci_selection_opts(
+    'FPGA', 'the cards',
+    device_ids_help='PCI device ids of the cards to report (e.g. 0911); '
+                    'empty: every Inspur processing accelerator. Inspur '
+                    'NVMe drives are never reported.')
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

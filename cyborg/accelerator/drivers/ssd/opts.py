@@ -14,6 +14,8 @@
 
 from oslo_config import cfg
 
+from cyborg.conf import driver_opts
+
 group = cfg.OptGroup('inspur_nvme_ssd_driver', title='NVMe SSD driver',
                      help='NVMe controllers passed through whole to '
                           'instances. The controller of a mounted or '
@@ -25,13 +27,9 @@ opts = [
                 help='PCI vendor ids of the NVMe controllers to report: '
                      'Inspur (1bd4) by default; add others, e.g. Huawei '
                      '(19e5) for the ES3000.'),
-    cfg.ListOpt('addresses', default=[],
-                help='PCI addresses of the controllers to report; empty: '
-                     'every controller of the vendors above that is not '
-                     'in use.'),
-    cfg.StrOpt('resource_class', default='CUSTOM_SSD',
-               help='Placement resource class of the controllers.'),
-]
+] + driver_opts.pci_selection_opts(
+    'CUSTOM_SSD', 'the controllers',
+    empty='every controller of the vendors above that is not in use')
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -14,23 +14,21 @@
 
 from oslo_config import cfg
 
+from cyborg.conf import driver_opts
+
 group = cfg.OptGroup('intel_qat_driver', title='Intel QuickAssist driver',
                      help='Intel QAT physical functions whose virtual '
                           'functions are passed through to instances.')
 
-opts = [
-    cfg.ListOpt('device_ids', default=[],
-                help='PCI device ids of the QAT physical functions to '
-                     'report (e.g. 4940,37c8); empty: every generation the '
-                     'driver knows (dh895xcc 0435, C62x 37c8, C3xxx 19e2, '
-                     '4xxx 4940, 401xx 4942, 402xx 4944, 420xx 4946). An '
-                     'id that is not a QAT physical function stops the '
-                     'agent at start.'),
-    cfg.ListOpt('addresses', default=[],
-                help='PCI addresses of the physical functions to report; '
-                     'empty: all of them.'),
-    cfg.StrOpt('resource_class', default='CUSTOM_QAT',
-               help='Placement resource class of the virtual functions.'),
+opts = driver_opts.pci_selection_opts(
+    'CUSTOM_QAT', 'the physical functions',
+    provided='the virtual functions', empty='all of them',
+    device_ids_help='PCI device ids of the QAT physical functions to '
+                    'report (e.g. 4940,37c8); empty: every generation the '
+                    'driver knows (dh895xcc 0435, C62x 37c8, C3xxx 19e2, '
+                    '4xxx 4940, 401xx 4942, 402xx 4944, 420xx 4946). An '
+                    'id that is not a QAT physical function stops the '
+                    'agent at start.') + [
     cfg.ListOpt('vf_drivers', default=['vfio-pci', 'qat_vfio_pci'],
                 help='Drivers a virtual function may be bound to and still '
                      'be given to an instance. Unbound virtual functions '

@@ -14,19 +14,17 @@
 
 from oslo_config import cfg
 
+from cyborg.conf import driver_opts
+
 group = cfg.OptGroup('huawei_ascend_driver', title='Huawei Ascend driver',
                      help='Huawei Ascend NPUs passed through whole.')
 
-opts = [
-    cfg.ListOpt('device_ids', default=[],
-                help='PCI device ids of the NPUs to report (e.g. d801); '
-                     'empty: every model the driver knows (310 d100, 310P '
-                     'd500, 910 d801, 910B d802, 910 A3 d803). An unknown '
-                     'id stops the agent at start.'),
-    cfg.ListOpt('addresses', default=[],
-                help='PCI addresses of the NPUs to report; empty: all.'),
-    cfg.StrOpt('resource_class', default='CUSTOM_NPU',
-               help='Placement resource class of the NPUs.'),
+opts = driver_opts.pci_selection_opts(
+    'CUSTOM_NPU', 'the NPUs',
+    device_ids_help='PCI device ids of the NPUs to report (e.g. d801); '
+                    'empty: every model the driver knows (310 d100, 310P '
+                    'd500, 910 d801, 910B d802, 910 A3 d803). An unknown '
+                    'id stops the agent at start.') + [
     cfg.BoolOpt('use_npu_smi', default=True,
                 help='Also read the NPUs\' health from "npu-smi info" when '
                      'it is installed (NPUs on the host driver); without '

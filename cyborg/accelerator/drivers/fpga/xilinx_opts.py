@@ -14,19 +14,17 @@
 
 from oslo_config import cfg
 
+from cyborg.conf import driver_opts
+
 group = cfg.OptGroup('xilinx_fpga_driver', title='Xilinx Alveo driver',
                      help='Xilinx/AMD Alveo cards under XRT: the user '
                           'function is given to instances, the management '
                           'function stays on the host.')
 
-opts = [
-    cfg.ListOpt('addresses', default=[],
-                help='PCI addresses of the cards\' management functions '
-                     '(xclmgmt, function 0) to report; empty: every card. '
-                     'An address of another kind of device stops the agent '
-                     'at start.'),
-    cfg.StrOpt('resource_class', default='FPGA',
-               help='Placement resource class of the cards.'),
+opts = driver_opts.pci_selection_opts(
+    'FPGA', 'the cards\' management functions (xclmgmt, function 0)',
+    provided='the cards', empty='every card',
+    addresses_note=driver_opts.ADDRESS_CHECKED) + [
     cfg.ListOpt('user_drivers', default=['xocl', 'vfio-pci'],
                 help='Drivers the user function may be bound to and still '
                      'be offered (unbound ones are offered too; libvirt '
