@@ -44,11 +44,8 @@ class DriverConfigError(exception.ConfigInvalid, DriverError):
 
 
 class PrepareFailed(DriverError):
-    """An attach handle cannot be prepared for an instance (at bind)."""
-
-
-class ReleaseFailed(DriverError):
-    """A prepared attach handle cannot be released (at unbind)."""
+    """An attach handle cannot be prepared for an instance (at bind), or
+    its preparation cannot be undone (at unbind)."""
 
 
 class ProgramFailed(DriverError):

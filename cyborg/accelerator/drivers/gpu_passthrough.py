@@ -79,7 +79,8 @@ def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
 
 def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
                     driver_name: str,
-                    preparation: str = device_tree.Preparation.NONE.value
+                    preparation: device_tree.Preparation = (
+                        device_tree.Preparation.NONE)
                     ) -> device_tree.Deployable:
     """A whole GPU offered for passthrough: one ``PGPU``, the GPU's own
     function as its attach handle; attachable as discovered (libvirt
@@ -88,5 +89,5 @@ def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
         name=deployable_name(gpu.address), num_accelerators=1,
         resource_class='PGPU', traits=traits,
         attach_handles=[device_tree.AttachHandle(
-            device_tree.AttachType.PCI.value, gpu.address.attach_info())],
+            device_tree.AttachType.PCI, gpu.address.attach_info())],
         driver_name=driver_name, preparation=preparation)

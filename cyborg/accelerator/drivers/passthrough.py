@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import re
 
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 from cyborg.domain import utilization
@@ -37,13 +37,9 @@ VENDOR_NAMES = {0x8086: 'INTEL', 0x15b3: 'MELLANOX', 0x1bd4: 'INSPUR',
                 0x1002: 'AMD'}
 
 
-class DriverConfigError(exception.ConfigInvalid):
-    """A driver's options cannot work; the agent refuses to start."""
-
-
-def config_error(group: str, option: str,
-                 reason: str) -> DriverConfigError:
-    return DriverConfigError(reason='[%s] %s: %s' % (group, option, reason))
+# Where the drivers' option checks find them.
+DriverConfigError = driver_errors.DriverConfigError
+config_error = driver_errors.config_error
 
 
 def parse_hex_id(text: str, group: str, option: str) -> int:
@@ -105,13 +101,13 @@ def pci_handle(address: pci.PCIAddress,
                **extra: str) -> device_tree.AttachHandle:
     info = dict(device_tree.pci_address_info(str(address)), **extra)
     return device_tree.AttachHandle(
-        attach_type=device_tree.AttachType.PCI.value, attach_info=info)
+        attach_type=device_tree.AttachType.PCI, attach_info=info)
 
 
 def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
                 pf_traits: list[str], vf_traits: list[str],
                 handles: list[device_tree.AttachHandle], driver_name: str,
-                preparation: str, pool: str = 'vfs'
+                preparation: device_tree.Preparation, pool: str = 'vfs'
                 ) -> device_tree.Deployable:
     """An SR-IOV physical function and its VF pool: the PF's deployable
     (``0000_3b_00_0``, a resource provider with no inventory of its own,
@@ -127,7 +123,7 @@ def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
     return device_tree.Deployable(
         name=name, num_accelerators=0, resource_class=resource_class,
         traits=list(pf_traits), driver_name=driver_name,
-        preparation=device_tree.Preparation.NONE.value,
+        preparation=device_tree.Preparation.NONE,
         children=[device_tree.Deployable(
             name='%s_%s' % (name, pool), num_accelerators=len(handles),
             resource_class=resource_class, traits=list(vf_traits),
@@ -162,8 +158,8 @@ def make_device(device: pci.PCIDevice, device_type: str, model: str,
         address=str(device.address),
         controlpath_ids=[device_tree.ControlPathID('PCI', info)],
         deployables=[deployable], std_board_info=board_info(device),
-        health=(device_tree.Health.HEALTHY.value if healthy
-                else device_tree.Health.UNHEALTHY.value))
+        health=(device_tree.Health.HEALTHY if healthy
+                else device_tree.Health.UNHEALTHY))
 
 
 def read_vfs(host: sysfs.HostRoot,

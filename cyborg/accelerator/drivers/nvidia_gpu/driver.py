@@ -41,6 +41,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers import gpu_passthrough
 from cyborg.accelerator.drivers.gpu_passthrough import deployable_name
 from cyborg.accelerator.drivers.gpu_passthrough import trait
@@ -54,7 +55,6 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
@@ -73,16 +73,10 @@ VGPU_MODES = (MODE_MDEV, MODE_MDEV_VF, MODE_VGPU_VF)
 # What the agent does to a handle of each mode at bind: create its mdev,
 # or write the type to the VF's current_vgpu_type (vGPU 17+).
 _PREPARATIONS = {
-    MODE_MDEV: device_tree.Preparation.MDEV.value,
-    MODE_MDEV_VF: device_tree.Preparation.MDEV.value,
-    MODE_VGPU_VF: device_tree.Preparation.VGPU_TYPE.value,
+    MODE_MDEV: device_tree.Preparation.MDEV,
+    MODE_MDEV_VF: device_tree.Preparation.MDEV,
+    MODE_VGPU_VF: device_tree.Preparation.VGPU_TYPE,
 }
-
-
-class PrepareError(exception.CyborgException):
-    """An attach handle cannot be prepared or released."""
-
-    msg_fmt = '%(reason)s'
 
 
 def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
@@ -249,7 +243,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             resource_class='PGPU', traits=self._product_traits(gpu),
             driver_name=self.name,
             attributes={'vgpu_mode': child.attributes['vgpu_mode']},
-            preparation=device_tree.Preparation.NONE.value,
+            preparation=device_tree.Preparation.NONE,
             children=[child] if child.num_accelerators > 0 else [])]
 
     def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
@@ -289,8 +283,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                  or self._rebinder.moved(gpu.address))
         return gpu_passthrough.pgpu_deployable(
             gpu, self._product_traits(gpu), self.name,
-            preparation=(device_tree.Preparation.VFIO.value if moves
-                         else device_tree.Preparation.NONE.value))
+            preparation=(device_tree.Preparation.VFIO if moves
+                         else device_tree.Preparation.NONE))
 
     def _vgpu(self, gpu: pci.PCIDevice,
               vgpu_type: vgpu_config.VgpuTypeConfig) -> device_tree.Deployable:
@@ -367,9 +361,10 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                 self._host, vf)}
             if current == type_id or (current == 0 and type_id in creatable):
                 handles.append(device_tree.AttachHandle(
-                    device_tree.AttachType.PCI.value,
+                    device_tree.AttachType.PCI,
                     dict(vf.attach_info(), vgpu_type=str(type_id))))
-        label = self._vgpu17_names.get(type_id, type_name)
+        label = (self._vgpu17_names.get(type_id, type_name)
+                 if type_id is not None else type_name)
         return handles, len(handles), label
 
     def _proc_info(self, gpu: pci.PCIAddress) -> dict[str, str]:
@@ -409,7 +404,8 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
 
     # Health -------------------------------------------------------------
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         problems = self._tool_problems(devices)
         result = {}
         for device in devices:
@@ -467,7 +463,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         except host_errors.HostError:
             return False
 
-    def _judge(self, address: str, reasons: list[str]) -> str:
+    def _judge(self, address: str, reasons: list[str]) -> device_tree.Health:
         """The health, logged when it changes."""
         if reasons:
             text = '; '.join(reasons)
@@ -475,11 +471,11 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                 LOG.warning('nvidia_gpu_driver: device %s is unhealthy: %s',
                             address, text)
             self._unhealthy[address] = text
-            return device_tree.Health.UNHEALTHY.value
+            return device_tree.Health.UNHEALTHY
         if self._unhealthy.pop(address, None) is not None:
             LOG.info('nvidia_gpu_driver: device %s is healthy again',
                      address)
-        return device_tree.Health.HEALTHY.value
+        return device_tree.Health.HEALTHY
 
     # Utilization --------------------------------------------------------
 
@@ -502,21 +498,23 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
     # Preparation ------------------------------------------------------------
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        if handle.attach_type == device_tree.AttachType.MDEV.value:
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        if preparation == device_tree.Preparation.MDEV:
             self._create_mdev(handle, handle_uuid)
-        elif 'vgpu_type' in handle.attach_info:
+        elif preparation == device_tree.Preparation.VGPU_TYPE:
             self._set_vgpu_type(handle)
-        else:
+        elif preparation == device_tree.Preparation.VFIO:
             self._to_vfio(handle)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        if handle.attach_type == device_tree.AttachType.MDEV.value:
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        if preparation == device_tree.Preparation.MDEV:
             self._remove_mdev(handle_uuid)
-        elif 'vgpu_type' in handle.attach_info:
+        elif preparation == device_tree.Preparation.VGPU_TYPE:
             self._reset_vgpu_type(handle)
-        else:
+        elif preparation == device_tree.Preparation.VFIO:
             self._give_back(handle)
 
     def _to_vfio(self, handle: device_tree.AttachHandle) -> None:
@@ -528,20 +526,21 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         try:
             self._rebinder.to_vfio(gpu)
         except (host_errors.HostError, rebind.RebindError) as exc:
-            raise PrepareError(str(exc))
+            raise errors.PrepareFailed(str(exc))
 
     def _give_back(self, handle: device_tree.AttachHandle) -> None:
         gpu = _handle_address(handle)
         try:
             self._rebinder.give_back(gpu)
         except (host_errors.HostError, rebind.RebindError) as exc:
-            raise PrepareError(str(exc))
+            raise errors.PrepareFailed(str(exc))
 
     def _driver_of(self, gpu: pci.PCIAddress) -> str | None:
         try:
             return pci.driver(self._host, gpu)
         except host_errors.HostError as exc:
-            raise PrepareError('cannot read the driver of %s: %s' % (gpu, exc))
+            raise errors.PrepareFailed(
+                'cannot read the driver of %s: %s' % (gpu, exc))
 
     def _create_mdev(self, handle: device_tree.AttachHandle,
                      handle_uuid: str) -> None:
@@ -553,8 +552,9 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
                 return
             mdev.create_mdev(self._host, parent, type_id, handle_uuid)
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot create mdev %s of type %s on %s: %s'
-                               % (handle_uuid, type_id, parent, exc))
+            raise errors.PrepareFailed(
+                'cannot create mdev %s of type %s on %s: %s'
+                % (handle_uuid, type_id, parent, exc))
         LOG.info('nvidia_gpu_driver: created mdev %s of type %s on %s',
                  handle_uuid, type_id, parent)
 
@@ -566,7 +566,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         for existing in mdev.list_mdevs(self._host, parent):
             if existing.uuid == wanted and existing.type_id == type_id:
                 return
-        raise PrepareError('mdev %s exists, but not as type %s on %s'
+        raise errors.PrepareFailed('mdev %s exists, but not as type %s on %s'
                            % (handle_uuid, type_id, parent))
 
     def _remove_mdev(self, handle_uuid: str) -> None:
@@ -577,7 +577,7 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
         except host_errors.DeviceNotFound:
             return  # removed meanwhile
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot remove mdev %s: %s'
+            raise errors.PrepareFailed('cannot remove mdev %s: %s'
                                % (handle_uuid, exc))
         LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
@@ -589,11 +589,11 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             if current == type_id:
                 return
             if current:
-                raise PrepareError('VF %s runs vGPU type %d, not %d'
+                raise errors.PrepareFailed('VF %s runs vGPU type %d, not %d'
                                    % (vf, current, type_id))
             mdev.set_vgpu_type(self._host, vf, type_id)
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot set vGPU type %d on %s: %s'
+            raise errors.PrepareFailed('cannot set vGPU type %d on %s: %s'
                                % (type_id, vf, exc))
         LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
 
@@ -605,11 +605,12 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
             if not current:
                 return
             if current != type_id:
-                raise PrepareError('VF %s runs vGPU type %d, not %d; left '
-                                   'as it is' % (vf, current, type_id))
+                raise errors.PrepareFailed(
+                    'VF %s runs vGPU type %d, not %d; left '
+                    'as it is' % (vf, current, type_id))
             mdev.set_vgpu_type(self._host, vf, 0)
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot reset the vGPU type of %s: %s'
+            raise errors.PrepareFailed('cannot reset the vGPU type of %s: %s'
                                % (vf, exc))
         LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
 
@@ -621,7 +622,7 @@ def _hex(value: int | None) -> str | None:
 def _mdev_handle(parent: pci.PCIAddress, type_id: str,
                  index: int) -> device_tree.AttachHandle:
     return device_tree.AttachHandle(
-        device_tree.AttachType.MDEV.value,
+        device_tree.AttachType.MDEV,
         dict(parent.attach_info(), asked_type=type_id,
              vgpu_mark='%s_%d' % (type_id, index)))
 
@@ -637,13 +638,13 @@ def _handle_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
     try:
         return pci.handle_address(handle.attach_info)
     except host_errors.InvalidPCIAddress as exc:
-        raise PrepareError('attach handle %r has no PCI address: %s'
+        raise errors.PrepareFailed('attach handle %r has no PCI address: %s'
                            % (handle.attach_info, exc))
 
 
 def _vgpu_type_id(handle: device_tree.AttachHandle) -> int:
     value = handle.attach_info.get('vgpu_type', '')
     if not value.isdigit():
-        raise PrepareError('attach handle %r has no vGPU type id'
+        raise errors.PrepareFailed('attach handle %r has no vGPU type id'
                            % (handle.attach_info,))
     return int(value)

@@ -19,8 +19,7 @@ from cyborg.common import exception
 
 
 @pytest.mark.parametrize('cls', [errors.DriverConfigError,
-                                 errors.PrepareFailed, errors.ReleaseFailed,
-                                 errors.ProgramFailed])
+                                 errors.PrepareFailed, errors.ProgramFailed])
 def test_every_driver_error_is_one_family(cls):
     assert issubclass(cls, errors.DriverError)
     assert issubclass(cls, exception.CyborgException)
