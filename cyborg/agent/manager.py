@@ -20,6 +20,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import errors
 from cyborg.agent import bitstream_cache
 from cyborg.agent import driver_calls
 from cyborg.common import constants
@@ -29,6 +30,13 @@ from cyborg import context as cyborg_context
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
+
+#: What an agent RPC ends in as its expected failure, answered to the
+#: conductor without a traceback in the agent's log: a failure a driver
+#: reports (:class:`~cyborg.accelerator.drivers.errors.DriverError`) or
+#: a request the agent refuses itself. Any other exception is a bug,
+#: which oslo.messaging logs with its traceback as unexpected.
+EXPECTED = (errors.DriverError, exception.CyborgException)
 
 
 def _attach_info_text(attach_info: dict[str, Any]) -> str:
@@ -81,7 +89,8 @@ class AgentManager:
                 ) -> tuple[device_tree.AttachHandle, device_tree.Preparation]:
         """The handle a conductor names and its deployable's preparation:
         the one the conductor sent (API 1.3), else the one the driver
-        declared in this host's last report (see :class:`Preparations`).
+        declared in this host's last report (see
+        :class:`~cyborg.agent.driver_calls.Preparations`).
         """
         try:
             handle = device_tree.AttachHandle(
@@ -93,7 +102,7 @@ class AgentManager:
             raise exception.Invalid(reason=str(e))
         return handle, declared
 
-    @messaging.expected_exceptions(exception.CyborgException)
+    @messaging.expected_exceptions(*EXPECTED)
     def prepare_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str,
@@ -110,7 +119,7 @@ class AgentManager:
                  '%s)', handle_uuid, attach_type,
                  _attach_info_text(attach_info), declared.value, driver)
 
-    @messaging.expected_exceptions(exception.CyborgException)
+    @messaging.expected_exceptions(*EXPECTED)
     def release_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
                               handle_uuid: str,
@@ -126,7 +135,7 @@ class AgentManager:
                  '%s)', handle_uuid, attach_type,
                  _attach_info_text(attach_info), declared.value, driver)
 
-    @messaging.expected_exceptions(exception.CyborgException)
+    @messaging.expected_exceptions(*EXPECTED)
     def program_image(self, context, driver: str | None,
                       controlpath: dict[str, Any] | None,
                       image: dict[str, Any]) -> str | None:

@@ -22,7 +22,11 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import errors
 from cyborg.agent import discovery
 from cyborg.agent import manager
+from cyborg.agent import rpcapi as agent_rpcapi
+from cyborg.common import constants
 from cyborg.common import exception
+from cyborg.common import rpc
+from cyborg import context as cyborg_context
 from cyborg.domain import device_tree
 
 LOGGER = 'cyborg.agent.manager'
@@ -151,3 +155,35 @@ def test_unknown_values_are_refused(attach_type, preparation, message):
     assert isinstance(error, exception.Invalid)
     assert str(error) == message
     assert driver.calls == []
+
+
+@pytest.mark.parametrize('failure,expected', [
+    (errors.PrepareFailed('no free VF'), True),
+    (RuntimeError('bug'), False)])
+def test_the_conductor_sees_the_failure_over_rpc(conf, caplog, failure,
+                                                 expected):
+    """Over a real oslo.messaging transport: a driver error reaches the
+    conductor as the call's failure and leaves no traceback in the
+    agent's log; any other exception reaches it too, logged as a bug."""
+    transport = messaging.get_rpc_transport(conf, url='fake:/')
+    agent = manager.AgentManager('host1', None, [_Driver(fail=failure)])
+    server = rpc.get_server(transport, constants.AGENT_TOPIC, 'host1', agent)
+    server.start()
+    try:
+        api = agent_rpcapi.AgentAPI(transport, timeout=5)
+        # RabbitMQ hands the conductor a RemoteError naming the class;
+        # the fake transport, the exception itself.
+        with pytest.raises((messaging.RemoteError, type(failure))) as caught:
+            api.prepare_attach_handle(
+                cyborg_context.get_admin_context(), 'host1', 'recording',
+                'PCI', INFO, 'h1', 'vf')
+    finally:
+        server.stop()
+        server.wait()
+        transport.cleanup()
+    assert getattr(caught.value, 'exc_type', type(caught.value).__name__
+                   ) == type(failure).__name__
+    assert str(failure) in str(caught.value)
+    tracebacks = [r for r in caplog.records
+                  if r.levelname == 'ERROR' and r.exc_info]
+    assert bool(tracebacks) is not expected
