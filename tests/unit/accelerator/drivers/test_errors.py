@@ -12,8 +12,12 @@
 
 """The driver error family."""
 
+import importlib
+import pkgutil
+
 import pytest
 
+from cyborg.accelerator import drivers
 from cyborg.accelerator.drivers import errors
 from cyborg.common import exception
 
@@ -42,3 +46,36 @@ def test_program_failed_names_the_device():
     error = errors.ProgramFailed(device='0000:5e:00.0', reason='bad magic')
 
     assert str(error) == 'Programming 0000:5e:00.0 failed: bad magic'
+
+
+# Exceptions a driver package defines for its own use and never lets out
+# of it, with where they are caught.
+INTERNAL = {
+    # nvidia_gpu/health.py: a health query that cannot run; the health
+    # check reports it as a reason, not as an error.
+    'cyborg.accelerator.drivers.nvidia_gpu.health.ToolUnusable',
+}
+
+
+def _driver_modules() -> list[str]:
+    """Every module of the driver packages (not the helper layer)."""
+    return [info.name for info in pkgutil.walk_packages(
+        drivers.__path__, drivers.__name__ + '.')
+        if not info.name.startswith(drivers.__name__ + '.utils')]
+
+
+def test_every_exception_a_driver_defines_is_a_driver_error():
+    modules = _driver_modules()
+    assert 'cyborg.accelerator.drivers.nvidia_gpu.driver' in modules
+    defined = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, Exception)
+                    and value.__module__ == name):
+                defined['%s.%s' % (name, value.__name__)] = value
+    assert INTERNAL <= set(defined)
+    outside = sorted(name for name, cls in defined.items()
+                     if not issubclass(cls, errors.DriverError)
+                     and name not in INTERNAL)
+    assert outside == []
