@@ -19,4 +19,5 @@ cd "$(dirname "$0")/.."
 tools/install-test-deps.sh
 tools/setup-venv.sh --test
 .venv/bin/ruff check cyborg tests tools
+.venv/bin/mypy
 exec .venv/bin/pytest -p no:cacheprovider tests "$@"

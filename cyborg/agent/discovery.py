@@ -13,6 +13,8 @@
 """Device discovery on one compute host and its report to the conductor."""
 
 import socket
+import threading
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -20,6 +22,7 @@ import oslo_messaging as messaging
 from stevedore import named
 
 from cyborg.accelerator.drivers import base
+from cyborg.agent import driver_calls
 from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import utilization as utilization_mod
@@ -31,7 +34,7 @@ DRIVER_NAMESPACE = 'cyborg.accelerator.driver'
 
 def load_drivers(conf: cfg.ConfigOpts) -> list[base.AcceleratorDriver]:
     """The drivers ``[agent] enabled_drivers`` names, in that order."""
-    missing = []
+    missing: list[str] = []
     manager = named.NamedExtensionManager(
         DRIVER_NAMESPACE, names=conf.agent.enabled_drivers,
         invoke_on_load=True, invoke_args=(conf,), name_order=True,
@@ -41,10 +44,12 @@ def load_drivers(conf: cfg.ConfigOpts) -> list[base.AcceleratorDriver]:
         raise exception.ConfigInvalid(
             reason='[agent] enabled_drivers names unknown drivers: %s' %
             ', '.join(sorted(missing)))
-    drivers = []
+    drivers: list[base.AcceleratorDriver] = []
     for extension in manager:
-        extension.obj.name = extension.name
-        drivers.append(extension.obj)
+        # invoke_on_load: every extension holds its driver.
+        driver = typing.cast(base.AcceleratorDriver, extension.obj)
+        driver.name = extension.name
+        drivers.append(driver)
     return drivers
 
 
@@ -72,14 +77,28 @@ def check_identity(host: str, rp_name: str) -> None:
 
 
 class Discovery:
-    """Asks every driver for its devices and reports the host's tree."""
+    """Asks every driver for its devices and reports the host's tree.
+
+    One discovery at a time: the periodic thread and an RPC thread (after
+    a programming) may both ask for one, and the second waits for the
+    first (see :mod:`cyborg.accelerator.drivers.base`).
+    """
 
     def __init__(self, host: str, rp_name: str,
-                 drivers: list[base.AcceleratorDriver], conductor_api):
+                 drivers: list[base.AcceleratorDriver], conductor_api,
+                 locks: driver_calls.DriverLocks | None = None,
+                 preparations: driver_calls.Preparations | None = None):
+        """``locks``: the per-driver locks, shared with the agent's RPC
+        endpoint; ``preparations`` remembers what the drivers declared
+        (for the endpoint too)."""
         self.host = host
         self.rp_name = rp_name
         self._drivers = drivers
         self._conductor = conductor_api
+        self._locks = locks or driver_calls.DriverLocks()
+        self.preparations = preparations or driver_calls.Preparations()
+        # Held for a whole discovery and its report.
+        self._lock = threading.Lock()
 
     def collect(self) -> tuple[list[dict], list[str]]:
         """The host's tree in wire form and the drivers that failed."""
@@ -90,25 +109,42 @@ class Discovery:
                                    dict[str, utilization_mod.Metrics]]:
         """The host's tree in wire form, the drivers that failed, and
         the utilization of its devices (outside the tree)."""
-        devices, failed = [], []
+        with self._lock:
+            return self._collect_all()
+
+    def _collect_all(self) -> tuple[list[dict], list[str],
+                                    dict[str, utilization_mod.Metrics]]:
+        devices: list[device_tree.Device] = []
+        failed: list[str] = []
         utilization: dict[str, utilization_mod.Metrics] = {}
         for driver in self._drivers:
-            try:
-                found = driver.discover()
-                health = driver.health(found)
-            except Exception:
-                LOG.exception('Driver %s failed to discover devices; '
-                              'keeping its devices as last reported',
-                              driver.name)
-                failed.append(driver.name)
-                continue
-            for device in found:
-                device.driver = driver.name
-                device.health = health.get(device.address, device.health)
+            with self._locks.held(driver):
+                found = self._discover(driver)
+                if found is None:
+                    failed.append(driver.name)
+                    continue
+                utilization.update(self._utilization(driver, found))
+            self.preparations.remember(driver.name, found)
             devices.extend(found)
-            utilization.update(self._utilization(driver, found))
         return (device_tree.tree_to_wire(devices), sorted(failed),
                 utilization)
+
+    def _discover(self, driver: base.AcceleratorDriver
+                  ) -> list[device_tree.Device] | None:
+        """The driver's devices with their health; None when it fails."""
+        try:
+            found = driver.discover()
+            health = driver.health(found)
+            for device in found:
+                device.driver = driver.name
+                device.health = device_tree.Health(
+                    health.get(device.address, device.health))
+        except Exception:
+            LOG.exception('Driver %s failed to discover devices; '
+                          'keeping its devices as last reported',
+                          driver.name)
+            return None
+        return found
 
     def _utilization(self, driver: base.AcceleratorDriver,
                      found: list[device_tree.Device]
@@ -136,13 +172,16 @@ class Discovery:
         The digest covers the tree only: a report whose utilization
         alone changed is an unchanged tree to the conductor.
         """
-        wire, failed, utilization = self.collect_all()
-        digest = device_tree.tree_digest({'devices': wire, 'failed': failed})
-        try:
-            return self._conductor.report_inventory(
-                context, self.host, self.rp_name, wire, digest, failed,
-                utilization=utilization)
-        except messaging.MessagingTimeout:
-            LOG.warning('The conductor did not answer the inventory report '
-                        'of %s in time; it is sent again shortly', self.host)
-            return None
+        with self._lock:
+            wire, failed, utilization = self._collect_all()
+            digest = device_tree.tree_digest({'devices': wire,
+                                              'failed': failed})
+            try:
+                return self._conductor.report_inventory(
+                    context, self.host, self.rp_name, wire, digest, failed,
+                    utilization=utilization)
+            except messaging.MessagingTimeout:
+                LOG.warning('The conductor did not answer the inventory '
+                            'report of %s in time; it is sent again '
+                            'shortly', self.host)
+                return None

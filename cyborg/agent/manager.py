@@ -13,13 +13,16 @@
 """The agent's RPC endpoint on one compute host."""
 
 from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import errors
 from cyborg.agent import bitstream_cache
+from cyborg.agent import driver_calls
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.conductor import rpcapi as conductor_rpcapi
@@ -27,6 +30,13 @@ from cyborg import context as cyborg_context
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
+
+#: What an agent RPC ends in as its expected failure, answered to the
+#: conductor without a traceback in the agent's log: a failure a driver
+#: reports (:class:`~cyborg.accelerator.drivers.errors.DriverError`) or
+#: a request the agent refuses itself. Any other exception is a bug,
+#: which oslo.messaging logs with its traceback as unexpected.
+EXPECTED = (errors.DriverError, exception.CyborgException)
 
 
 def _attach_info_text(attach_info: dict[str, Any]) -> str:
@@ -41,28 +51,31 @@ class AgentManager:
 
     def __init__(self, host: str,
                  conductor_api: conductor_rpcapi.ConductorAPI,
-                 drivers: list[base.AcceleratorDriver] = (),
+                 drivers: Sequence[base.AcceleratorDriver] = (),
                  images: Callable[[], 'ImageSource'] | None = None,
-                 report: Callable[[Any], Any] | None = None):
+                 report: Callable[[Any], Any] | None = None,
+                 locks: driver_calls.DriverLocks | None = None,
+                 preparations: driver_calls.Preparations | None = None):
         """``images`` builds (once, on the first :meth:`program_image`)
         the source of the bitstreams to program; ``report`` discovers
-        and reports this host's devices (after programming)."""
+        and reports this host's devices (after programming); ``locks``
+        serialize the calls of drivers that declare it (shared with the
+        discovery); ``preparations``: what the drivers declared in the
+        last report, for a conductor that does not send it (API 1.0)."""
         self.host = host
         self._conductor = conductor_api
         self._drivers = {driver.name: driver for driver in drivers}
         self._images_factory = images
         self._images: ImageSource | None = None
         self._report = report
+        self._locks = locks or driver_calls.DriverLocks()
+        self._preparations = preparations or driver_calls.Preparations()
 
     def heartbeat(self) -> None:
         """Tell the conductor this agent is alive."""
         self._conductor.service_heartbeat(
             cyborg_context.get_admin_context(), self.host,
             constants.BINARY_AGENT)
-
-    def ping(self, context) -> str:
-        """Answer a liveness probe from the conductor."""
-        return self.host
 
     def _driver(self, name: str | None) -> base.AcceleratorDriver:
         driver = self._drivers.get(name or '')
@@ -71,40 +84,58 @@ class AgentManager:
                                     % (name, self.host))
         return driver
 
-    @messaging.expected_exceptions(exception.CyborgException)
+    def _handle(self, driver: str | None, attach_type: str,
+                attach_info: dict[str, Any], preparation: str | None
+                ) -> tuple[device_tree.AttachHandle, device_tree.Preparation]:
+        """The handle a conductor names and its deployable's preparation:
+        the one the conductor sent (API 1.3), else the one the driver
+        declared in this host's last report (see
+        :class:`~cyborg.agent.driver_calls.Preparations`).
+        """
+        try:
+            handle = device_tree.AttachHandle(
+                device_tree.AttachType(attach_type), attach_info)
+            declared = (device_tree.Preparation(preparation)
+                        if preparation is not None else
+                        self._preparations.of(driver, handle))
+        except ValueError as e:
+            raise exception.Invalid(reason=str(e))
+        return handle, declared
+
+    @messaging.expected_exceptions(*EXPECTED)
     def prepare_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
-                              handle_uuid: str) -> None:
-        self._driver(driver).prepare_attach_handle(
-            device_tree.AttachHandle(attach_type, attach_info), handle_uuid)
-        LOG.info('Prepared attach handle %s (%s %s, driver %s)', handle_uuid,
-                 attach_type, _attach_info_text(attach_info), driver)
+                              handle_uuid: str,
+                              preparation: str | None = None) -> None:
+        """Have the driver make a handle attachable (API 1.0; 1.3 with
+        ``preparation``). A :class:`~errors.DriverError` is the call's
+        expected failure; any other exception of the driver a bug."""
+        handle, declared = self._handle(driver, attach_type, attach_info,
+                                        preparation)
+        target = self._driver(driver)
+        with self._locks.held(target):
+            target.prepare_attach_handle(handle, handle_uuid, declared)
+        LOG.info('Prepared attach handle %s (%s %s, preparation %s, driver '
+                 '%s)', handle_uuid, attach_type,
+                 _attach_info_text(attach_info), declared.value, driver)
 
-    @messaging.expected_exceptions(exception.CyborgException)
-    def program(self, context, driver: str | None,
-                controlpath: dict[str, Any] | None, image_path: str) -> None:
-        """Program an image through a device's control path (API 1.1)."""
-        if not controlpath:
-            raise exception.ProgramFailed(reason='no control path to program '
-                                          'through')
-        try:
-            self._driver(driver).program(
-                device_tree.ControlPathID(controlpath['cpid_type'],
-                                          controlpath['cpid_info']),
-                image_path)
-        except NotImplementedError as e:
-            raise exception.ProgramFailed(reason=str(e))
-
-    @messaging.expected_exceptions(exception.CyborgException)
+    @messaging.expected_exceptions(*EXPECTED)
     def release_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
-                              handle_uuid: str) -> None:
-        self._driver(driver).release_attach_handle(
-            device_tree.AttachHandle(attach_type, attach_info), handle_uuid)
-        LOG.info('Released attach handle %s (%s %s, driver %s)', handle_uuid,
-                 attach_type, _attach_info_text(attach_info), driver)
+                              handle_uuid: str,
+                              preparation: str | None = None) -> None:
+        """Undo :meth:`prepare_attach_handle` (API 1.0; 1.3 with
+        ``preparation``)."""
+        handle, declared = self._handle(driver, attach_type, attach_info,
+                                        preparation)
+        target = self._driver(driver)
+        with self._locks.held(target):
+            target.release_attach_handle(handle, handle_uuid, declared)
+        LOG.info('Released attach handle %s (%s %s, preparation %s, driver '
+                 '%s)', handle_uuid, attach_type,
+                 _attach_info_text(attach_info), declared.value, driver)
 
-    @messaging.expected_exceptions(exception.CyborgException)
+    @messaging.expected_exceptions(*EXPECTED)
     def program_image(self, context, driver: str | None,
                       controlpath: dict[str, Any] | None,
                       image: dict[str, Any]) -> str | None:
@@ -113,8 +144,8 @@ class AgentManager:
         that hash, program it through a device's control path, then
         discover and report this host's devices so that the new function
         shows (API 1.2). The function id the driver says the device runs,
-        if it says; a driver that reports failure (False) raises
-        ProgramFailed."""
+        if it says; the driver's :class:`~errors.ProgramFailed` (or any
+        :class:`~errors.DriverError`) is the call's expected failure."""
         if not controlpath:
             raise exception.DeployableNotProgrammable(
                 uuid=image.get('deployable', '?'),
@@ -129,18 +160,15 @@ class AgentManager:
                               lambda dest: source.glance.download(
                                   image_id, dest)) as path:
             try:
-                result = target.program(cpid, path)
+                with self._locks.held(target):
+                    function = target.program(cpid, path)
             except NotImplementedError as e:
                 raise exception.DeployableNotProgrammable(
                     uuid=image.get('deployable', '?'), reason=str(e))
-        if result is False:
-            raise exception.ProgramFailed(
-                reason='driver %s reported that programming image %s '
-                       'failed' % (driver, image_id))
         LOG.info('Programmed bitstream image %s through %s (driver %s)',
                  image_id, controlpath['cpid_info'], driver)
         self._report_after_programming(context)
-        return result if isinstance(result, str) else None
+        return function
 
     def _image_source(self) -> 'ImageSource':
         if self._images is None:

@@ -32,6 +32,11 @@ class AgentAPI:
     * 1.2 - Add program_image: the agent fetches the image from Glance
       itself (through its bitstream cache), programs it and reports its
       devices again.
+    * 1.3 - prepare_attach_handle and release_attach_handle take the
+      ``preparation`` the handle's deployable declared (the driver no
+      longer works it out from the handle). Remove program (1.1, a path
+      on the agent host; no conductor sends it) and ping: an agent
+      answers them with oslo.messaging's NoSuchMethod.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.AGENT_RPC_API_VERSION``),
@@ -66,42 +71,36 @@ class AgentAPI:
 
     def _handle_call(self, method: str, context, host: str,
                      driver: str | None, attach_type: str,
-                     attach_info: dict[str, Any], handle_uuid: str) -> None:
-        self._prepare(method, '1.0', host).call(
-            context, method, driver=driver, attach_type=attach_type,
-            attach_info=attach_info, handle_uuid=handle_uuid)
+                     attach_info: dict[str, Any], handle_uuid: str,
+                     preparation: str | None) -> None:
+        """``preparation`` goes with API 1.3; an agent that
+        ``[upgrade_levels] agent`` caps below gets the 1.0 call and
+        works the preparation out itself."""
+        kwargs = dict(driver=driver, attach_type=attach_type,
+                      attach_info=attach_info, handle_uuid=handle_uuid)
+        version = '1.0'
+        if preparation is not None and self._client.can_send_version('1.3'):
+            version = '1.3'
+            kwargs['preparation'] = preparation
+        self._prepare(method, version, host).call(context, method, **kwargs)
 
     def prepare_attach_handle(self, context, host: str, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
-                              handle_uuid: str) -> None:
+                              handle_uuid: str,
+                              preparation: str | None = None) -> None:
+        """Have ``driver`` on ``host`` make the handle attachable as its
+        deployable's ``preparation`` says (API 1.3; 1.0 without it)."""
         self._handle_call('prepare_attach_handle', context, host, driver,
-                          attach_type, attach_info, handle_uuid)
+                          attach_type, attach_info, handle_uuid, preparation)
 
     def release_attach_handle(self, context, host: str, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
-                              handle_uuid: str) -> None:
+                              handle_uuid: str,
+                              preparation: str | None = None) -> None:
+        """Undo :meth:`prepare_attach_handle` (API 1.3; 1.0 without
+        ``preparation``)."""
         self._handle_call('release_attach_handle', context, host, driver,
-                          attach_type, attach_info, handle_uuid)
-
-    def can_program(self) -> bool:
-        """Whether ``[upgrade_levels] agent`` lets :meth:`program` be
-        sent (API 1.1)."""
-        return self._client.can_send_version('1.1')
-
-    def program(self, context, host: str, driver: str | None,
-                controlpath: dict[str, Any] | None,
-                image_path: str) -> None:
-        """Have ``driver`` on ``host`` program the image at ``image_path``
-        (a file on that host) through ``controlpath`` (``cpid_type``,
-        ``cpid_info``). API 1.1."""
-        self._prepare('program', '1.1', host).call(
-            context, 'program', driver=driver, controlpath=controlpath,
-            image_path=image_path)
-
-    def can_program_image(self) -> bool:
-        """Whether ``[upgrade_levels] agent`` lets :meth:`program_image`
-        be sent (API 1.2)."""
-        return self._client.can_send_version('1.2')
+                          attach_type, attach_info, handle_uuid, preparation)
 
     def program_image(self, context, host: str, driver: str | None,
                       controlpath: dict[str, Any] | None,

@@ -18,6 +18,7 @@ from typing import Any
 from oslo_config import cfg
 
 from cyborg.agent import discovery
+from cyborg.agent import driver_calls
 from cyborg.agent import manager
 from cyborg.common import constants
 from cyborg.common import service
@@ -43,11 +44,14 @@ def create(conf: cfg.ConfigOpts, transport,
     conductor_api = conductor_rpcapi.ConductorAPI(
         transport, version_cap=conf.upgrade_levels.conductor)
     drivers = discovery.load_drivers(conf)
-    finder = discovery.Discovery(host, rp_name, drivers, conductor_api)
+    locks = driver_calls.DriverLocks()
+    finder = discovery.Discovery(host, rp_name, drivers, conductor_api,
+                                 locks=locks)
     endpoint = manager.AgentManager(
         host, conductor_api, drivers,
         images=lambda: manager.ImageSource.from_conf(conf, glance_factory),
-        report=finder.report)
+        report=finder.report, locks=locks,
+        preparations=finder.preparations)
     interval = conf.agent.discovery_interval
 
     def discover_and_report():

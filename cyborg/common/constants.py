@@ -19,7 +19,7 @@ AGENT_TOPIC = 'cyborg-agent'
 # version history is in cyborg.conductor.rpcapi.ConductorAPI and
 # cyborg.agent.rpcapi.AgentAPI.
 CONDUCTOR_RPC_API_VERSION = '1.2'
-AGENT_RPC_API_VERSION = '1.2'
+AGENT_RPC_API_VERSION = '1.3'
 
 BINARY_CONDUCTOR = 'cyborg-conductor'
 BINARY_AGENT = 'cyborg-agent'

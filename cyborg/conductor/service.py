@@ -54,7 +54,7 @@ class AgentHandles:
                 and claim.preparation != device_tree.Preparation.PROGRAM):
             self._agent_api.prepare_attach_handle(
                 context, claim.device_host, claim.driver, claim.attach_type,
-                claim.attach_info, claim.handle_uuid)
+                claim.attach_info, claim.handle_uuid, claim.preparation)
 
     def program_image(self, context, host: str, driver: str | None,
                       controlpath: dict[str, Any] | None,
@@ -67,7 +67,7 @@ class AgentHandles:
     def release(self, context, handle: arq_db.PreparedHandle) -> None:
         self._agent_api.release_attach_handle(
             context, handle.host, handle.driver, handle.attach_type,
-            handle.attach_info, handle.uuid)
+            handle.attach_info, handle.uuid, handle.preparation)
 
 
 def bitstream_resolver(conf: cfg.ConfigOpts

@@ -297,6 +297,8 @@ class PreparedHandle:
     attach_info: dict[str, Any]
     host: str
     driver: str | None
+    #: What the agent undoes (:class:`device_tree.Preparation`).
+    preparation: str = device_tree.Preparation.NONE.value
 
 
 def _prepared():
@@ -341,7 +343,7 @@ def release_handles(connection, rows) -> list[PreparedHandle]:
 def _prepared_handles(connection, condition) -> list[PreparedHandle]:
     query = (sa.select(HANDLES.c.id, HANDLES.c.uuid, HANDLES.c.attach_type,
                        HANDLES.c.attach_info, DEVICES.c.hostname,
-                       DEVICES.c.driver)
+                       DEVICES.c.driver, DEPLOYABLES.c.preparation)
              .join(DEPLOYABLES, DEPLOYABLES.c.id == HANDLES.c.deployable_id)
              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
              .where(condition, DEPLOYABLES.c.preparation
@@ -349,7 +351,7 @@ def _prepared_handles(connection, condition) -> list[PreparedHandle]:
              .order_by(HANDLES.c.id))
     return [PreparedHandle(row.id, row.uuid, row.attach_type,
                            json.loads(row.attach_info), row.hostname,
-                           row.driver)
+                           row.driver, row.preparation)
             for row in connection.execute(query)]
 
 

@@ -41,13 +41,21 @@ from typing import Any
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')
 
 
-class AttachType(str, enum.Enum):
+class _StrEnum(str, enum.Enum):
+    """A str enum that reads as its value (in messages and logs too);
+    JSON and the database see the value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class AttachType(_StrEnum):
     PCI = 'PCI'
     MDEV = 'MDEV'
     TEST_PCI = 'TEST_PCI'
 
 
-class Preparation(str, enum.Enum):
+class Preparation(_StrEnum):
     """What the agent's driver does to an attach handle before Nova can
     attach it (at bind), undone at unbind.
 
@@ -70,40 +78,42 @@ class Preparation(str, enum.Enum):
 PREPARATIONS = tuple(kind.value for kind in Preparation)
 
 
-def default_preparation(attach_types: Iterable[str]) -> str:
+def default_preparation(attach_types: Iterable[str]) -> Preparation:
     """The preparation of a deployable whose driver declares none (and of
     every deployable an agent older than the declaration reports): its
     MDEV handles are created, other handles need nothing."""
-    return (Preparation.MDEV.value if AttachType.MDEV.value in attach_types
-            else Preparation.NONE.value)
+    return (Preparation.MDEV if AttachType.MDEV in attach_types
+            else Preparation.NONE)
 
 
 def needs_preparation(preparation: str) -> bool:
     """Whether the agent prepares the handles of a deployable declaring
     ``preparation``."""
-    return preparation != Preparation.NONE.value
+    return preparation != Preparation.NONE
 
 
 def reported_preparation(deployable: dict[str, Any]) -> str:
     """The preparation of a deployable in wire form: the declared one,
     or :func:`default_preparation` of its handles."""
     return deployable.get('preparation') or default_preparation(
-        handle['attach_type'] for handle in deployable['attach_handles'])
+        handle['attach_type'] for handle in deployable['attach_handles']
+    ).value
 
 
-class Health(str, enum.Enum):
+class Health(_StrEnum):
     HEALTHY = 'healthy'
     UNHEALTHY = 'unhealthy'
 
 
 @dataclasses.dataclass
 class AttachHandle:
-    attach_type: str
+    #: A member of :class:`AttachType` (its value is accepted and turned
+    #: into the member).
+    attach_type: AttachType
     attach_info: dict[str, str]
 
-    def key(self) -> str:
-        """Identity of the handle within its deployable."""
-        return canonical_json(self.attach_info)
+    def __post_init__(self) -> None:
+        self.attach_type = AttachType(self.attach_type)
 
 
 @dataclasses.dataclass
@@ -116,21 +126,31 @@ class Deployable:
         default_factory=list)
     attributes: dict[str, str] = dataclasses.field(default_factory=dict)
     driver_name: str | None = None
-    #: One of :data:`PREPARATIONS`; None: :func:`default_preparation` of
-    #: the handles (left out of the wire form, so that the digest of a
-    #: tree that declares nothing is the one older agents send).
-    preparation: str | None = None
+    #: A member of :class:`Preparation` (its value is accepted and
+    #: turned into the member); None: :func:`default_preparation` of the
+    #: handles (left out of the wire form, so that the digest of a tree
+    #: that declares nothing is the one older agents send).
+    preparation: Preparation | None = None
     #: Child deployables; names are unique in the whole device. Left out
     #: of the wire form when empty.
     children: list['Deployable'] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if (self.preparation is not None
-                and self.preparation not in PREPARATIONS):
+        if self.preparation is None:
+            return
+        if self.preparation not in PREPARATIONS:
             raise ValueError('unknown preparation %r of deployable %s '
                              '(expected one of %s)' % (
                                  self.preparation, self.name,
                                  ', '.join(PREPARATIONS)))
+        self.preparation = Preparation(self.preparation)
+
+    def declared_preparation(self) -> Preparation:
+        """The preparation the agent does to this deployable's handles:
+        the declared one, or :func:`default_preparation` of its handles.
+        """
+        return self.preparation or default_preparation(
+            handle.attach_type for handle in self.attach_handles)
 
 
 @dataclasses.dataclass
@@ -149,10 +169,13 @@ class Device:
     deployables: list[Deployable]
     std_board_info: dict[str, Any] | None = None
     vendor_board_info: dict[str, Any] | str | None = None
-    health: str = Health.HEALTHY.value
+    #: A member of :class:`Health` (its value is accepted and turned
+    #: into the member).
+    health: Health = Health.HEALTHY
     driver: str | None = None
 
     def __post_init__(self) -> None:
+        self.health = Health(self.health)
         names = list(_names(self.deployables))
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -173,11 +196,19 @@ def canonical_json(value: Any) -> str:
 
 def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
     """The JSON-able form sent to the conductor, in a stable order."""
-    wire = [dataclasses.asdict(device) for device in devices]
+    wire = [dataclasses.asdict(device, dict_factory=_plain_dict)
+            for device in devices]
     for device in wire:
         _normalize_deployables(device['deployables'])
     wire.sort(key=lambda d: d['address'])
     return wire
+
+
+def _plain_dict(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A dataclass's fields with each enum member as its value: the
+    wire form holds plain JSON types only."""
+    return {key: value.value if isinstance(value, enum.Enum) else value
+            for key, value in items}
 
 
 def _normalize_deployables(deployables: list[dict[str, Any]]) -> None:

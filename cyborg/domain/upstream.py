@@ -132,7 +132,8 @@ def parse_json(text: str | None, what: str) -> Any:
     """``text`` parsed; :class:`Unmappable` naming ``what`` if it is not
     JSON."""
     try:
-        return json.loads(text)
+        # None raises TypeError, reported as for any other non-JSON.
+        return json.loads(text)  # type: ignore[arg-type]
     except (TypeError, ValueError) as e:
         raise Unmappable('%s is not JSON (%s): %r' % (what, e, text))
 

@@ -16,6 +16,41 @@ A driver turns what it finds on the host into the device trees of
 :mod:`cyborg.domain.device_tree`. Drivers are loaded by name from the
 ``cyborg.accelerator.driver`` entry point namespace
 (``[agent] enabled_drivers``).
+
+**Types.** Attach types, health and preparations are the enums of
+:mod:`cyborg.domain.device_tree` (:class:`~device_tree.AttachType`,
+:class:`~device_tree.Health`, :class:`~device_tree.Preparation`); the
+agent sends their values.
+
+**Failures.** A driver reports what it cannot do with the exceptions of
+:mod:`cyborg.accelerator.drivers.errors`: :class:`~errors.PrepareFailed`,
+:class:`~errors.ProgramFailed`,
+:class:`~errors.DriverConfigError` (from its constructor), all
+:class:`~errors.DriverError`. The agent answers an RPC that ends in one as
+that call's expected failure (its message is what users read); any other
+exception is a bug in the driver, answered as an unexpected error and
+logged with its traceback. :meth:`~AcceleratorDriver.discover`,
+:meth:`~AcceleratorDriver.health` and :meth:`~AcceleratorDriver.utilization`
+may raise anything: the agent keeps the driver's devices as last reported
+(or reports them without utilization) and logs why.
+
+**Threads.** The agent calls a driver from two kinds of threads:
+
+* the discovery: :meth:`~AcceleratorDriver.discover`, then
+  :meth:`~AcceleratorDriver.health` and
+  :meth:`~AcceleratorDriver.utilization` with its devices. It runs on the
+  agent's periodic thread, and on an RPC thread after a programming; the
+  agent runs one discovery at a time, so these three never overlap each
+  other.
+* RPC threads: :meth:`~AcceleratorDriver.prepare_attach_handle`,
+  :meth:`~AcceleratorDriver.release_attach_handle` and
+  :meth:`~AcceleratorDriver.program`. Several may run at once (for
+  different handles or devices), and while a discovery runs.
+
+A driver whose calls must not overlap (state shared between them, a
+device that cannot be read while it is programmed) sets
+:attr:`~AcceleratorDriver.serialized`: the agent then holds one lock per
+driver around each of its calls.
 """
 
 import abc
@@ -34,11 +69,16 @@ class AcceleratorDriver(abc.ABC):
     #: Name of the driver in the entry point namespace.
     name: str = ''
 
+    #: True: the agent makes this driver's calls one at a time (see the
+    #: module docstring); False: they may overlap as described there.
+    serialized: bool = False
+
     @abc.abstractmethod
     def discover(self) -> list[device_tree.Device]:
         """The devices of this host that the driver manages."""
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         """Health per device address; by default what discover said."""
         return {device.address: device.health for device in devices}
 
@@ -56,29 +96,40 @@ class AcceleratorDriver(abc.ABC):
         return {}
 
     def program(self, controlpath: device_tree.ControlPathID,
-                image_path: str) -> None:
+                image_path: str) -> str | None:
         """Program the image at ``image_path`` (an FPGA bitstream, a file
         on this host that the agent was given) through ``controlpath``
         (one of the control path ids the driver reported for the device).
 
-        Returns once the device runs the image. Raises on failure (the
-        message becomes the ARQ's bind error);
+        Returns once the device runs the image: the id of the function
+        the device runs now, where the driver can read it (the conductor
+        then records that function), else None (the conductor records
+        the function the image's metadata names). Raises
+        :class:`~cyborg.accelerator.drivers.errors.ProgramFailed` on
+        failure (the message becomes the ARQ's bind error);
         :class:`NotImplementedError` (the default) when the driver cannot
-        program devices. Called on agent RPC threads, when a bind asks
-        for a bitstream or function; it must be safe to call again with
-        the same image.
+        program devices. It must be safe to call again with the same
+        image.
         """
         raise NotImplementedError('%s cannot program devices' % self.name)
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        """Make ``handle`` attachable (e.g. create its mdev).
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        """Make ``handle`` attachable as ``preparation`` says (the
+        preparation this driver declared for the handle's deployable:
+        e.g. create its mdev). Safe to call again for a handle already
+        prepared; raises
+        :class:`~cyborg.accelerator.drivers.errors.PrepareFailed`.
 
         Devices whose handles are attachable as discovered need nothing.
         """
         return None
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        """Undo :meth:`prepare_attach_handle`."""
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        """Undo :meth:`prepare_attach_handle` (safe to call again, and
+        for a handle whose device is gone); raises
+        :class:`~cyborg.accelerator.drivers.errors.PrepareFailed`."""
         return None

@@ -10,41 +10,52 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The exceptions accelerator drivers raise.
+"""The exceptions a driver raises.
 
-Every driver failure the agent must tell apart is a :class:`DriverError`:
-a configuration that cannot work (:class:`DriverConfigError`, raised from
-a driver's constructor: the agent refuses to start), a handle that cannot
-be prepared (:class:`PrepareFailed`) and an image that cannot be
-programmed (:class:`ProgramFailed`).
+Every failure a driver reports is a :class:`DriverError`: the agent
+answers an RPC that ends in one as the expected failure of that call (its
+message becomes the ARQ's ``bind_error`` or the program API's reason), and
+any other exception as an unexpected one (logged with its traceback). The
+helpers of :mod:`cyborg.accelerator.drivers.utils` raise their own
+:class:`~cyborg.accelerator.drivers.utils.errors.HostError`; a driver
+turns those into one of these, with what they mean for the device.
+
+Like every :class:`~cyborg.common.exception.CyborgException`, they keep
+the constructor's signature and only set ``msg_fmt`` (see that module).
 """
 
 from cyborg.common import exception
 
 
 class DriverError(exception.CyborgException):
-    """A driver could not do what it was asked."""
+    """Base class: a driver cannot do what it was asked."""
 
-    msg_fmt = 'Accelerator driver error: %(reason)s'
+    msg_fmt = '%(reason)s'
+    # The device (or its host) failed, not the request.
+    code = 502
 
 
-class DriverConfigError(DriverError, exception.ConfigInvalid):
-    """A driver's options cannot work; the agent refuses to start.
-
-    Also a ``ConfigInvalid``, which the services turn into one line and
-    a refusal to start.
-    """
+class DriverConfigError(exception.ConfigInvalid, DriverError):
+    """A driver's options cannot work on this host; the agent refuses to
+    start (and a call that reads them fails)."""
 
     msg_fmt = 'Invalid configuration: %(reason)s'
+    code = 500
 
 
 class PrepareFailed(DriverError):
-    """An attach handle could not be prepared (or released)."""
-
-    msg_fmt = 'Preparing the attach handle failed: %(reason)s'
+    """An attach handle cannot be prepared for an instance (at bind), or
+    its preparation cannot be undone (at unbind)."""
 
 
 class ProgramFailed(DriverError):
-    """A device could not be programmed with an image."""
+    """Programming an image failed; the device keeps what it had, or is
+    in an unknown state the message describes. Never a success."""
 
     msg_fmt = 'Programming %(device)s failed: %(reason)s'
+    code = 409
+
+
+def config_error(group: str, option: str, reason: str) -> DriverConfigError:
+    """The error of option ``option`` of ``[group]``, saying why."""
+    return DriverConfigError(reason='[%s] %s: %s' % (group, option, reason))

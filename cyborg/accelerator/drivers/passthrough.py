@@ -63,13 +63,13 @@ def pci_handle(address: pci.PCIAddress,
                **extra: str) -> device_tree.AttachHandle:
     info = dict(device_tree.pci_address_info(str(address)), **extra)
     return device_tree.AttachHandle(
-        attach_type=device_tree.AttachType.PCI.value, attach_info=info)
+        attach_type=device_tree.AttachType.PCI, attach_info=info)
 
 
 def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
                 pf_traits: list[str], vf_traits: list[str],
                 handles: list[device_tree.AttachHandle], driver_name: str,
-                preparation: str, pool: str = 'vfs'
+                preparation: device_tree.Preparation, pool: str = 'vfs'
                 ) -> device_tree.Deployable:
     """An SR-IOV physical function and its VF pool: the PF's deployable
     (``0000_3b_00_0``, a resource provider with no inventory of its own,
@@ -85,7 +85,7 @@ def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
     return device_tree.Deployable(
         name=name, num_accelerators=0, resource_class=resource_class,
         traits=list(pf_traits), driver_name=driver_name,
-        preparation=device_tree.Preparation.NONE.value,
+        preparation=device_tree.Preparation.NONE,
         children=[device_tree.Deployable(
             name='%s_%s' % (name, pool), num_accelerators=len(handles),
             resource_class=resource_class, traits=list(vf_traits),
@@ -120,8 +120,8 @@ def make_device(device: pci.PCIDevice, device_type: str, model: str,
         address=str(device.address),
         controlpath_ids=[device_tree.ControlPathID('PCI', info)],
         deployables=[deployable], std_board_info=board_info(device),
-        health=(device_tree.Health.HEALTHY.value if healthy
-                else device_tree.Health.UNHEALTHY.value))
+        health=(device_tree.Health.HEALTHY if healthy
+                else device_tree.Health.UNHEALTHY))
 
 
 def read_vfs(host: sysfs.HostRoot,
@@ -209,7 +209,8 @@ def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
 
 def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
                     driver_name: str,
-                    preparation: str = device_tree.Preparation.NONE.value
+                    preparation: device_tree.Preparation = (
+                        device_tree.Preparation.NONE)
                     ) -> device_tree.Deployable:
     """A whole GPU offered for passthrough: one ``PGPU``, the GPU's own
     function as its attach handle; attachable as discovered (libvirt
@@ -218,7 +219,7 @@ def pgpu_deployable(gpu: pci.PCIDevice, traits: list[str],
         name=deployable_name(gpu.address), num_accelerators=1,
         resource_class='PGPU', traits=traits,
         attach_handles=[device_tree.AttachHandle(
-            device_tree.AttachType.PCI.value, gpu.address.attach_info())],
+            device_tree.AttachType.PCI, gpu.address.attach_info())],
         driver_name=driver_name, preparation=preparation)
 
 

@@ -124,7 +124,7 @@ class PCIDriver(base.AcceleratorDriver):
     """
 
     #: The module of the driver's option group; ``None``: it has none.
-    options_module: ClassVar[types.ModuleType | None] = None
+    options_module: types.ModuleType | None = None
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The agent's ``program`` RPC method (API 1.1) and the drivers'
+"""The agent's ``program_image`` RPC method (API 1.2) and the drivers'
 ``program``."""
 
 import hashlib
@@ -20,6 +20,7 @@ import oslo_messaging as messaging
 import pytest
 
 from cyborg.accelerator.drivers import base
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.agent import bitstream_cache
 from cyborg.agent import manager
@@ -36,53 +37,6 @@ class _Discovering(base.AcceleratorDriver):
 
     def discover(self) -> list[device_tree.Device]:
         return []
-
-
-def _agent(conf, tmp_path) -> manager.AgentManager:
-    conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
-    return manager.AgentManager('host1', None,
-                                [fake.FakeDriver(conf), _Discovering()])
-
-
-def _refused(agent, *args) -> Exception:
-    """What ``program`` raised for the caller (the RPC server unwraps an
-    expected exception)."""
-    with pytest.raises(messaging.ExpectedException) as caught:
-        agent.program(None, *args)
-    return caught.value.exc_info[1]
-
-
-def test_program_reaches_the_driver(conf, tmp_path):
-    _agent(conf, tmp_path).program(None, 'fake_driver', CONTROLPATH,
-                                   '/images/b.gbs')
-    assert (tmp_path / ('programmed-' + ADDRESS)).read_text() == (
-        '/images/b.gbs')
-
-
-def test_a_failed_program_raises(conf, tmp_path):
-    conf.set_override('program_failures', [ADDRESS], group='fake_driver')
-    with pytest.raises(fake.PrepareFailed, match='program device'):
-        _agent(conf, tmp_path).program(None, 'fake_driver', CONTROLPATH,
-                                       '/images/b.gbs')
-    assert os.listdir(tmp_path) == []
-
-
-def test_a_driver_that_cannot_program_refuses_clearly(conf, tmp_path):
-    error = _refused(_agent(conf, tmp_path), 'plain', CONTROLPATH, '/i')
-    assert isinstance(error, exception.ProgramFailed)
-    assert str(error) == 'plain cannot program devices'
-
-
-def test_program_needs_a_control_path(conf, tmp_path):
-    error = _refused(_agent(conf, tmp_path), 'fake_driver', None, '/i')
-    assert isinstance(error, exception.ProgramFailed)
-    assert 'no control path' in str(error)
-
-
-def test_an_unknown_driver_is_refused(conf, tmp_path):
-    error = _refused(_agent(conf, tmp_path), 'other', CONTROLPATH, '/i')
-    assert isinstance(error, exception.Invalid)
-    assert 'not enabled' in str(error)
 
 
 # program_image (API 1.2): the agent fetches the image itself -------------
@@ -165,15 +119,30 @@ def test_a_wrong_checksum_programs_nothing(conf, tmp_path):
     assert reports == []
 
 
-def test_a_driver_reporting_failure_is_honoured(conf, tmp_path):
-    agent, _source, reports = _imaging_agent(
-        conf, tmp_path, drivers=[_Returning(False)])
+def test_a_driver_error_is_the_expected_failure(conf, tmp_path):
+    conf.set_override('program_failures', [ADDRESS], group='fake_driver')
+    agent, _source, reports = _imaging_agent(conf, tmp_path)
     with pytest.raises(messaging.ExpectedException) as caught:
-        agent.program_image(None, 'returning', CONTROLPATH, IMAGE)
+        agent.program_image(None, 'fake_driver', CONTROLPATH, IMAGE)
     error = caught.value.exc_info[1]
-    assert isinstance(error, exception.ProgramFailed)
-    assert 'driver returning reported that programming image img-1 ' \
-        'failed' == str(error)
+    assert isinstance(error, errors.ProgramFailed)
+    assert str(error) == ('Programming %s failed: simulated failure to '
+                          'program it with %s' % (
+                              ADDRESS, tmp_path / 'cache' / 'img-1'))
+    assert reports == []
+
+
+def test_any_other_driver_exception_is_unexpected(conf, tmp_path):
+    class _Broken(_Discovering):
+        name = 'broken'
+
+        def program(self, controlpath, image_path):
+            raise KeyError('cpid_info')
+
+    agent, _source, reports = _imaging_agent(conf, tmp_path,
+                                             drivers=[_Broken()])
+    with pytest.raises(KeyError):
+        agent.program_image(None, 'broken', CONTROLPATH, IMAGE)
     assert reports == []
 
 

@@ -117,8 +117,8 @@ def test_the_demo_nic_vfs_are_put_in_the_demo_vlan(conf, tmp_path):
     (pool,) = device.deployables[0].children
     assert pool.preparation == 'vf'
     handle = pool.attach_handles[2]
-    driver.prepare_attach_handle(handle, 'unused')
-    driver.release_attach_handle(handle, 'unused')
+    driver.prepare_attach_handle(handle, 'unused', pool.preparation)
+    driver.release_attach_handle(handle, 'unused', pool.preparation)
     assert [c[1:] for c in fake_tools.calls(tree.tools_dir)
             if c[0] == 'ip'] == [
         demo_host.vf_vlan_args(2, demo_host.DEMO_VLAN),

@@ -178,10 +178,13 @@ def test_agent_calls_wait_agent_timeout_seconds(conf):
     """Handle preparation calls to an agent give up after the conductor's
     ``[conductor] agent_timeout``, not the general RPC timeout."""
     client = mock.Mock()
+    # An agent older than API 1.3 (the call without the preparation).
+    client.can_send_version.return_value = False
     with mock.patch.object(rpc, 'get_client', return_value=client):
         handles = conductor_service.AgentHandles(object(), 7)
     handle = mock.Mock(host='h1', driver='fake_driver', attach_type='MDEV',
-                       attach_info={'asked_type': 't'}, uuid='u1')
+                       attach_info={'asked_type': 't'}, uuid='u1',
+                       preparation='mdev')
     handles.release(cyborg_context.get_admin_context(), handle)
     client.prepare.assert_called_once_with(server='h1', timeout=7)
     client.prepare.return_value.call.assert_called_once_with(

@@ -26,6 +26,7 @@ import pytest
 from cyborg.agent import manager as agent_manager
 from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.common import constants
+from cyborg.common import exception
 from cyborg.common import rpc
 from cyborg.conductor import manager as conductor_manager
 from cyborg.conductor import rpcapi as conductor_rpcapi
@@ -42,11 +43,11 @@ CONDUCTOR_METHODS = {
     'deployable_program': '1.1',
 }
 AGENT_METHODS = {
-    'prepare_attach_handle': '1.0', 'release_attach_handle': '1.0',
-    'program': '1.1', 'program_image': '1.2',
+    'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',
+    'program_image': '1.2',
 }
 #: Public methods of a client that send nothing.
-LOCAL_METHODS = {'with_timeout', 'can_program', 'can_program_image'}
+LOCAL_METHODS = {'with_timeout'}
 
 
 def _history(api) -> list[str]:
@@ -193,27 +194,40 @@ def test_report_inventory_sends_utilization_from_1_2(monkeypatch, cap,
     assert kwargs['digest'] == 'digest'
 
 
-def test_program_is_capped_below_1_1(monkeypatch):
+@pytest.mark.parametrize('method', ['prepare_attach_handle',
+                                    'release_attach_handle'])
+@pytest.mark.parametrize('cap,preparation,version', [
+    (None, 'vgpu_type', '1.3'), ('1.3', 'vgpu_type', '1.3'),
+    ('1.2', 'vgpu_type', '1.0'), ('1.0', 'vgpu_type', '1.0'),
+    (None, None, '1.0')])
+def test_handle_calls_send_the_preparation_from_1_3(monkeypatch, method, cap,
+                                                    preparation, version):
+    """An agent not upgraded yet ([upgrade_levels] agent below 1.3) gets
+    the 1.0 call, without the preparation (it works it out itself)."""
     clients = _recording(monkeypatch)
-    capped = agent_rpcapi.AgentAPI(object(), version_cap='1.0')
-    assert not capped.can_program()
-    with pytest.raises(rpc.RPCVersionCapped):
-        capped.program(None, 'h', 'fake_driver', None, '/img')
-    assert clients[0].sent == []
-    assert agent_rpcapi.AgentAPI(object(), version_cap='1.1').can_program()
-    assert agent_rpcapi.AgentAPI(object()).can_program()
+    api = agent_rpcapi.AgentAPI(object(), version_cap=cap)
+    getattr(api, method)(None, 'h', 'nvidia_gpu_driver', 'PCI', {}, 'u',
+                         preparation)
+    [(sent, sent_version, options)] = clients[0].sent
+    assert (sent, sent_version) == (method, version)
+    [kwargs] = options['kwargs']
+    expected = dict(driver='nvidia_gpu_driver', attach_type='PCI',
+                    attach_info={}, handle_uuid='u')
+    if version == '1.3':
+        expected['preparation'] = preparation
+    assert kwargs == expected
 
 
 def test_program_image_is_capped_below_1_2(monkeypatch):
     clients = _recording(monkeypatch)
     capped = agent_rpcapi.AgentAPI(object(), version_cap='1.1')
-    assert not capped.can_program_image()
     with pytest.raises(rpc.RPCVersionCapped, match='program_image needs '
                        'version 1.2'):
         capped.program_image(None, 'h', 'intel', None, {'id': 'i'})
     assert clients[0].sent == []
-    assert agent_rpcapi.AgentAPI(object(), version_cap='1.2'
-                                 ).can_program_image()
+    agent_rpcapi.AgentAPI(object(), version_cap='1.2').program_image(
+        None, 'h', 'intel', None, {'id': 'i'})
+    assert clients[1].sent[0][:2] == ('program_image', '1.2')
 
 
 def test_deployable_program_is_capped_below_1_1(monkeypatch):
@@ -231,8 +245,8 @@ def test_deployable_program_is_capped_below_1_1(monkeypatch):
 # A method newer than 1.0, over a real oslo.messaging transport --------------
 
 class _Agent:
-    """An agent of the previous release: serves 1.0, knows no
-    ``program``."""
+    """An agent of an older release: serves 1.0, knows no
+    ``program_image``."""
 
     target = messaging.Target(version='1.0')
 
@@ -242,11 +256,11 @@ class _Agent:
     def prepare_attach_handle(self, context, **kwargs):
         self.prepared.set()
 
-    def program(self, context, **kwargs):
+    def program_image(self, context, **kwargs):
         return 'programmed'
 
 
-_PROGRAM = dict(driver='fake_driver', controlpath=None, image_path='/img')
+_PROGRAM = dict(driver='fake_driver', controlpath=None, image={'id': 'i'})
 
 
 @pytest.fixture
@@ -276,13 +290,13 @@ def test_a_capped_newer_method_is_refused_before_it_is_sent(
         agent_on_fake_transport):
     transport, _agent = agent_on_fake_transport
     api = agent_rpcapi.AgentAPI(transport, timeout=5, version_cap='1.0')
-    with mock.patch.object(_Agent, 'program') as program:
+    with mock.patch.object(_Agent, 'program_image') as program:
         with pytest.raises(rpc.RPCVersionCapped) as caught:
-            api.program(_ctx(), 'host1', **_PROGRAM)
+            api.program_image(_ctx(), 'host1', **_PROGRAM)
     program.assert_not_called()
     assert isinstance(caught.value, messaging.RPCVersionCapError)
     assert str(caught.value) == (
-        'program needs version 1.1 of the cyborg-agent RPC API, above '
+        'program_image needs version 1.2 of the cyborg-agent RPC API, above '
         '[upgrade_levels] agent = 1.0: finish upgrading the agent services, '
         'then raise or unset the cap')
 
@@ -292,7 +306,7 @@ def test_an_uncapped_newer_method_is_refused_by_an_older_agent(
     transport, _agent = agent_on_fake_transport
     api = agent_rpcapi.AgentAPI(transport, timeout=5)
     with pytest.raises(messaging.UnsupportedVersion):
-        api.program(_ctx(), 'host1', **_PROGRAM)
+        api.program_image(_ctx(), 'host1', **_PROGRAM)
 
 
 def test_the_in_process_transport_sends_every_version():
@@ -302,7 +316,36 @@ def test_the_in_process_transport_sends_every_version():
                                 _Agent())
         server.start()
         api = agent_rpcapi.AgentAPI(transport, version_cap='1.0')
-        assert api._prepare('program', '1.1', 'host1').call(
-            _ctx(), 'program', **_PROGRAM) == 'programmed'
+        assert api._prepare('program_image', '1.2', 'host1').call(
+            _ctx(), 'program_image', **_PROGRAM) == 'programmed'
     finally:
+        transport.cleanup()
+
+
+@pytest.mark.parametrize('method,version,kwargs', [
+    ('program', '1.1', dict(driver='fake_driver', controlpath=None,
+                            image_path='/img')),
+    ('ping', '1.0', {})])
+def test_an_agent_answers_a_retired_method_cleanly(conf, method, version,
+                                                   kwargs):
+    """``program`` (1.1) and ``ping`` are gone (1.3): a conductor that
+    still sends them gets oslo.messaging's NoSuchMethod, the agent goes
+    on serving."""
+    transport = messaging.get_rpc_transport(conf, url='fake:/')
+    agent = agent_manager.AgentManager('host1', None)
+    server = rpc.get_server(transport, constants.AGENT_TOPIC, 'host1', agent)
+    server.start()
+    try:
+        client = rpc.get_client(transport, constants.AGENT_TOPIC, version)
+        with pytest.raises(messaging.NoSuchMethod):
+            client.prepare(server='host1', timeout=5).call(_ctx(), method,
+                                                           **kwargs)
+        assert not hasattr(agent, method)
+        api = agent_rpcapi.AgentAPI(transport, timeout=5)
+        with pytest.raises(exception.Invalid, match='not enabled on host1'):
+            api.prepare_attach_handle(_ctx(), 'host1', 'fake_driver', 'PCI',
+                                      {}, 'u', 'none')
+    finally:
+        server.stop()
+        server.wait()
         transport.cleanup()

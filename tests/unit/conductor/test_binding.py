@@ -594,8 +594,8 @@ def test_prepared_handles_stay_in_use_until_released(
     for uuid in outcome.jobs:
         binding_db.finish(admin_context, uuid)
     held = arq_db.arq_unbind(admin_context, [arqs[0]['uuid']], None)
-    assert [(h.attach_type, h.host, h.driver) for h in held] == [
-        ('MDEV', 'host2', 'fake_driver')]
+    assert [(h.attach_type, h.host, h.driver, h.preparation)
+            for h in held] == [('MDEV', 'host2', 'fake_driver', 'mdev')]
     assert held[0].attach_info['asked_type'] == 'fake-mdev-1'
     assert _handles_in_use(database) == 2  # one bound, one to release
     held += arq_db.arq_delete(admin_context, [arqs[1]['uuid']], None, None)
@@ -619,7 +619,8 @@ def test_declared_preparation_prepares_pci_handles(
     held = arq_db.arq_unbind(admin_context, [a['uuid'] for a in arqs], None)
     assert sorted(h.uuid for h in held) == sorted(
         c.handle_uuid for c in recorder.prepared)
-    assert {(h.attach_type, h.host) for h in held} == {('PCI', 'host3')}
+    assert {(h.attach_type, h.host, h.preparation) for h in held} == {
+        ('PCI', 'host3', 'vgpu_type')}
     assert _handles_in_use(database) == 2  # until their agent released them
     binder.release(admin_context, held)
     assert len(recorder.released) == 2
@@ -650,8 +651,15 @@ def test_agent_handles_ask_the_agent_per_declared_preparation():
         handles.prepare(context, binding_db.Claim(
             'a', 'h', 'PCI', {'bus': '01'}, 'host3', 'fake_driver',
             preparation))
+    # The agent is told the preparation (agent RPC API 1.3).
     agent.prepare_attach_handle.assert_called_once_with(
-        context, 'host3', 'fake_driver', 'PCI', {'bus': '01'}, 'h')
+        context, 'host3', 'fake_driver', 'PCI', {'bus': '01'}, 'h',
+        'vgpu_type')
+    handles.release(context, arq_db.PreparedHandle(
+        1, 'h', 'PCI', {'bus': '01'}, 'host3', 'fake_driver', 'vgpu_type'))
+    agent.release_attach_handle.assert_called_once_with(
+        context, 'host3', 'fake_driver', 'PCI', {'bus': '01'}, 'h',
+        'vgpu_type')
 
 
 def test_pci_handles_are_freed_at_once(host, admin_context, database):

@@ -121,7 +121,7 @@ class AmdGpuDriver(pci_base.PCIDriver):
         PF's provider; no child when no VF is usable (Placement takes no
         inventory of 0). A VF is attachable as discovered."""
         allowed = self._conf.amd_gpu.vf_drivers
-        handles = [device_tree.AttachHandle(device_tree.AttachType.PCI.value,
+        handles = [device_tree.AttachHandle(device_tree.AttachType.PCI,
                                      vf.attach_info())
                    for vf in vfs
                    if pci.driver(self._host, vf) in [None, *allowed]]
@@ -130,12 +130,12 @@ class AmdGpuDriver(pci_base.PCIDriver):
             num_accelerators=len(handles), resource_class='VGPU',
             traits=self._traits(gpu, 'MXGPU'), attach_handles=handles,
             driver_name=self.name,
-            preparation=device_tree.Preparation.NONE.value)]
+            preparation=device_tree.Preparation.NONE)]
         return [device_tree.Deployable(
             name=deployable_name(gpu.address), num_accelerators=0,
             resource_class='PGPU', traits=self._traits(gpu),
             driver_name=self.name,
-            preparation=device_tree.Preparation.NONE.value,
+            preparation=device_tree.Preparation.NONE,
             children=children if handles else [])]
 
     def _device(self, gpu: pci.PCIDevice,
@@ -146,23 +146,24 @@ class AmdGpuDriver(pci_base.PCIDriver):
             deployables, self.name, mode,
             vendor_board_info={'host_driver': gpu.driver or ''})
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         return {device.address: self._health(device) for device in devices}
 
-    def _health(self, device: device_tree.Device) -> str:
+    def _health(self, device: device_tree.Device) -> device_tree.Health:
         """Unhealthy when the GPU is gone, an MxGPU GPU lost its host
         driver (its VFs with it) or a passthrough GPU was taken by the
         host."""
         address = pci.parse_address(device.address)
         if not pci.exists(self._host, address):
-            return device_tree.Health.UNHEALTHY.value
+            return device_tree.Health.UNHEALTHY
         driver = pci.driver(self._host, address)
         mode = (device.std_board_info or {}).get('mode')
         allowed = self._conf.amd_gpu.passthrough_drivers
         if (mode == MODE_MXGPU and driver is None) or (
                 mode == MODE_PASSTHROUGH and driver not in [None, *allowed]):
-            return device_tree.Health.UNHEALTHY.value
-        return device_tree.Health.HEALTHY.value
+            return device_tree.Health.UNHEALTHY
+        return device_tree.Health.HEALTHY
 
     def utilization(self, devices: list[device_tree.Device]
                     ) -> dict[str, utilization_mod.Metrics]:

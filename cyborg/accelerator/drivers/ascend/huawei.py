@@ -163,7 +163,7 @@ class HuaweiAscendDriver(pci_base.PCIDriver):
             attach_handles=[passthrough.pci_handle(npu.address)],
             driver_name='huawei',
             # Passed through whole: attachable as discovered.
-            preparation=device_tree.Preparation.NONE.value)
+            preparation=device_tree.Preparation.NONE)
         healthy = state is None or state.lower() not in UNHEALTHY
         if not healthy and self._once.first(('unhealthy', npu.address,
                                              state)):
@@ -176,10 +176,11 @@ class HuaweiAscendDriver(pci_base.PCIDriver):
             device.vendor_board_info = {'npu_smi_health': state}
         return device
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         current = {str(d.address): d.health for d in self.discover()}
         return {d.address: current.get(d.address,
-                                       device_tree.Health.UNHEALTHY.value)
+                                       device_tree.Health.UNHEALTHY)
                 for d in devices}
 
     # npu-smi -----------------------------------------------------------------

@@ -37,6 +37,7 @@ from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import errors
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -44,10 +45,6 @@ LOG = logging.getLogger(__name__)
 
 def _address(index: int) -> str:
     return '0000:%02x:00.0' % (0x10 + index)
-
-
-class PrepareFailed(RuntimeError):
-    """A simulated failure to prepare an attach handle."""
 
 
 def _device_address(info: dict[str, str]) -> str:
@@ -81,9 +78,9 @@ class FakeDriver(base.AcceleratorDriver):
         address = spec['address']
         handle_type = spec.get('handle_type', options.handle_type)
         count = int(spec.get('accelerators', options.accelerators_per_device))
-        health = spec.get('health', device_tree.Health.UNHEALTHY.value
+        health = spec.get('health', device_tree.Health.UNHEALTHY
                           if address in options.unhealthy_devices
-                          else device_tree.Health.HEALTHY.value)
+                          else device_tree.Health.HEALTHY)
         pf = device_tree.pci_address_info(address)
         children = int(spec.get('children', options.children_per_device))
 
@@ -120,36 +117,23 @@ class FakeDriver(base.AcceleratorDriver):
 
     def _handle(self, handle_type: str, pf: dict[str, str],
                 index: int) -> device_tree.AttachHandle:
-        if handle_type == device_tree.AttachType.MDEV.value:
+        if handle_type == device_tree.AttachType.MDEV:
             info = dict(pf, asked_type=self._conf.fake_driver.mdev_type,
                         vgpu_mark='%s_%d' % (self._conf.fake_driver.mdev_type,
                                              index))
         else:
             info = dict(pf, device='%02x' % (index // 8),
                         function=str(index % 8))
-        return device_tree.AttachHandle(attach_type=handle_type,
-                                        attach_info=info)
+        return device_tree.AttachHandle(
+            attach_type=device_tree.AttachType(handle_type), attach_info=info)
 
     def _mdev_path(self, handle_uuid: str) -> str | None:
         directory = self._conf.fake_driver.mdev_dir
         return os.path.join(directory, handle_uuid) if directory else None
 
-    def _preparation(self, handle: device_tree.AttachHandle) -> str:
-        """The preparation of the deployable ``handle`` belongs to (that
-        of the device on its PCI bus)."""
-        info = handle.attach_info
-        bus = '%s:%s:' % (info.get('domain'), info.get('bus'))
-        for spec in self._specs():
-            if spec['address'].startswith(bus):
-                declared = spec.get('preparation',
-                                    self._conf.fake_driver.preparation)
-                if declared:
-                    return declared
-        return device_tree.default_preparation([handle.attach_type])
-
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        preparation = self._preparation(handle)
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
         if not device_tree.needs_preparation(preparation):
             return
         time.sleep(self._conf.fake_driver.prepare_delay)
@@ -158,8 +142,9 @@ class FakeDriver(base.AcceleratorDriver):
         if '*' in failures or address in failures:
             LOG.warning('Simulated failure to prepare %s of device %s',
                         handle_uuid, address)
-            raise PrepareFailed('simulated failure to prepare attach handle '
-                                '%s of device %s' % (handle_uuid, address))
+            raise errors.PrepareFailed(
+                'simulated failure to prepare attach handle %s of device %s'
+                % (handle_uuid, address))
         path = self._mdev_path(handle_uuid)
         if path is not None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -170,12 +155,15 @@ class FakeDriver(base.AcceleratorDriver):
 
     def program(self, controlpath: device_tree.ControlPathID,
                 image_path: str) -> None:
+        """Write the image's path to ``[fake_driver] mdev_dir``; the
+        function it runs is not known (None)."""
         address = _device_address(controlpath.cpid_info)
         failures = self._conf.fake_driver.program_failures
         if '*' in failures or address in failures:
             LOG.warning('Simulated failure to program device %s', address)
-            raise PrepareFailed('simulated failure to program device %s '
-                                'with %s' % (address, image_path))
+            raise errors.ProgramFailed(
+                device=address, reason='simulated failure to program it '
+                'with %s' % image_path)
         path = self._mdev_path('programmed-' + address)
         if path is not None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -184,8 +172,9 @@ class FakeDriver(base.AcceleratorDriver):
         LOG.info('Programmed fake device %s with %s', address, image_path)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        if not device_tree.needs_preparation(self._preparation(handle)):
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        if not device_tree.needs_preparation(preparation):
             return
         path = self._mdev_path(handle_uuid)
         if path is not None and os.path.exists(path):

@@ -16,20 +16,12 @@ from __future__ import annotations
 
 import re
 
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
-from cyborg.common import exception
 from cyborg.domain import device_tree
 
 _ID = re.compile(r'^[0-9a-f]{32}$')
-
-
-class FPGAProgramError(exception.CyborgException):
-    """Programming an image failed; the device keeps what it had, or is
-    in an unknown state the message describes. Never a success."""
-
-    msg_fmt = 'Programming %(device)s failed: %(reason)s'
-    code = 409
 
 
 def normalize_id(text: str | None) -> str | None:
@@ -74,13 +66,14 @@ def controlpath_address(controlpath: device_tree.ControlPathID,
     text = '%s:%s:%s.%s' % (info.get('domain'), info.get('bus'),
                             info.get('device'), info.get('function'))
     if controlpath.cpid_type != 'PCI':
-        raise FPGAProgramError(device=text, reason='%s programs through '
-                               'PCI control paths, not %s'
-                               % (driver, controlpath.cpid_type))
+        raise driver_errors.ProgramFailed(
+            device=text, reason='%s programs through '
+            'PCI control paths, not %s'
+            % (driver, controlpath.cpid_type))
     try:
         return pci.parse_address(text)
     except errors.InvalidPCIAddress:
-        raise FPGAProgramError(device=text,
+        raise driver_errors.ProgramFailed(device=text,
                                reason='not a PCI address')
 
 
@@ -90,8 +83,9 @@ def read_head(path: str, size: int) -> bytes:
         with open(path, 'rb') as f:
             return f.read(size)
     except OSError as exc:
-        raise FPGAProgramError(device=path, reason='cannot read the image: '
-                               '%s' % (exc.strerror or exc))
+        raise driver_errors.ProgramFailed(
+            device=path, reason='cannot read the image: '
+            '%s' % (exc.strerror or exc))
 
 
 def tool_message(exc: errors.ToolError, stdout: str = '') -> str:

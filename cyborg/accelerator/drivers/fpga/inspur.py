@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
@@ -69,16 +70,17 @@ class InspurFPGADriver(pci_base.PCIDriver):
         return passthrough.make_device(
             card, 'FPGA', 'Inspur FPGA %04x' % card.device_id, deployable)
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         present = {str(d.address) for d in self._cards()}
-        return {d.address: (device_tree.Health.HEALTHY.value
+        return {d.address: (device_tree.Health.HEALTHY
                             if d.address in present
-                            else device_tree.Health.UNHEALTHY.value)
+                            else device_tree.Health.UNHEALTHY)
                 for d in devices}
 
     def program(self, controlpath: device_tree.ControlPathID,
                 image_path: str) -> None:
         address = common.controlpath_address(controlpath, self.name)
-        raise common.FPGAProgramError(
+        raise driver_errors.ProgramFailed(
             device=str(address), reason='Inspur FPGA cards cannot be '
             'programmed through Cyborg; use the vendor\'s tools')

@@ -41,6 +41,7 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
@@ -117,14 +118,14 @@ def read_gbs(path: str) -> GbsInfo:
     """
     head = common.read_head(path, 1 << 20)
     if not head.startswith(GBS_MAGIC) or len(head) < 20:
-        raise common.FPGAProgramError(device=path,
+        raise driver_errors.ProgramFailed(device=path,
                                       reason='not a GBS image (bad magic)')
     (length,) = struct.unpack('<I', head[16:20])
     try:
         meta = json.loads(head[20:20 + length].decode('utf-8'))
         image = meta['afu-image']
     except (ValueError, KeyError, TypeError):
-        raise common.FPGAProgramError(
+        raise driver_errors.ProgramFailed(
             device=path, reason='the GBS metadata is not readable')
     clusters = image.get('accelerator-clusters') or []
     afu_ids = tuple(i for i in (common.normalize_id(
@@ -155,6 +156,9 @@ class IntelFPGADriver(pci_base.PCIDriver):
 
     name = NAME
     options_module = intel_conf
+    # The card's sysfs (afu_id, the FME) is not readable while fpgaconf
+    # programs it, and the warn-once state is shared: one call at a time.
+    serialized = True
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
@@ -340,7 +344,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
             attributes=attributes, driver_name='intel',
             # Programmed at bind (or through the API) when asked: the
             # conductor's programming path, not the agent's prepare.
-            preparation=device_tree.Preparation.PROGRAM.value)
+            preparation=device_tree.Preparation.PROGRAM)
 
     def _board(self, card: Card) -> dict[str, str]:
         info = {'ports': ','.join(sorted('%s %s' % (p.function, p.name)
@@ -354,7 +358,8 @@ class IntelFPGADriver(pci_base.PCIDriver):
 
     # Health ----------------------------------------------------------------
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         listed = self._fpgainfo()
         found = {str(c.pf.address): c for c in self._cards()}
         states = {}
@@ -364,8 +369,8 @@ class IntelFPGADriver(pci_base.PCIDriver):
                        else self._reasons(card, listed))
             self._log_health(pci.parse_address(device.address), reasons)
             states[device.address] = (
-                device_tree.Health.UNHEALTHY.value if reasons
-                else device_tree.Health.HEALTHY.value)
+                device_tree.Health.UNHEALTHY if reasons
+                else device_tree.Health.HEALTHY)
         return states
 
     def _reasons(self, card: Card,
@@ -384,7 +389,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
             reasons += self._fpgainfo_reasons(card, listed)
         return reasons
 
-    def _fme_errors(self, fme: str) -> list[str]:
+    def _fme_errors(self, fme: str | None) -> list[str]:
         reasons = []
         for name in FME_ERRORS:
             try:
@@ -439,17 +444,17 @@ class IntelFPGADriver(pci_base.PCIDriver):
         """Program the GBS image through the card's PF with ``fpgaconf``;
         return the function (AFU) id its port then reports.
 
-        Raises :class:`~.common.FPGAProgramError` when the card is not
-        here, the image does not fit its PR interface, the tool is
-        missing, fails or hangs, or the port does not show the image's
-        function afterwards.
+        Raises :class:`~cyborg.accelerator.drivers.errors.ProgramFailed`
+        when the card is not here, the image does not fit its PR
+        interface, the tool is missing, fails or hangs, or the port does
+        not show the image's function afterwards.
         """
         address = common.controlpath_address(controlpath, NAME)
         card = self._card_at(address)
         gbs = read_gbs(image_path)
         if (gbs.interface_id and card.interface_id
                 and gbs.interface_id != card.interface_id):
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='the image is built for PR '
                 'interface %s, the card has %s' % (gbs.interface_id,
                                                    card.interface_id))
@@ -463,15 +468,15 @@ class IntelFPGADriver(pci_base.PCIDriver):
         try:
             device = pci.read_device(self._host, address)
         except errors.DeviceNotFound:
-            raise common.FPGAProgramError(device=str(address),
+            raise driver_errors.ProgramFailed(device=str(address),
                                           reason='no such device')
         if not self._is_card(device):
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='not an Intel FPGA card\'s '
                 'physical function')
         card = self._read_card(device)
         if card.fme is None:
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='no FME (driver %s)'
                 % (device.driver or 'none'))
         return card
@@ -482,7 +487,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
         if self._segment:
             argv += ['--segment', '0x%04x' % address.domain]
         elif address.domain:
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='[%s] fpgaconf_segment is '
                 'false: fpgaconf cannot address segment %04x'
                 % (GROUP, address.domain))
@@ -496,12 +501,12 @@ class IntelFPGADriver(pci_base.PCIDriver):
         try:
             result = self._runner.run(argv, timeout=self._timeout)
         except errors.ToolError as exc:
-            raise common.FPGAProgramError(device=str(address),
+            raise driver_errors.ProgramFailed(device=str(address),
                                           reason=common.tool_message(exc))
         if not result.ok:
             failed = errors.ToolFailed(argv, result.returncode,
                                        result.stderr)
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address),
                 reason=common.tool_message(failed, result.stdout))
 
@@ -510,7 +515,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
             ports = self._read_card(pci.read_device(self._host,
                                                     address)).ports
         except errors.HostError as exc:
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='fpgaconf succeeded but the '
                 'card cannot be read: %s' % exc)
         ids = [p.afu_id for p in ports
@@ -520,7 +525,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
             return expected[0]
         if not gbs.afu_ids and ids:
             return ids[0]
-        raise common.FPGAProgramError(
+        raise driver_errors.ProgramFailed(
             device=str(address), reason='fpgaconf succeeded but no port '
             'reports the image\'s function (%s); afu_id is %s' % (
                 ', '.join(gbs.afu_ids) or 'none in the metadata',

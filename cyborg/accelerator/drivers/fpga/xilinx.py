@@ -31,6 +31,7 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
@@ -58,6 +59,9 @@ class XilinxFPGADriver(pci_base.PCIDriver):
 
     name = NAME
     options_module = xilinx_conf
+    # The user function cannot be read while xbutil programs it: one
+    # call at a time.
+    serialized = True
 
     def __init__(self, conf: cfg.ConfigOpts,
                  runner: runner_mod.Runner | None = None) -> None:
@@ -147,7 +151,7 @@ class XilinxFPGADriver(pci_base.PCIDriver):
             num_accelerators=1, resource_class=self._rc, traits=traits,
             attach_handles=[passthrough.pci_handle(user.address)],
             attributes=attributes, driver_name='xilinx',
-            preparation=device_tree.Preparation.PROGRAM.value)
+            preparation=device_tree.Preparation.PROGRAM)
         reasons = self._reasons(mgmt)
         device = passthrough.make_device(mgmt, 'FPGA', 'Xilinx Alveo ' + card,
                                          deployable, healthy=not reasons)
@@ -178,7 +182,8 @@ class XilinxFPGADriver(pci_base.PCIDriver):
                         mgmt.address, '; '.join(reasons))
         return reasons
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         states = {}
         for device in devices:
             try:
@@ -192,8 +197,8 @@ class XilinxFPGADriver(pci_base.PCIDriver):
             if user and not pci.exists(self._host, user):
                 reasons.append('user function %s is gone' % user)
             states[device.address] = (
-                device_tree.Health.UNHEALTHY.value if reasons
-                else device_tree.Health.HEALTHY.value)
+                device_tree.Health.UNHEALTHY if reasons
+                else device_tree.Health.HEALTHY)
         return states
 
     # Programming -----------------------------------------------------------
@@ -205,24 +210,25 @@ class XilinxFPGADriver(pci_base.PCIDriver):
         ``controlpath`` is the management function; ``xbutil`` works on
         the user function, which must be on ``xocl`` (on the host, not
         given to an instance). Failures raise
-        :class:`~.common.FPGAProgramError` with the tool's message.
+        :class:`~cyborg.accelerator.drivers.errors.ProgramFailed` with the
+        tool's message.
         """
         address = common.controlpath_address(controlpath, NAME)
         user = self._user_for_program(address)
         if not common.read_head(image_path, 8).startswith(XCLBIN_MAGIC):
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='not an xclbin (bad magic)')
         argv = ['xbutil', 'program', '--device', str(user.address),
                 '--user', image_path]
         try:
             result = self._runner.run(argv, timeout=self._timeout)
         except errors.ToolError as exc:
-            raise common.FPGAProgramError(device=str(address),
+            raise driver_errors.ProgramFailed(device=str(address),
                                           reason=common.tool_message(exc))
         if not result.ok:
             failed = errors.ToolFailed(argv, result.returncode,
                                        result.stderr)
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address),
                 reason=common.tool_message(failed, result.stdout))
         LOG.info('xilinx_fpga_driver: loaded %s into %s', image_path,
@@ -232,20 +238,20 @@ class XilinxFPGADriver(pci_base.PCIDriver):
         try:
             mgmt = pci.read_device(self._host, address)
         except errors.DeviceNotFound:
-            raise common.FPGAProgramError(device=str(address),
+            raise driver_errors.ProgramFailed(device=str(address),
                                           reason='no such device')
         if not self._is_mgmt(mgmt):
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='not the management function '
                 'of an Alveo card')
         found = pci.list_devices(self._host, vendor=XILINX,
                                  classes=(CLASS_ACCELERATOR,))
         user = self._user_of(mgmt, {d.address: d for d in found})
         if user is None:
-            raise common.FPGAProgramError(device=str(address),
+            raise driver_errors.ProgramFailed(device=str(address),
                                           reason='no user function')
         if user.driver != 'xocl':
-            raise common.FPGAProgramError(
+            raise driver_errors.ProgramFailed(
                 device=str(address), reason='user function %s is on %s; '
                 'xbutil loads xclbins through xocl' % (
                     user.address, user.driver or 'no driver'))

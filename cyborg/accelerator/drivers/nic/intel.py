@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -52,7 +53,6 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import exception
 from cyborg.accelerator.drivers.nic import opts as nic_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
@@ -117,6 +117,8 @@ def parse_mappings(values: list[str]) -> Mappings:
         if not sep or not physnet or not target:
             raise _mapping_error(entry, 'expected <physnet>:<interface> or '
                                  '<physnet>:<PCI address>')
+        table: dict[Any, str]
+        key: Any
         if ':' in target and pci.is_valid_address(target):
             table, key = by_address, pci.parse_address(target)
         elif _IFNAME.match(target):
@@ -135,12 +137,6 @@ def _mapping_error(entry: str,
                    reason: str) -> driver_errors.DriverConfigError:
     return pci_base.config_error(GROUP, 'physical_device_mappings',
                                  '%r: %s' % (entry, reason))
-
-
-class VFPrepareError(exception.CyborgException):
-    """A VF cannot be prepared for an instance, or released."""
-
-    msg_fmt = '%(reason)s'
 
 
 def parse_vlans(values: list[str], mappings: Mappings) -> dict[str, int]:
@@ -208,7 +204,7 @@ class IntelNICDriver(pci_base.PCIDriver):
 
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
-        devices, used = [], set()
+        devices, used = [], set[object]()
         for pf in self._physical_functions():
             ifnames = sriov.netdevs(self._host, pf.address)
             physnet = self._physnet(pf, ifnames, used)
@@ -294,7 +290,7 @@ class IntelNICDriver(pci_base.PCIDriver):
         return passthrough.pf_with_vfs(
             pf, self._rc, pf_traits, traits,
             [passthrough.pci_handle(vf, **extra) for vf in vfs],
-            vendor.lower(), device_tree.Preparation.VF.value)
+            vendor.lower(), device_tree.Preparation.VF)
 
     def utilization(self, devices: list[device_tree.Device]
                     ) -> dict[str, dict[str, int | float]]:
@@ -320,7 +316,8 @@ class IntelNICDriver(pci_base.PCIDriver):
     # Preparation (``vf``) ---------------------------------------------
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
         """Check that the VF can go to an instance and configure it
         (``vf_vlans``, ``vf_trust``); safe to repeat."""
         vf = _vf_address(handle)
@@ -332,7 +329,8 @@ class IntelNICDriver(pci_base.PCIDriver):
                      pf, vf, ' '.join(settings))
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
         """Undo what :meth:`prepare_attach_handle` configured; a VF that
         is gone has nothing left to undo."""
         vf = _vf_address(handle)
@@ -343,8 +341,9 @@ class IntelNICDriver(pci_base.PCIDriver):
             pf = sriov.physfn(self._host, vf) if pci.exists(
                 self._host, vf) else None
         except errors.HostError as exc:
-            raise VFPrepareError(reason='cannot read virtual function %s: '
-                                 '%s' % (vf, exc))
+            raise driver_errors.PrepareFailed(
+                reason='cannot read virtual function %s: '
+                '%s' % (vf, exc))
         if pf is None:
             LOG.info('Network card virtual function %s is gone; nothing to '
                      'release', vf)
@@ -357,18 +356,21 @@ class IntelNICDriver(pci_base.PCIDriver):
         """The VF's PF, once the VF is known to be attachable."""
         try:
             if not pci.exists(self._host, vf):
-                raise VFPrepareError(reason='virtual function %s is gone'
-                                     % vf)
+                raise driver_errors.PrepareFailed(
+                    reason='virtual function %s is gone'
+                    % vf)
             pf = sriov.physfn(self._host, vf)
             if pf is None:
-                raise VFPrepareError(reason='%s is no longer a virtual '
-                                     'function' % vf)
+                raise driver_errors.PrepareFailed(
+                    reason='%s is no longer a virtual '
+                    'function' % vf)
             driver = pci.driver(self._host, vf)
         except errors.HostError as exc:
-            raise VFPrepareError(reason='cannot read virtual function %s: '
-                                 '%s' % (vf, exc))
+            raise driver_errors.PrepareFailed(
+                reason='cannot read virtual function %s: '
+                '%s' % (vf, exc))
         if driver is not None and driver not in self._vf_drivers:
-            raise VFPrepareError(
+            raise driver_errors.PrepareFailed(
                 reason='virtual function %s is bound to %s, not to one of '
                 '[%s] vf_drivers' % (vf, driver, GROUP))
         return pf
@@ -391,10 +393,11 @@ class IntelNICDriver(pci_base.PCIDriver):
             ifnames = sriov.netdevs(self._host, pf)
             index = sriov.vf_index(self._host, vf)
         except errors.HostError as exc:
-            raise VFPrepareError(reason='cannot read network card %s: %s'
-                                 % (pf, exc))
+            raise driver_errors.PrepareFailed(
+                reason='cannot read network card %s: %s'
+                % (pf, exc))
         if not ifnames or index is None:
-            raise VFPrepareError(
+            raise driver_errors.PrepareFailed(
                 reason='network card %s has no network interface or no '
                 'virtfn link to %s; cannot set %s' % (
                     pf, vf, ' '.join(settings)))
@@ -403,13 +406,15 @@ class IntelNICDriver(pci_base.PCIDriver):
         try:
             self._runner.run(argv, timeout=IP_TIMEOUT).check()
         except errors.ToolError as exc:
-            raise VFPrepareError(reason='cannot configure virtual function '
-                                 '%s of %s: %s' % (vf, pf, exc))
+            raise driver_errors.PrepareFailed(
+                reason='cannot configure virtual function '
+                '%s of %s: %s' % (vf, pf, exc))
 
 
 def _vf_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
     try:
         return pci.handle_address(handle.attach_info)
     except errors.InvalidPCIAddress as exc:
-        raise VFPrepareError(reason='attach handle %r has no PCI address: '
-                             '%s' % (handle.attach_info, exc))
+        raise driver_errors.PrepareFailed(
+            reason='attach handle %r has no PCI address: '
+            '%s' % (handle.attach_info, exc))

@@ -24,13 +24,13 @@ import dataclasses
 
 from oslo_config import cfg
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
-from cyborg.common import exception
 from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 
 
-class NvidiaGpuConfigError(exception.ConfigInvalid):
+class NvidiaGpuConfigError(errors.DriverConfigError):
     """The vGPU configuration cannot match this host."""
 
     msg_fmt = 'Invalid [nvidia_gpu] vGPU configuration: %(reason)s'

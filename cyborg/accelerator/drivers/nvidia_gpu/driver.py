@@ -44,6 +44,7 @@ from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.passthrough import deployable_name
 from cyborg.accelerator.drivers.passthrough import trait
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
 from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
@@ -55,7 +56,6 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import exception
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
@@ -74,16 +74,10 @@ VGPU_MODES = (MODE_MDEV, MODE_MDEV_VF, MODE_VGPU_VF)
 # What the agent does to a handle of each mode at bind: create its mdev,
 # or write the type to the VF's current_vgpu_type (vGPU 17+).
 _PREPARATIONS = {
-    MODE_MDEV: device_tree.Preparation.MDEV.value,
-    MODE_MDEV_VF: device_tree.Preparation.MDEV.value,
-    MODE_VGPU_VF: device_tree.Preparation.VGPU_TYPE.value,
+    MODE_MDEV: device_tree.Preparation.MDEV,
+    MODE_MDEV_VF: device_tree.Preparation.MDEV,
+    MODE_VGPU_VF: device_tree.Preparation.VGPU_TYPE,
 }
-
-
-class PrepareError(exception.CyborgException):
-    """An attach handle cannot be prepared or released."""
-
-    msg_fmt = '%(reason)s'
 
 
 def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
@@ -240,7 +234,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             resource_class='PGPU', traits=self._product_traits(gpu),
             driver_name=self.name,
             attributes={'vgpu_mode': child.attributes['vgpu_mode']},
-            preparation=device_tree.Preparation.NONE.value,
+            preparation=device_tree.Preparation.NONE,
             children=[child] if child.num_accelerators > 0 else [])]
 
     def _passthrough_ok(self, gpu: pci.PCIDevice) -> bool:
@@ -280,8 +274,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                  or self._rebinder.moved(gpu.address))
         return passthrough.pgpu_deployable(
             gpu, self._product_traits(gpu), self.name,
-            preparation=(device_tree.Preparation.VFIO.value if moves
-                         else device_tree.Preparation.NONE.value))
+            preparation=(device_tree.Preparation.VFIO if moves
+                         else device_tree.Preparation.NONE))
 
     def _vgpu(self, gpu: pci.PCIDevice,
               vgpu_type: vgpu_config.VgpuTypeConfig) -> device_tree.Deployable:
@@ -358,9 +352,10 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 self._host, vf)}
             if current == type_id or (current == 0 and type_id in creatable):
                 handles.append(device_tree.AttachHandle(
-                    device_tree.AttachType.PCI.value,
+                    device_tree.AttachType.PCI,
                     dict(vf.attach_info(), vgpu_type=str(type_id))))
-        label = self._vgpu17_names.get(type_id, type_name)
+        label = (self._vgpu17_names.get(type_id, type_name)
+                 if type_id is not None else type_name)
         return handles, len(handles), label
 
     def _proc_info(self, gpu: pci.PCIAddress) -> dict[str, str]:
@@ -390,7 +385,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     # Health -------------------------------------------------------------
 
-    def health(self, devices: list[device_tree.Device]) -> dict[str, str]:
+    def health(self, devices: list[device_tree.Device]
+               ) -> dict[str, device_tree.Health]:
         problems = self._tool_problems(devices)
         result = {}
         for device in devices:
@@ -448,7 +444,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         except host_errors.HostError:
             return False
 
-    def _judge(self, address: str, reasons: list[str]) -> str:
+    def _judge(self, address: str, reasons: list[str]) -> device_tree.Health:
         """The health, logged when it changes."""
         if reasons:
             text = '; '.join(reasons)
@@ -456,11 +452,11 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 LOG.warning('nvidia_gpu_driver: device %s is unhealthy: %s',
                             address, text)
             self._unhealthy[address] = text
-            return device_tree.Health.UNHEALTHY.value
+            return device_tree.Health.UNHEALTHY
         if self._unhealthy.pop(address, None) is not None:
             LOG.info('nvidia_gpu_driver: device %s is healthy again',
                      address)
-        return device_tree.Health.HEALTHY.value
+        return device_tree.Health.HEALTHY
 
     # Utilization --------------------------------------------------------
 
@@ -483,21 +479,23 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
     # Preparation ------------------------------------------------------------
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        if handle.attach_type == device_tree.AttachType.MDEV.value:
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        if preparation == device_tree.Preparation.MDEV:
             self._create_mdev(handle, handle_uuid)
-        elif 'vgpu_type' in handle.attach_info:
+        elif preparation == device_tree.Preparation.VGPU_TYPE:
             self._set_vgpu_type(handle)
-        else:
+        elif preparation == device_tree.Preparation.VFIO:
             self._to_vfio(handle)
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
-                              handle_uuid: str) -> None:
-        if handle.attach_type == device_tree.AttachType.MDEV.value:
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation) -> None:
+        if preparation == device_tree.Preparation.MDEV:
             self._remove_mdev(handle_uuid)
-        elif 'vgpu_type' in handle.attach_info:
+        elif preparation == device_tree.Preparation.VGPU_TYPE:
             self._reset_vgpu_type(handle)
-        else:
+        elif preparation == device_tree.Preparation.VFIO:
             self._give_back(handle)
 
     def _to_vfio(self, handle: device_tree.AttachHandle) -> None:
@@ -509,20 +507,21 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         try:
             self._rebinder.to_vfio(gpu)
         except (host_errors.HostError, rebind.RebindError) as exc:
-            raise PrepareError(str(exc))
+            raise errors.PrepareFailed(str(exc))
 
     def _give_back(self, handle: device_tree.AttachHandle) -> None:
         gpu = _handle_address(handle)
         try:
             self._rebinder.give_back(gpu)
         except (host_errors.HostError, rebind.RebindError) as exc:
-            raise PrepareError(str(exc))
+            raise errors.PrepareFailed(str(exc))
 
     def _driver_of(self, gpu: pci.PCIAddress) -> str | None:
         try:
             return pci.driver(self._host, gpu)
         except host_errors.HostError as exc:
-            raise PrepareError('cannot read the driver of %s: %s' % (gpu, exc))
+            raise errors.PrepareFailed(
+                'cannot read the driver of %s: %s' % (gpu, exc))
 
     def _create_mdev(self, handle: device_tree.AttachHandle,
                      handle_uuid: str) -> None:
@@ -534,8 +533,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 return
             mdev.create_mdev(self._host, parent, type_id, handle_uuid)
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot create mdev %s of type %s on %s: %s'
-                               % (handle_uuid, type_id, parent, exc))
+            raise errors.PrepareFailed(
+                'cannot create mdev %s of type %s on %s: %s'
+                % (handle_uuid, type_id, parent, exc))
         LOG.info('nvidia_gpu_driver: created mdev %s of type %s on %s',
                  handle_uuid, type_id, parent)
 
@@ -547,7 +547,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         for existing in mdev.list_mdevs(self._host, parent):
             if existing.uuid == wanted and existing.type_id == type_id:
                 return
-        raise PrepareError('mdev %s exists, but not as type %s on %s'
+        raise errors.PrepareFailed('mdev %s exists, but not as type %s on %s'
                            % (handle_uuid, type_id, parent))
 
     def _remove_mdev(self, handle_uuid: str) -> None:
@@ -558,7 +558,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         except host_errors.DeviceNotFound:
             return  # removed meanwhile
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot remove mdev %s: %s'
+            raise errors.PrepareFailed('cannot remove mdev %s: %s'
                                % (handle_uuid, exc))
         LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
@@ -570,11 +570,11 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             if current == type_id:
                 return
             if current:
-                raise PrepareError('VF %s runs vGPU type %d, not %d'
+                raise errors.PrepareFailed('VF %s runs vGPU type %d, not %d'
                                    % (vf, current, type_id))
             mdev.set_vgpu_type(self._host, vf, type_id)
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot set vGPU type %d on %s: %s'
+            raise errors.PrepareFailed('cannot set vGPU type %d on %s: %s'
                                % (type_id, vf, exc))
         LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
 
@@ -586,11 +586,12 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             if not current:
                 return
             if current != type_id:
-                raise PrepareError('VF %s runs vGPU type %d, not %d; left '
-                                   'as it is' % (vf, current, type_id))
+                raise errors.PrepareFailed(
+                    'VF %s runs vGPU type %d, not %d; left '
+                    'as it is' % (vf, current, type_id))
             mdev.set_vgpu_type(self._host, vf, 0)
         except (host_errors.HostError, ValueError) as exc:
-            raise PrepareError('cannot reset the vGPU type of %s: %s'
+            raise errors.PrepareFailed('cannot reset the vGPU type of %s: %s'
                                % (vf, exc))
         LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
 
@@ -602,7 +603,7 @@ def _hex(value: int | None) -> str | None:
 def _mdev_handle(parent: pci.PCIAddress, type_id: str,
                  index: int) -> device_tree.AttachHandle:
     return device_tree.AttachHandle(
-        device_tree.AttachType.MDEV.value,
+        device_tree.AttachType.MDEV,
         dict(parent.attach_info(), asked_type=type_id,
              vgpu_mark='%s_%d' % (type_id, index)))
 
@@ -618,13 +619,13 @@ def _handle_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
     try:
         return pci.handle_address(handle.attach_info)
     except host_errors.InvalidPCIAddress as exc:
-        raise PrepareError('attach handle %r has no PCI address: %s'
+        raise errors.PrepareFailed('attach handle %r has no PCI address: %s'
                            % (handle.attach_info, exc))
 
 
 def _vgpu_type_id(handle: device_tree.AttachHandle) -> int:
     value = handle.attach_info.get('vgpu_type', '')
     if not value.isdigit():
-        raise PrepareError('attach handle %r has no vGPU type id'
+        raise errors.PrepareFailed('attach handle %r has no vGPU type id'
                            % (handle.attach_info,))
     return int(value)

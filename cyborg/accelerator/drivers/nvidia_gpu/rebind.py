@@ -33,13 +33,13 @@ import os
 
 from oslo_log import log as logging
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import pci_binding
 from cyborg.accelerator.drivers.utils import proc
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.common import exception
 
 LOG = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ HOST_DRIVER = 'nvidia'
 VFIO_DRIVER = 'vfio-pci'
 
 
-class RebindError(exception.CyborgException):
+class RebindError(errors.DriverError):
     """A GPU cannot be moved between nvidia and vfio-pci."""
 
     msg_fmt = '%(reason)s'

@@ -77,8 +77,9 @@ class AddressMatch:
     def exact(self) -> pci.PCIAddress | None:
         """The one address a glob without wildcards names."""
         values = [self.fields[f] for f in FIELDS]
-        if all(isinstance(v, int) for v in values):
-            return pci.PCIAddress(*values)
+        numbers = [v for v in values if isinstance(v, int)]
+        if len(numbers) == len(values):
+            return pci.PCIAddress(*numbers)
         return None
 
     def matches(self, address: pci.PCIAddress) -> bool:
@@ -158,8 +159,9 @@ def parse_address_glob(value: str, spec: str) -> AddressMatch:
     if len(parts) > 3:
         raise _error(spec, 'address %r has too many ":"' % value)
     parts = [ANY] * (3 - len(parts)) + parts
-    fields = {name: _glob_field(text, name, spec) for name, text in zip(
-        ('domain', 'bus', 'slot'), parts, strict=True)}
+    fields: dict[str, int | re.Pattern | None] = {
+        name: _glob_field(text, name, spec) for name, text in zip(
+            ('domain', 'bus', 'slot'), parts, strict=True)}
     fields['function'] = _glob_field(function, 'function', spec)
     return AddressMatch(fields)
 

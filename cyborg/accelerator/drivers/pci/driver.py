@@ -24,6 +24,8 @@ driver is left out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -101,7 +103,8 @@ class PCIDriver(pci_base.PCIDriver):
         return spec.address.matches(device.address)
 
     @staticmethod
-    def _check_pf_and_vfs(found: list[tuple[pci.PCIDevice, object]]) -> None:
+    def _check_pf_and_vfs(found: Sequence[tuple[pci.PCIDevice, object]]
+                          ) -> None:
         matched = {device.address for device, _ in found}
         for device, _spec in found:
             if device.physfn is not None and device.physfn in matched:
@@ -145,7 +148,7 @@ class PCIDriver(pci_base.PCIDriver):
             attach_handles=[passthrough.pci_handle(device.address)],
             driver_name=vendor.lower(),
             # Passed through whole: attachable as discovered.
-            preparation=device_tree.Preparation.NONE.value)
+            preparation=device_tree.Preparation.NONE)
         return passthrough.make_device(
             device, device_type(spec, device),
             'PCI %04x:%04x' % (device.vendor_id, device.device_id),

@@ -169,7 +169,7 @@ class IntelQATDriver(pci_base.PCIDriver):
         deployable = passthrough.pf_with_vfs(
             pf, self._rc, ['CUSTOM_QAT_' + generation.name], traits,
             [passthrough.pci_handle(vf.address) for vf in usable],
-            'intel', device_tree.Preparation.NONE.value)
+            'intel', device_tree.Preparation.NONE)
         healthy = self._healthy(pf, sysfs.read_text(
             self._host, qat_dir + '/state'), adf_state)
         return passthrough.make_device(pf, 'QAT', 'QAT ' + generation.model,

@@ -101,7 +101,7 @@ class InspurNVMeSSDDriver(pci_base.PCIDriver):
             attach_handles=[passthrough.pci_handle(ctrl.address)],
             driver_name=vendor.lower(),
             # Passed through whole: attachable as discovered.
-            preparation=device_tree.Preparation.NONE.value)
+            preparation=device_tree.Preparation.NONE)
         return passthrough.make_device(
             ctrl, 'SSD', 'NVMe %04x:%04x' % (ctrl.vendor_id, ctrl.device_id),
             deployable, self._healthy(ctrl))

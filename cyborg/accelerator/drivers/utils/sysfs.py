@@ -123,7 +123,8 @@ def read_text(host: HostRoot, host_path: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise errors.SysfsReadError(host_path, exc.errno, exc.strerror)
+        raise errors.SysfsReadError(host_path, exc.errno,
+                                    exc.strerror or str(exc))
     return data.decode('utf-8', errors='replace').strip()
 
 

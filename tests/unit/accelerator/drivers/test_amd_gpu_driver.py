@@ -26,6 +26,8 @@ from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 
+NONE = device_tree.Preparation.NONE
+
 
 @pytest.fixture
 def make(tmp_path):
@@ -162,8 +164,8 @@ def test_nothing_to_prepare(make):
     handle = driver.discover()[0].deployables[0].children[0].attach_handles[
         0]
     before = tree.read(tree.dev(hosts.S7150_VFS[0], 'driver_override'))
-    driver.prepare_attach_handle(handle, 'u1')
-    driver.release_attach_handle(handle, 'u1')
+    driver.prepare_attach_handle(handle, 'u1', NONE)
+    driver.release_attach_handle(handle, 'u1', NONE)
     assert tree.read(tree.dev(hosts.S7150_VFS[0], 'driver_override')) == (
         before)
 

@@ -18,6 +18,7 @@ import logging
 
 import pytest
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nic import intel
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import passthrough
@@ -27,6 +28,8 @@ from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
+
+VF = device_tree.Preparation.VF
 
 GROUP = 'intel_nic_driver'
 
@@ -271,14 +274,14 @@ def test_vf_preparation_sets_and_clears_vlan_and_trust(conf, tmp_path,
     assert device.deployables[0].preparation == 'none'
     handle = _pool(device).attach_handles[1]  # VF 1, on vfio-pci
     assert _handle_addresses(device)[1] == hosts.X710_VFS[1]
-    driver.prepare_attach_handle(handle, 'unused')
+    driver.prepare_attach_handle(handle, 'unused', VF)
     assert _ip_calls(tree) == [SET_VF1 + ['vlan', '100', 'trust', 'on']]
     assert ('Network card %s: virtual function %s prepared (vlan 100 trust '
             'on)' % (hosts.X710_PF, hosts.X710_VFS[1])) in caplog.text
     # Repeated (a retried bind job): the same settings again.
-    driver.prepare_attach_handle(handle, 'unused')
-    driver.release_attach_handle(handle, 'unused')
-    driver.release_attach_handle(handle, 'unused')
+    driver.prepare_attach_handle(handle, 'unused', VF)
+    driver.release_attach_handle(handle, 'unused', VF)
+    driver.release_attach_handle(handle, 'unused', VF)
     assert _ip_calls(tree) == [
         SET_VF1 + ['vlan', '100', 'trust', 'on']] * 2 + [
         SET_VF1 + ['vlan', '0', 'trust', 'off']] * 2
@@ -291,12 +294,12 @@ def test_vf_preparation_without_settings_only_checks(conf, tmp_path):
     # No ip command on the host: nothing to configure, nothing run.
     driver = _prepared_driver(conf, tree, ip_rc=None)
     for vf in hosts.X710_VFS:  # on iavf and on vfio-pci
-        driver.prepare_attach_handle(_vf_handle(vf), 'unused')
-        driver.release_attach_handle(_vf_handle(vf), 'unused')
+        driver.prepare_attach_handle(_vf_handle(vf), 'unused', VF)
+        driver.release_attach_handle(_vf_handle(vf), 'unused', VF)
     # A physical network without a VLAN: trust only.
     driver = _prepared_driver(conf, tree, vf_trust=True)
     driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1], 'other'),
-                                 'unused')
+                                 'unused', VF)
     assert _ip_calls(tree) == [SET_VF1 + ['trust', 'on']]
 
 
@@ -306,12 +309,12 @@ def test_vf_preparation_of_a_vf_that_is_gone(conf, tmp_path, caplog):
     driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'])
     handle = _vf_handle(hosts.X710_VFS[1])
     tree.remove_pci(hosts.X710_VFS[1])
-    with pytest.raises(intel.VFPrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='virtual function %s is gone'
                        % hosts.X710_VFS[1]):
-        driver.prepare_attach_handle(handle, 'unused')
+        driver.prepare_attach_handle(handle, 'unused', VF)
     # Its unbind has nothing left to undo.
-    driver.release_attach_handle(handle, 'unused')
+    driver.release_attach_handle(handle, 'unused', VF)
     assert _ip_calls(tree) == []
     assert ('Network card virtual function %s is gone; nothing to release'
             % hosts.X710_VFS[1]) in caplog.text
@@ -322,10 +325,10 @@ def test_vf_preparation_refuses_a_vf_held_by_another_driver(conf,
     tree = hosts.sriov_nic_host(str(tmp_path))
     tree.bind(hosts.X710_VFS[1], 'dpdk-thing')
     driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'])
-    with pytest.raises(intel.VFPrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='is bound to dpdk-thing, not to one of '
                        r'\[intel_nic_driver\] vf_drivers'):
-        driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1]), 'x')
+        driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1]), 'x', VF)
     assert _ip_calls(tree) == []
 
 
@@ -340,8 +343,8 @@ def test_vf_preparation_tool_failure(conf, tmp_path, ip_rc, message):
     handle = _vf_handle(hosts.X710_VFS[1])
     for hook in (driver.prepare_attach_handle,
                  driver.release_attach_handle):
-        with pytest.raises(intel.VFPrepareError) as error:
-            hook(handle, 'unused')
+        with pytest.raises(errors.PrepareFailed) as error:
+            hook(handle, 'unused', VF)
         assert str(error.value).startswith(
             'cannot configure virtual function %s of %s: '
             % (hosts.X710_VFS[1], hosts.X710_PF))
@@ -355,17 +358,17 @@ def test_vf_preparation_needs_the_pf_interface(conf, tmp_path):
                                   'physnet1:0000:3b:00.0'])
     tree.remove('sys/class/net/ens785f0')
     tree.remove(tree.dev(hosts.X710_PF, 'net', 'ens785f0'))
-    with pytest.raises(intel.VFPrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='has no network interface'):
-        driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1]), 'x')
+        driver.prepare_attach_handle(_vf_handle(hosts.X710_VFS[1]), 'x', VF)
 
 
 def test_vf_preparation_of_a_handle_without_address(conf, tmp_path):
     tree = hosts.sriov_nic_host(str(tmp_path))
     driver = _prepared_driver(conf, tree)
-    with pytest.raises(intel.VFPrepareError, match='has no PCI address'):
+    with pytest.raises(errors.PrepareFailed, match='has no PCI address'):
         driver.prepare_attach_handle(
-            device_tree.AttachHandle('PCI', {'bus': '3b'}), 'x')
+            device_tree.AttachHandle('PCI', {'bus': '3b'}), 'x', VF)
 
 
 @pytest.mark.parametrize('value, message', [

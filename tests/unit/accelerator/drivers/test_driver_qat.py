@@ -26,6 +26,8 @@ from cyborg.allinone import fake_tools as tools
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 
+NONE = device_tree.Preparation.NONE
+
 GROUP = 'intel_qat_driver'
 
 
@@ -242,8 +244,8 @@ def test_vfs_declare_no_preparation_and_the_hooks_change_nothing(
     assert _pool(device).preparation == 'none'
     before = _snapshot(tree.root)
     for handle in _pool(device).attach_handles:
-        driver.prepare_attach_handle(handle, 'unused')
-        driver.release_attach_handle(handle, 'unused')
+        driver.prepare_attach_handle(handle, 'unused', NONE)
+        driver.release_attach_handle(handle, 'unused', NONE)
     assert _snapshot(tree.root) == before
 
 

@@ -16,8 +16,12 @@ import os
 
 import pytest
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.domain import device_tree
+
+MDEV = device_tree.Preparation.MDEV
+NONE = device_tree.Preparation.NONE
 
 
 def _mdev_handle(conf):
@@ -30,18 +34,19 @@ def test_prepare_creates_and_release_removes_the_mdev(conf, tmp_path):
     conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
     driver = fake.FakeDriver(conf)
     handle = _mdev_handle(conf)
-    driver.prepare_attach_handle(handle, 'h-1')
+    driver.prepare_attach_handle(handle, 'h-1', MDEV)
     assert os.listdir(tmp_path) == ['h-1']
     assert 'fake-mdev-1' in (tmp_path / 'h-1').read_text()
-    driver.release_attach_handle(handle, 'h-1')
-    driver.release_attach_handle(handle, 'h-1')  # idempotent
+    driver.release_attach_handle(handle, 'h-1', MDEV)
+    driver.release_attach_handle(handle, 'h-1', MDEV)  # idempotent
     assert os.listdir(tmp_path) == []
 
 
 def test_pci_handles_need_nothing(conf, tmp_path):
     conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
     driver = fake.FakeDriver(conf)
-    driver.prepare_attach_handle(device_tree.AttachHandle('PCI', {}), 'h-2')
+    driver.prepare_attach_handle(device_tree.AttachHandle('PCI', {}), 'h-2',
+                                 NONE)
     assert os.listdir(tmp_path) == []
 
 
@@ -56,9 +61,9 @@ def test_declared_preparation_prepares_pci_handles(conf, tmp_path, kind):
     deployable = driver.discover()[0].deployables[0]
     assert deployable.preparation == kind
     handle = deployable.attach_handles[0]
-    driver.prepare_attach_handle(handle, 'h-3')
+    driver.prepare_attach_handle(handle, 'h-3', deployable.preparation)
     assert os.listdir(tmp_path) == ['h-3']
-    driver.release_attach_handle(handle, 'h-3')
+    driver.release_attach_handle(handle, 'h-3', deployable.preparation)
     assert os.listdir(tmp_path) == []
 
 
@@ -70,8 +75,9 @@ def test_declared_preparation_fails_as_configured(conf, tmp_path, kind):
     conf.set_override('prepare_failures', ['*'], group='fake_driver')
     driver = fake.FakeDriver(conf)
     handle = driver.discover()[0].deployables[0].attach_handles[0]
-    with pytest.raises(fake.PrepareFailed):
-        driver.prepare_attach_handle(handle, 'h-4')
+    with pytest.raises(errors.PrepareFailed):
+        driver.prepare_attach_handle(handle, 'h-4',
+                                     device_tree.Preparation(kind))
     assert os.listdir(tmp_path) == []
 
 
@@ -79,7 +85,7 @@ def test_declared_none_leaves_mdev_handles_alone(conf, tmp_path):
     conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
     conf.set_override('preparation', 'none', group='fake_driver')
     handle = _mdev_handle(conf)
-    fake.FakeDriver(conf).prepare_attach_handle(handle, 'h-5')
+    fake.FakeDriver(conf).prepare_attach_handle(handle, 'h-5', NONE)
     assert os.listdir(tmp_path) == []
 
 
@@ -94,11 +100,11 @@ def test_prepare_failures_by_device_address(conf, tmp_path):
     assert second.address == '0000:11:00.0'
     good = first.deployables[0].attach_handles[0]
     bad = second.deployables[0].attach_handles[1]
-    with pytest.raises(fake.PrepareFailed, match='0000:11:00.0'):
-        driver.prepare_attach_handle(bad, 'h-bad')
-    driver.prepare_attach_handle(good, 'h-good')
+    with pytest.raises(errors.PrepareFailed, match='0000:11:00.0'):
+        driver.prepare_attach_handle(bad, 'h-bad', MDEV)
+    driver.prepare_attach_handle(good, 'h-good', MDEV)
     assert os.listdir(tmp_path) == ['h-good']
-    driver.release_attach_handle(bad, 'h-bad')  # nothing to remove
+    driver.release_attach_handle(bad, 'h-bad', MDEV)  # nothing to remove
     assert os.listdir(tmp_path) == ['h-good']
 
 
@@ -107,11 +113,11 @@ def test_prepare_failures_everywhere_spare_unprepared_handles(conf,
     conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
     conf.set_override('prepare_failures', ['*'], group='fake_driver')
     driver = fake.FakeDriver(conf)
-    with pytest.raises(fake.PrepareFailed):
-        driver.prepare_attach_handle(_mdev_handle(conf), 'h-3')
+    with pytest.raises(errors.PrepareFailed):
+        driver.prepare_attach_handle(_mdev_handle(conf), 'h-3', MDEV)
     # PCI handles need no preparation: nothing can fail.
     driver.prepare_attach_handle(device_tree.AttachHandle(
-        'PCI', device_tree.pci_address_info('0000:10:00.1')), 'h-4')
+        'PCI', device_tree.pci_address_info('0000:10:00.1')), 'h-4', NONE)
     assert os.listdir(tmp_path) == []
 
 

@@ -15,9 +15,9 @@ options; no programming."""
 
 import pytest
 
-from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import inspur
 from cyborg.accelerator.drivers import errors as driver_errors
+from cyborg.accelerator.drivers import errors
 from cyborg.domain import device_tree
 
 from tests.fixtures.hosts import fpga_hosts
@@ -77,7 +77,7 @@ def test_program_is_refused(conf, tmp_path):
     tree = fpga_hosts.inspur_fpga_host(str(tmp_path))
     cpid = device_tree.ControlPathID('PCI',
                                      device_tree.pci_address_info(CARD))
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(errors.ProgramFailed,
                        match='cannot be programmed through Cyborg'):
         _driver(conf, tree).program(cpid, '/nonexistent.bin')
 

@@ -20,7 +20,6 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.utils import errors
@@ -272,7 +271,7 @@ def test_the_gbs_fake_fpgaconf_programs_what_the_image_holds(conf,
             device.deployables[0].traits
     not_gbs = tmp_path / 'junk.gbs'
     not_gbs.write_bytes(b'XeonFPGA\xb7GBSv001' + b'\xff' * 8)
-    with pytest.raises(common.FPGAProgramError):
+    with pytest.raises(driver_errors.ProgramFailed):
         driver.program(_cpid(hosts.DFL_PF), str(not_gbs))
 
 
@@ -281,7 +280,7 @@ def test_program_without_segment_option(conf, tmp_path):
     driver = _driver(conf, tree, fpgaconf_segment=False)
     assert driver.fpgaconf_argv(intel.pci.parse_address(hosts.DFL_PF),
                                 image) == ['fpgaconf'] + ARGV[2:] + [image]
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='fpgaconf cannot address segment 0001'):
         driver.fpgaconf_argv(intel.pci.parse_address('0001:5e:00.0'),
                              image)
@@ -291,7 +290,7 @@ def test_program_failure_carries_the_tool_message(conf, tmp_path):
     tree, image = _programmable(
         tmp_path, rc=1, stderr='Error writing bitstream to FPGA: '
         'reconfiguration error\n')
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='fpgaconf exited with status 1: Error writing '
                        'bitstream to FPGA: reconfiguration error'):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF), image)
@@ -305,7 +304,7 @@ def test_program_success_without_the_new_function_is_a_failure(
     tree, image = _programmable(tmp_path)
     # fpgaconf exits 0 but the port keeps the old AFU.
     fpga_hosts.write_fpgaconf(tree, ARGV + [image])
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='no port reports the image\'s function'):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF), image)
 
@@ -313,7 +312,7 @@ def test_program_success_without_the_new_function_is_a_failure(
 def test_program_timeout(conf, tmp_path):
     tree, image = _programmable(tmp_path, sleep=5.0)
     driver = _driver(conf, tree, fpgaconf_timeout=1.0)
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='fpgaconf did not finish within 1.0s'):
         driver.program(_cpid(hosts.DFL_PF), image)
 
@@ -322,7 +321,7 @@ def test_program_without_fpgaconf(conf, tmp_path):
     tree = hosts.intel_fpga_dfl_host(str(tmp_path / 'host'))
     image = fpga_hosts.write_gbs(str(tmp_path / 'nlb.gbs'),
                                  hosts.DFL_PR_INTERFACE_ID, NEW_AFU)
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='fpgaconf is not installed'):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF), image)
 
@@ -331,7 +330,7 @@ def test_program_refuses_an_image_for_another_interface(conf, tmp_path):
     tree, _image = _programmable(tmp_path)
     other = fpga_hosts.write_gbs(str(tmp_path / 'other.gbs'),
                                  fpga_hosts.N6001_PR, NEW_AFU)
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='built for PR interface %s'
                        % fpga_hosts.N6001_PR):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF), other)
@@ -346,13 +345,13 @@ def test_program_refuses_what_is_not_a_gbs(conf, tmp_path, content, reason):
     tree, _image = _programmable(tmp_path)
     path = tmp_path / 'bad.gbs'
     path.write_bytes(content)
-    with pytest.raises(common.FPGAProgramError, match=reason):
+    with pytest.raises(driver_errors.ProgramFailed, match=reason):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF), str(path))
 
 
 def test_program_missing_image(conf, tmp_path):
     tree, _image = _programmable(tmp_path)
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(driver_errors.ProgramFailed,
                        match='cannot read the image'):
         _driver(conf, tree).program(_cpid(hosts.DFL_PF),
                                     str(tmp_path / 'none.gbs'))
@@ -364,13 +363,13 @@ def test_program_missing_image(conf, tmp_path):
 ])
 def test_program_on_something_else(conf, tmp_path, address, reason):
     tree, image = _programmable(tmp_path)
-    with pytest.raises(common.FPGAProgramError, match=reason):
+    with pytest.raises(driver_errors.ProgramFailed, match=reason):
         _driver(conf, tree).program(_cpid(address), image)
 
 
 def test_program_through_a_non_pci_control_path(conf, tmp_path):
     tree, image = _programmable(tmp_path)
-    with pytest.raises(common.FPGAProgramError, match='not MDEV'):
+    with pytest.raises(driver_errors.ProgramFailed, match='not MDEV'):
         _driver(conf, tree).program(
             device_tree.ControlPathID('MDEV', {}), image)
 

@@ -21,6 +21,7 @@ import time
 from oslo_config import cfg
 import pytest
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.utils import mdev
@@ -424,6 +425,11 @@ def test_a_listed_gpu_gone_at_run_time_is_skipped(make, caplog):
 
 # Preparation --------------------------------------------------------------
 
+MDEV = device_tree.Preparation.MDEV
+VGPU_TYPE = device_tree.Preparation.VGPU_TYPE
+VFIO = device_tree.Preparation.VFIO
+
+
 def _mdev_handle(tree, conf, index=0):
     driver = driver_for(tree, conf)
     (device,) = driver.discover()
@@ -439,21 +445,21 @@ def test_prepare_creates_the_mdev_and_release_removes_it(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     driver, handle = _mdev_handle(tree, conf)
     host = driver._host
-    driver.prepare_attach_handle(handle, UUID1)
+    driver.prepare_attach_handle(handle, UUID1, MDEV)
     tree.settle()
     assert tree.mdevs_of(hosts.VGPU_PARENT) == [UUID1]
     assert [m.type_id for m in mdev.list_mdevs(host, hosts.VGPU_PARENT)
             ] == ['nvidia-222']
     assert _available(tree, hosts.VGPU_PARENT, 'nvidia-222') == 15
-    driver.prepare_attach_handle(handle, UUID1)  # idempotent
+    driver.prepare_attach_handle(handle, UUID1, MDEV)  # idempotent
     tree.settle()
     assert tree.refused == []
     assert tree.mdevs_of(hosts.VGPU_PARENT) == [UUID1]
-    driver.release_attach_handle(handle, UUID1)
+    driver.release_attach_handle(handle, UUID1, MDEV)
     tree.settle()
     assert tree.mdevs_of(hosts.VGPU_PARENT) == []
     assert _available(tree, hosts.VGPU_PARENT, 'nvidia-222') == 16
-    driver.release_attach_handle(handle, UUID1)  # idempotent
+    driver.release_attach_handle(handle, UUID1, MDEV)  # idempotent
     tree.settle()
     assert tree.refused == []
 
@@ -462,16 +468,16 @@ def test_prepare_refuses_an_mdev_of_another_type(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     driver, handle = _mdev_handle(tree, conf)
     tree.create_mdev(hosts.VGPU_PARENT, 'nvidia-223', UUID1)
-    with pytest.raises(nvidia.PrepareError, match='not as type nvidia-222'):
-        driver.prepare_attach_handle(handle, UUID1)
+    with pytest.raises(errors.PrepareFailed, match='not as type nvidia-222'):
+        driver.prepare_attach_handle(handle, UUID1, MDEV)
 
 
 def test_prepare_fails_when_no_instance_is_left(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     driver, handle = _mdev_handle(tree, conf)
     tree.create_mdev(hosts.VGPU_PARENT, 'nvidia-223', UUID1)
-    with pytest.raises(nvidia.PrepareError, match='no available instance'):
-        driver.prepare_attach_handle(handle, UUID2)
+    with pytest.raises(errors.PrepareFailed, match='no available instance'):
+        driver.prepare_attach_handle(handle, UUID2, MDEV)
     tree.settle()
     assert tree.mdevs_of(hosts.VGPU_PARENT) == [UUID1]
 
@@ -480,12 +486,12 @@ def test_prepare_of_a_gpu_that_is_gone(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     driver, handle = _mdev_handle(tree, conf)
     tree.remove_pci(hosts.VGPU_PARENT)
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='cannot create mdev %s of type nvidia-222 on '
                        '%s' % (UUID1, hosts.VGPU_PARENT)):
-        driver.prepare_attach_handle(handle, UUID1)
+        driver.prepare_attach_handle(handle, UUID1, MDEV)
     # Its mdevs went with it: the release has nothing left to undo.
-    driver.release_attach_handle(handle, UUID1)
+    driver.release_attach_handle(handle, UUID1, MDEV)
     assert tree.refused == []
 
 
@@ -493,10 +499,10 @@ def test_prepare_on_a_virtual_function(make):
     tree, conf = make(hosts.nvidia_ampere_host,
                       '[nvidia_gpu]\nenabled_vgpu_types = nvidia-568\n')
     driver, handle = _mdev_handle(tree, conf, index=2)
-    driver.prepare_attach_handle(handle, UUID1)
+    driver.prepare_attach_handle(handle, UUID1, MDEV)
     tree.settle()
     assert tree.mdevs_of(hosts.AMPERE_VFS[2]) == [UUID1]
-    driver.release_attach_handle(handle, UUID1)
+    driver.release_attach_handle(handle, UUID1, MDEV)
     tree.settle()
     assert tree.mdevs_of(hosts.AMPERE_VFS[2]) == []
 
@@ -518,20 +524,20 @@ def test_prepare_sets_the_vgpu_type_and_release_resets_it(make):
     tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
     vf = hosts.vgpu17_vfs()[3]
     driver, handle = _vgpu17(tree, conf, index=3)
-    driver.prepare_attach_handle(handle, UUID1)
+    driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)
     tree.settle()
     assert _current(tree, vf) == 1414
     assert tree.read(tree.dev(vf, 'vfio-dev', 'vfio0', 'dev'))
-    driver.prepare_attach_handle(handle, UUID1)  # idempotent
+    driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)  # idempotent
     tree.settle()
     assert tree.refused == []
     # The VF in use stays a handle of its type.
     (device,) = driver.discover()
     assert handle.attach_info in handle_infos(device)
-    driver.release_attach_handle(handle, UUID1)
+    driver.release_attach_handle(handle, UUID1, VGPU_TYPE)
     tree.settle()
     assert _current(tree, vf) == 0
-    driver.release_attach_handle(handle, UUID1)  # idempotent
+    driver.release_attach_handle(handle, UUID1, VGPU_TYPE)  # idempotent
     tree.settle()
     assert tree.refused == []
 
@@ -540,10 +546,10 @@ def test_prepare_refuses_a_vf_running_another_type(make):
     tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
     driver, handle = _vgpu17(tree, conf)
     tree.set_vgpu_type(hosts.vgpu17_vfs()[0], 1428)
-    with pytest.raises(nvidia.PrepareError, match='runs vGPU type 1428'):
-        driver.prepare_attach_handle(handle, UUID1)
-    with pytest.raises(nvidia.PrepareError, match='left as it is'):
-        driver.release_attach_handle(handle, UUID1)
+    with pytest.raises(errors.PrepareFailed, match='runs vGPU type 1428'):
+        driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)
+    with pytest.raises(errors.PrepareFailed, match='left as it is'):
+        driver.release_attach_handle(handle, UUID1, VGPU_TYPE)
     assert _current(tree, hosts.vgpu17_vfs()[0]) == 1428
 
 
@@ -551,20 +557,20 @@ def test_prepare_fails_when_the_vf_has_no_type_files(make):
     tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
     driver, handle = _vgpu17(tree, conf)
     tree.remove(tree.dev(hosts.vgpu17_vfs()[0], 'nvidia'))
-    with pytest.raises(nvidia.PrepareError, match='cannot set vGPU type'):
-        driver.prepare_attach_handle(handle, UUID1)
+    with pytest.raises(errors.PrepareFailed, match='cannot set vGPU type'):
+        driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)
 
 
 def test_prepare_of_a_vf_that_is_gone(make):
     tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
     driver, handle = _vgpu17(tree, conf, index=1)
     tree.remove_pci(hosts.vgpu17_vfs()[1])
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='cannot set vGPU type 1414 on %s'
                        % hosts.vgpu17_vfs()[1]):
-        driver.prepare_attach_handle(handle, UUID1)
+        driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)
     # Its vGPU went with it: the release has nothing left to undo.
-    driver.release_attach_handle(handle, UUID1)
+    driver.release_attach_handle(handle, UUID1, VGPU_TYPE)
     assert tree.refused == []
 
 
@@ -575,8 +581,8 @@ def test_a_passthrough_handle_needs_no_preparation(make):
     (device,) = driver.discover()
     handle = offered(device).attach_handles[0]
     before = tree.read(tree.dev(hosts.PGPU, 'driver_override'))
-    driver.prepare_attach_handle(handle, UUID1)
-    driver.release_attach_handle(handle, UUID1)
+    driver.prepare_attach_handle(handle, UUID1, VFIO)
+    driver.release_attach_handle(handle, UUID1, VFIO)
     assert tree.read(tree.dev(hosts.PGPU, 'driver_override')) == before
 
 
@@ -584,8 +590,8 @@ def test_a_handle_without_an_address_is_refused(make):
     tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
     driver = driver_for(tree, conf)
     handle = device_tree.AttachHandle('MDEV', {'asked_type': 'nvidia-222'})
-    with pytest.raises(nvidia.PrepareError, match='no PCI address'):
-        driver.prepare_attach_handle(handle, UUID1)
+    with pytest.raises(errors.PrepareFailed, match='no PCI address'):
+        driver.prepare_attach_handle(handle, UUID1, MDEV)
 
 
 # Health -------------------------------------------------------------------

@@ -27,6 +27,7 @@ import os
 from oslo_config import cfg
 import pytest
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
 from cyborg.allinone import demo_host
@@ -38,6 +39,7 @@ from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 
+VFIO = device_tree.Preparation.VFIO
 UUID = '83b8f4f2-509f-382f-3c1e-e6bfe0fa1001'
 PGPU_MINOR = 0  # hosts.nvidia_gpu_host: Device Minor of hosts.PGPU
 
@@ -114,7 +116,7 @@ def test_nvidia_as_a_passthrough_driver_leaves_the_gpu_to_libvirt(host):
     tree, driver, _state = host('passthrough_drivers = vfio-pci, nvidia\n')
     deployable, handle = _pgpu(driver)
     assert deployable.preparation == 'none'
-    driver.prepare_attach_handle(handle, UUID)
+    driver.prepare_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
 
 
@@ -125,8 +127,8 @@ def test_a_gpu_already_on_vfio_pci_needs_no_preparation(host):
     assert deployable.preparation == 'none'
     # Prepared anyway (a deployable reported before): nothing moves, and
     # release does not hand the operator's GPU to nvidia.
-    driver.prepare_attach_handle(handle, UUID)
-    driver.release_attach_handle(handle, UUID)
+    driver.prepare_attach_handle(handle, UUID, VFIO)
+    driver.release_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'vfio-pci'
     assert not os.path.exists(state)
 
@@ -139,7 +141,7 @@ def test_bind_moves_the_gpu_to_vfio_pci_and_release_gives_it_back(host,
     _deployable, handle = _pgpu(driver)
     group = tree.iommu_group(hosts.PGPU)
     with caplog.at_level(logging.INFO):
-        driver.prepare_attach_handle(handle, UUID)
+        driver.prepare_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'vfio-pci'
     assert tree.override(hosts.PGPU) == 'vfio-pci'
     assert os.path.exists(tree.abs('dev/vfio/%d' % group))
@@ -151,17 +153,17 @@ def test_bind_moves_the_gpu_to_vfio_pci_and_release_gives_it_back(host,
     # While the guest has it, it is still the GPU to give back.
     deployable, _handle = _pgpu(driver)
     assert deployable.preparation == 'vfio'
-    driver.prepare_attach_handle(handle, UUID)  # again: nothing to do
+    driver.prepare_attach_handle(handle, UUID, VFIO)  # again: nothing to do
     assert _driver_of(tree, hosts.PGPU) == 'vfio-pci'
 
     with caplog.at_level(logging.INFO):
-        driver.release_attach_handle(handle, UUID)
+        driver.release_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
     assert tree.override(hosts.PGPU) is None
     assert not os.path.exists(tree.abs('dev/vfio/%d' % group))
     assert os.listdir(state) == []
     assert 'gave GPU 0000:3b:00.0 back to nvidia' in caplog.text
-    driver.release_attach_handle(handle, UUID)  # again: nothing to do
+    driver.release_attach_handle(handle, UUID, VFIO)  # again: nothing to do
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
     assert tree.refused == []
     # The other GPU never moved.
@@ -174,7 +176,7 @@ def test_the_device_is_the_same_while_the_guest_has_it(host):
     tree, driver, _state = host()
     before = next(d for d in driver.discover() if d.address == hosts.PGPU)
     driver.prepare_attach_handle(before.deployables[0].attach_handles[0],
-                                 UUID)
+                                 UUID, VFIO)
     tree.remove('proc/driver/nvidia/gpus/%s' % hosts.PGPU)
     tools.write_nvidia_smi(tree.tools_dir, [])
     during = next(d for d in driver.discover() if d.address == hosts.PGPU)
@@ -190,8 +192,8 @@ def test_a_gpu_in_use_on_the_host_fails_the_bind(host):
     tree.add_holder(4242, 'python3', '/dev/nvidiactl',
                     procfs.device_file(PGPU_MINOR))
     tree.add_holder(4300, 'nvidia-smi', '/dev/nvidia1')  # the other GPU
-    with pytest.raises(nvidia.PrepareError) as error:
-        driver.prepare_attach_handle(handle, UUID)
+    with pytest.raises(errors.PrepareFailed) as error:
+        driver.prepare_attach_handle(handle, UUID, VFIO)
     assert str(error.value) == (
         'GPU 0000:3b:00.0 is in use on the host: /dev/nvidia0 is open in '
         'process 4242 (python3)')
@@ -199,39 +201,39 @@ def test_a_gpu_in_use_on_the_host_fails_the_bind(host):
     assert tree.override(hosts.PGPU) is None
     assert not os.path.exists(state)
     # The bind fails, its handle is released: nothing to give back.
-    driver.release_attach_handle(handle, UUID)
+    driver.release_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
     tree.remove_holder(4242)
-    driver.prepare_attach_handle(handle, UUID)
+    driver.prepare_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'vfio-pci'
 
 
 def test_release_waits_until_the_guest_let_go(host):
     tree, driver, state = host()
     _deployable, handle = _pgpu(driver)
-    driver.prepare_attach_handle(handle, UUID)
+    driver.prepare_attach_handle(handle, UUID, VFIO)
     group = tree.iommu_group(hosts.PGPU)
     tree.add_holder(777, 'qemu-kvm', '/dev/vfio/%d' % group)
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='GPU 0000:3b:00.0 is still assigned: '
                              '/dev/vfio/%d is open in process 777 '
                              r'\(qemu-kvm\)' % group):
-        driver.release_attach_handle(handle, UUID)
+        driver.release_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'vfio-pci'
     assert os.listdir(state) == [hosts.PGPU]
     tree.remove_holder(777)
-    driver.release_attach_handle(handle, UUID)
+    driver.release_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
 
 
 def test_a_restarted_agent_still_gives_the_gpu_back(host):
     tree, driver, state = host()
     _deployable, handle = _pgpu(driver)
-    driver.prepare_attach_handle(handle, UUID)
+    driver.prepare_attach_handle(handle, UUID, VFIO)
     restarted = nvidia.NvidiaGpuDriver(driver._conf)
     deployable, _handle = _pgpu(restarted)
     assert deployable.preparation == 'vfio'
-    restarted.release_attach_handle(handle, UUID)
+    restarted.release_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
 
 
@@ -239,10 +241,10 @@ def test_without_vfio_pci_loaded_the_bind_fails(host):
     tree, driver, state = host()
     tree.remove('sys/bus/pci/drivers/vfio-pci')
     _deployable, handle = _pgpu(driver)
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match=r'the vfio-pci driver is not loaded on the host '
                              r'\(modprobe vfio-pci\)'):
-        driver.prepare_attach_handle(handle, UUID)
+        driver.prepare_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
 
 
@@ -250,10 +252,10 @@ def test_a_refused_unbind_lock_fails_the_bind(host, monkeypatch):
     tree, driver, state = host()
     _deployable, handle = _pgpu(driver)
     monkeypatch.setattr(procfs, 'lock_for_unbind', lambda host, gpu: False)
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='the nvidia driver still has clients of GPU '
                              r'0000:3b:00.0 \(its unbindLock was refused\)'):
-        driver.prepare_attach_handle(handle, UUID)
+        driver.prepare_attach_handle(handle, UUID, VFIO)
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'
     assert tree.read('proc/driver/nvidia/gpus/%s/unbindLock'
                      % hosts.PGPU).strip() == '0'
@@ -262,7 +264,7 @@ def test_a_refused_unbind_lock_fails_the_bind(host, monkeypatch):
 def test_the_unbind_lock_is_taken_before_the_unbind(host):
     tree, driver, _state = host()
     _deployable, handle = _pgpu(driver)
-    driver.prepare_attach_handle(handle, UUID)
+    driver.prepare_attach_handle(handle, UUID, VFIO)
     assert tree.read('proc/driver/nvidia/gpus/%s/unbindLock'
                      % hosts.PGPU).strip() == '1'
 
@@ -272,10 +274,10 @@ def test_without_a_device_minor_the_bind_fails(host):
     tree.write('proc/driver/nvidia/gpus/%s/information' % hosts.PGPU,
                'Model: \t\t Tesla T4')
     _deployable, handle = _pgpu(driver)
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='cannot tell which /dev/nvidia<N> is GPU '
                              '0000:3b:00.0: no Device Minor'):
-        driver.prepare_attach_handle(handle, UUID)
+        driver.prepare_attach_handle(handle, UUID, VFIO)
 
 
 def test_a_kernel_that_does_not_move_the_gpu_fails_the_bind(host,
@@ -285,11 +287,11 @@ def test_a_kernel_that_does_not_move_the_gpu_fails_the_bind(host,
     # nvidia does not let go: the kernel ignores writes to its unbind.
     monkeypatch.setattr(tree, 'kernel_unbind',
                         lambda name, address: tree._refuse('EBUSY'))
-    with pytest.raises(nvidia.PrepareError,
+    with pytest.raises(errors.PrepareFailed,
                        match='cannot move GPU 0000:3b:00.0 from nvidia to '
                              'vfio-pci: 0000:3b:00.0 is bound to nvidia '
                              'after 0.2s, not unbound'):
-        driver.prepare_attach_handle(handle, UUID)
+        driver.prepare_attach_handle(handle, UUID, VFIO)
     # Left as it was: on nvidia, no override, its unbind lock given up,
     # nothing to give back.
     assert _driver_of(tree, hosts.PGPU) == 'nvidia'

@@ -18,10 +18,10 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import xilinx
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.allinone import fake_tools as tools
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.domain import device_tree
 
@@ -177,7 +177,7 @@ def test_program_failure_is_typed(conf, tmp_path):
     fpga_hosts.write_xbutil(
         tree, ('program', '--device', USER, '--user', image),
         tools.Reply('ERROR: Xclbin does not match shell on card.\n', rc=1))
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(errors.ProgramFailed,
                        match='xbutil exited with status 1: ERROR: Xclbin '
                        'does not match shell on card'):
         _driver(conf, tree).program(_cpid(MGMT), image)
@@ -186,13 +186,13 @@ def test_program_failure_is_typed(conf, tmp_path):
 def test_program_timeout_and_missing_tool(conf, tmp_path):
     tree = hosts.alveo_host(str(tmp_path / 'host'))
     image = _image(tmp_path)
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(errors.ProgramFailed,
                        match='xbutil is not installed'):
         _driver(conf, tree).program(_cpid(MGMT), image)
     fpga_hosts.write_xbutil(
         tree, ('program', '--device', USER, '--user', image),
         tools.Reply(sleep=5.0))
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(errors.ProgramFailed,
                        match='did not finish within 1.0s'):
         _driver(conf, tree, xbutil_timeout=1.0).program(_cpid(MGMT), image)
 
@@ -200,7 +200,7 @@ def test_program_timeout_and_missing_tool(conf, tmp_path):
 def test_program_refuses_a_user_function_given_away(conf, tmp_path):
     tree = hosts.alveo_host(str(tmp_path / 'host'))
     tree.bind(USER, 'vfio-pci')
-    with pytest.raises(common.FPGAProgramError,
+    with pytest.raises(errors.ProgramFailed,
                        match='user function 0000:d8:00.1 is on vfio-pci'):
         _driver(conf, tree).program(_cpid(MGMT), _image(tmp_path))
     assert tools.calls(tree.tools_dir) == []
@@ -212,14 +212,14 @@ def test_program_refuses_a_user_function_given_away(conf, tmp_path):
 ])
 def test_program_on_something_else(conf, tmp_path, address, reason):
     tree = hosts.alveo_host(str(tmp_path / 'host'))
-    with pytest.raises(common.FPGAProgramError, match=reason):
+    with pytest.raises(errors.ProgramFailed, match=reason):
         _driver(conf, tree).program(_cpid(address), _image(tmp_path))
 
 
 def test_program_refuses_what_is_not_an_xclbin(conf, tmp_path):
     tree = hosts.alveo_host(str(tmp_path / 'host'))
     gbs = fpga_hosts.write_gbs(str(tmp_path / 'x.gbs'), '1' * 32, None)
-    with pytest.raises(common.FPGAProgramError, match='not an xclbin'):
+    with pytest.raises(errors.ProgramFailed, match='not an xclbin'):
         _driver(conf, tree).program(_cpid(MGMT), gbs)
 
 
