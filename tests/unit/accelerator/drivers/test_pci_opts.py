@@ -12,7 +12,7 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 
 def _by_name(opts):
@@ -20,7 +20,7 @@ def _by_name(opts):
 
 
 def test_the_block_is_addresses_and_resource_class_in_that_order():
-    opts = driver_opts.pci_selection_opts('CUSTOM_NPU', 'the NPUs')
+    opts = pci_opts.pci_selection_opts('CUSTOM_NPU', 'the NPUs')
     assert [opt.name for opt in opts] == ['addresses', 'resource_class']
     found = _by_name(opts)
     assert isinstance(found['addresses'], cfg.ListOpt)
@@ -33,7 +33,7 @@ def test_the_block_is_addresses_and_resource_class_in_that_order():
 
 
 def test_device_ids_come_first_when_the_driver_has_them():
-    opts = driver_opts.pci_selection_opts('FPGA', 'the cards',
+    opts = pci_opts.pci_selection_opts('FPGA', 'the cards',
                                           device_ids_help='Ids.')
     assert [opt.name for opt in opts] == ['device_ids', 'addresses',
                                           'resource_class']
@@ -41,10 +41,10 @@ def test_device_ids_come_first_when_the_driver_has_them():
 
 
 def test_what_is_provided_empty_and_note_shape_the_help():
-    found = _by_name(driver_opts.pci_selection_opts(
+    found = _by_name(pci_opts.pci_selection_opts(
         'CUSTOM_QAT', 'the physical functions',
         provided='the virtual functions', empty='all of them',
-        addresses_note=driver_opts.ADDRESS_CHECKED))
+        addresses_note=pci_opts.ADDRESS_CHECKED))
     assert found['addresses'].help == (
         'PCI addresses of the physical functions to report; empty: all of '
         'them. An address of another kind of device stops the agent at '
@@ -56,6 +56,6 @@ def test_what_is_provided_empty_and_note_shape_the_help():
 def test_each_call_builds_new_options():
     # Two groups must not share one Opt object (oslo.config keeps state
     # on it per group).
-    first = driver_opts.pci_selection_opts('FPGA', 'the cards')
-    second = driver_opts.pci_selection_opts('FPGA', 'the cards')
+    first = pci_opts.pci_selection_opts('FPGA', 'the cards')
+    second = pci_opts.pci_selection_opts('FPGA', 'the cards')
     assert all(a is not b for a, b in zip(first, second, strict=True))
