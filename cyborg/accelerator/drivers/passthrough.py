@@ -81,13 +81,14 @@ def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
     second pool of its VFs would be a sibling, not a change of the
     tree.
     """
-    name = deployable_name(pf.address)
     return device_tree.Deployable(
-        name=name, num_accelerators=0, resource_class=resource_class,
+        name=deployable_name(pf.address), num_accelerators=0,
+        resource_class=resource_class,
         traits=list(pf_traits), driver_name=driver_name,
         preparation=device_tree.Preparation.NONE,
         children=[device_tree.Deployable(
-            name='%s_%s' % (name, pool), num_accelerators=len(handles),
+            name=deployable_name(pf.address, pool),
+            num_accelerators=len(handles),
             resource_class=resource_class, traits=list(vf_traits),
             attach_handles=handles, driver_name=driver_name,
             preparation=preparation)])

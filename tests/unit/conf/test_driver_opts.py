@@ -10,52 +10,41 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+"""Drivers' option groups, found through their entry points."""
+
 from oslo_config import cfg
+import pytest
 
 from cyborg.conf import driver_opts
+from cyborg.conf import opts
+
+GROUPS = {'fake_driver', 'intel_qat_driver', 'intel_nic_driver',
+          'inspur_nvme_ssd_driver', 'pci_driver', 'nvidia_gpu', 'amd_gpu',
+          'intel_fpga_driver', 'xilinx_fpga_driver', 'inspur_fpga_driver',
+          'huawei_ascend_driver'}
 
 
-def _by_name(opts):
-    return {opt.name: opt for opt in opts}
+def test_every_drivers_group_is_found():
+    names = [group.name for group, _opts in driver_opts.driver_opts()]
+    assert sorted(names) == sorted(GROUPS)  # each once
 
 
-def test_the_block_is_addresses_and_resource_class_in_that_order():
-    opts = driver_opts.pci_selection_opts('CUSTOM_NPU', 'the NPUs')
-    assert [opt.name for opt in opts] == ['addresses', 'resource_class']
-    found = _by_name(opts)
-    assert isinstance(found['addresses'], cfg.ListOpt)
-    assert found['addresses'].default == []
-    assert found['addresses'].help == ('PCI addresses of the NPUs to '
-                                       'report; empty: all.')
-    assert found['resource_class'].default == 'CUSTOM_NPU'
-    assert found['resource_class'].help == ('Placement resource class of '
-                                            'the NPUs.')
+def test_registration_makes_the_groups_readable():
+    conf = cfg.ConfigOpts()
+    driver_opts.register_driver_opts(conf)
+    conf([], project='cyborg', default_config_files=[])
+    assert conf.fake_driver.num_devices == 1
+    assert conf.intel_qat_driver.resource_class == 'CUSTOM_QAT'
+    assert conf.nvidia_gpu.enabled_vgpu_types == []
 
 
-def test_device_ids_come_first_when_the_driver_has_them():
-    opts = driver_opts.pci_selection_opts('FPGA', 'the cards',
-                                          device_ids_help='Ids.')
-    assert [opt.name for opt in opts] == ['device_ids', 'addresses',
-                                          'resource_class']
-    assert opts[0].default == [] and opts[0].help == 'Ids.'
+def test_the_sample_configuration_lists_them_once():
+    names = [group if isinstance(group, str) else group.name
+             for group, _opts in opts.list_opts()]
+    assert len(names) == len(set(names))
+    assert GROUPS <= set(names)
 
 
-def test_what_is_provided_empty_and_note_shape_the_help():
-    found = _by_name(driver_opts.pci_selection_opts(
-        'CUSTOM_QAT', 'the physical functions',
-        provided='the virtual functions', empty='all of them',
-        addresses_note=driver_opts.ADDRESS_CHECKED))
-    assert found['addresses'].help == (
-        'PCI addresses of the physical functions to report; empty: all of '
-        'them. An address of another kind of device stops the agent at '
-        'start.')
-    assert found['resource_class'].help == ('Placement resource class of '
-                                            'the virtual functions.')
-
-
-def test_each_call_builds_new_options():
-    # Two groups must not share one Opt object (oslo.config keeps state
-    # on it per group).
-    first = driver_opts.pci_selection_opts('FPGA', 'the cards')
-    second = driver_opts.pci_selection_opts('FPGA', 'the cards')
-    assert all(a is not b for a, b in zip(first, second, strict=True))
+def test_options_that_cannot_be_loaded_fail_loudly():
+    with pytest.raises(ImportError):
+        driver_opts._load_failed(None, None, ImportError('broken'))

@@ -44,7 +44,7 @@ from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'huawei_ascend_driver'
+GROUP = ascend_conf.group.name
 HUAWEI = 0x19e5
 CLASS_ACCELERATOR = 0x1200
 MODELS = {0xd100: '310', 0xd500: '310P', 0xd801: '910', 0xd802: '910B',

@@ -14,12 +14,12 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 group = cfg.OptGroup('huawei_ascend_driver', title='Huawei Ascend driver',
                      help='Huawei Ascend NPUs passed through whole.')
 
-opts = driver_opts.pci_selection_opts(
+opts = pci_opts.pci_selection_opts(
     'CUSTOM_NPU', 'the NPUs',
     device_ids_help='PCI device ids of the NPUs to report (e.g. d801); '
                     'empty: every model the driver knows (310 d100, 310P '

@@ -33,7 +33,7 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.fpga import inspur_opts as inspur_conf
 from cyborg.domain import device_tree
 
-GROUP = 'inspur_fpga_driver'
+GROUP = inspur_conf.group.name
 INSPUR = 0x1bd4
 CLASS_ACCELERATOR = 0x1200
 

@@ -14,13 +14,13 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 group = cfg.OptGroup('inspur_fpga_driver', title='Inspur FPGA driver',
                      help='Inspur FPGA cards (vendor 1bd4, processing '
                           'accelerators) passed through whole.')
 
-opts = driver_opts.pci_selection_opts(
+opts = pci_opts.pci_selection_opts(
     'FPGA', 'the cards',
     device_ids_help='PCI device ids of the cards to report (e.g. 0911); '
                     'empty: every Inspur processing accelerator. Inspur '

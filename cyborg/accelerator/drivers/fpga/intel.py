@@ -54,7 +54,7 @@ from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'intel_fpga_driver'
+GROUP = intel_conf.group.name
 NAME = 'intel_fpga_driver'
 INTEL = 0x8086
 SILICOM = 0x1c2c

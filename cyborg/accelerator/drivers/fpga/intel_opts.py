@@ -14,16 +14,16 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 group = cfg.OptGroup('intel_fpga_driver', title='Intel FPGA driver',
                      help='Intel FPGA cards (PAC, OFS/Agilex, Silicom '
                           'N5010) under the kernel\'s DFL driver.')
 
-opts = driver_opts.pci_selection_opts(
+opts = pci_opts.pci_selection_opts(
     'FPGA', 'the cards (their physical functions)',
     provided='the FPGA regions', empty='every card found',
-    addresses_note=driver_opts.ADDRESS_CHECKED) + [
+    addresses_note=pci_opts.ADDRESS_CHECKED) + [
     cfg.FloatOpt('fpgaconf_timeout', default=300.0, min=1.0,
                  help='Seconds "fpgaconf" may take to program a region.'),
     cfg.BoolOpt('fpgaconf_segment', default=True,

@@ -44,7 +44,7 @@ from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'xilinx_fpga_driver'
+GROUP = xilinx_conf.group.name
 NAME = 'xilinx_fpga_driver'
 XILINX = 0x10ee
 CLASS_ACCELERATOR = 0x1200

@@ -14,17 +14,17 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 group = cfg.OptGroup('xilinx_fpga_driver', title='Xilinx Alveo driver',
                      help='Xilinx/AMD Alveo cards under XRT: the user '
                           'function is given to instances, the management '
                           'function stays on the host.')
 
-opts = driver_opts.pci_selection_opts(
+opts = pci_opts.pci_selection_opts(
     'FPGA', 'the cards\' management functions (xclmgmt, function 0)',
     provided='the cards', empty='every card',
-    addresses_note=driver_opts.ADDRESS_CHECKED) + [
+    addresses_note=pci_opts.ADDRESS_CHECKED) + [
     cfg.ListOpt('user_drivers', default=['xocl', 'vfio-pci'],
                 help='Drivers the user function may be bound to and still '
                      'be offered (unbound ones are offered too; libvirt '

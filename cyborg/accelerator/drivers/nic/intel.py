@@ -59,7 +59,7 @@ from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'intel_nic_driver'
+GROUP = nic_conf.group.name
 CLASS_ETHERNET = 0x0200
 INTEL = 0x8086
 MELLANOX = 0x15b3

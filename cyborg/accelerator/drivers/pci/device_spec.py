@@ -47,12 +47,13 @@ from collections.abc import Callable
 from typing import Any
 
 from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers.pci import opts as pci_conf
 from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 
-GROUP = 'pci_driver'
+GROUP = pci_conf.group.name
 OPTION = 'device_spec'
 ANY = '*'
 KEYS = ('vendor_id', 'product_id', 'address', 'resource_class', 'traits',

@@ -40,7 +40,7 @@ from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'pci_driver'
+GROUP = pci_conf.group.name
 BRIDGE_CLASS = 0x06
 # Device type by PCI class (class << 8 | subclass), then by class.
 TYPES = {0x0108: 'SSD', 0x0b40: 'QAT', 0x0300: 'GPU', 0x0302: 'GPU',

@@ -54,7 +54,7 @@ from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'intel_qat_driver'
+GROUP = qat_conf.group.name
 INTEL = 0x8086
 CLASS_COPROCESSOR = 0x0b40
 

@@ -14,13 +14,13 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 group = cfg.OptGroup('intel_qat_driver', title='Intel QuickAssist driver',
                      help='Intel QAT physical functions whose virtual '
                           'functions are passed through to instances.')
 
-opts = driver_opts.pci_selection_opts(
+opts = pci_opts.pci_selection_opts(
     'CUSTOM_QAT', 'the physical functions',
     provided='the virtual functions', empty='all of them',
     device_ids_help='PCI device ids of the QAT physical functions to '

@@ -44,7 +44,7 @@ from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
 
-GROUP = 'inspur_nvme_ssd_driver'
+GROUP = ssd_conf.group.name
 CLASS_NVME = block.CLASS_NVME
 
 

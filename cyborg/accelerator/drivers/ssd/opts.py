@@ -14,7 +14,7 @@
 
 from oslo_config import cfg
 
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 group = cfg.OptGroup('inspur_nvme_ssd_driver', title='NVMe SSD driver',
                      help='NVMe controllers passed through whole to '
@@ -27,7 +27,7 @@ opts = [
                 help='PCI vendor ids of the NVMe controllers to report: '
                      'Inspur (1bd4) by default; add others, e.g. Huawei '
                      '(19e5) for the ES3000.'),
-] + driver_opts.pci_selection_opts(
+] + pci_opts.pci_selection_opts(
     'CUSTOM_SSD', 'the controllers',
     empty='every controller of the vendors above that is not in use')
 

@@ -15,15 +15,19 @@
 Every driver is found through its entry points (``cyborg.accelerator.driver``
 for the driver, ``cyborg.accelerator.driver_opts`` for its options), and
 what it needs outside its package is shared code from an allow-list: the
-driver interface, the driver errors, the PCI base and tree builders, the
-host helpers of ``drivers/utils``, the domain rules, the exceptions and
-the option helpers. No module outside a driver's package names it.
+driver interface, the driver errors, the PCI base, tree builders and
+option blocks, the host helpers of ``drivers/utils``, the domain rules and
+the exceptions. No module outside a driver's package names it, and no
+driver reaches ``cyborg.conf``, which imports the drivers' options
+modules through their entry points.
 """
 
 import ast
 import importlib.metadata
 import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -41,9 +45,9 @@ SHARED = (
     DRIVERS + '.errors',
     DRIVERS + '.passthrough',
     DRIVERS + '.pci_base',
+    DRIVERS + '.pci_opts',
     DRIVERS + '.utils',
     'cyborg.common.exception',
-    'cyborg.conf.driver_opts',
     'cyborg.domain',
 )
 
@@ -120,6 +124,26 @@ def central_imports(entry_module: str) -> dict[str, list[str]]:
     return central
 
 
+def _parents(module: str) -> list[str]:
+    parts = module.split('.')
+    return ['.'.join(parts[:i]) for i in range(1, len(parts))]
+
+
+def reachable(entry_module: str) -> set[str]:
+    """Every cyborg module importing ``entry_module`` imports (parent
+    packages included)."""
+    todo, seen = [entry_module], set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo += _parents(module)
+        todo += [name for _line, name in
+                 imported_modules(_source(module), module)]
+    return seen
+
+
 def disallowed(central: dict[str, list[str]]) -> list[str]:
     return sorted('%s (%s)' % (name, ', '.join(where))
                   for name, where in central.items()
@@ -138,6 +162,33 @@ def test_a_driver_imports_only_shared_modules_outside_its_package(
     module = entry_point.value.split(':')[0]
     assert package_of(module).startswith(DRIVERS + '.')
     assert disallowed(central_imports(module)) == []
+
+
+@pytest.mark.parametrize('entry_point', ENTRY_POINTS,
+                         ids=lambda ep: '%s:%s' % (ep.group, ep.name))
+def test_a_driver_never_reaches_cyborg_conf(entry_point):
+    # cyborg.conf imports the options modules while it is imported: a
+    # driver module that imported it would be a cycle.
+    module = entry_point.value.split(':')[0]
+    assert sorted(name for name in reachable(module)
+                  if _under(name, ('cyborg.conf',))) == []
+
+
+def test_drivers_imported_before_the_configuration_load():
+    # What the static check above guards against, once for real: a
+    # program that imports the drivers before cyborg.conf.
+    script = (
+        'import importlib, importlib.metadata\n'
+        'for group in %r:\n'
+        '    for ep in importlib.metadata.entry_points(group=group):\n'
+        '        importlib.import_module(ep.value.split(":")[0])\n'
+        'from cyborg.conf import CONF\n'
+        'print(CONF.intel_qat_driver.resource_class)\n'
+        % ((DRIVER_NAMESPACE, driver_opts.NAMESPACE),))
+    result = subprocess.run([sys.executable, '-c', script], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ['CUSTOM_QAT']
 
 
 def test_the_drivers_are_found():

@@ -24,7 +24,7 @@ from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.common import exception
-from cyborg.conf import driver_opts
+from cyborg.accelerator.drivers import pci_opts
 
 from tests.fixtures.hosts import fpga_hosts
 
@@ -35,7 +35,7 @@ def _sample_opts() -> types.SimpleNamespace:
     """Stands for a driver's options module; new per test, since an
     OptGroup keeps the overrides set through it."""
     group = cfg.OptGroup(GROUP)
-    opts = driver_opts.pci_selection_opts('CUSTOM_SAMPLE', 'the samples',
+    opts = pci_opts.pci_selection_opts('CUSTOM_SAMPLE', 'the samples',
                                           device_ids_help='Ids.')
 
     def register_opts(conf):
