@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 import types
 from collections.abc import Callable, Iterable
-from typing import ClassVar
 
 from oslo_config import cfg
 
