@@ -14,9 +14,10 @@
 engine's configuration.
 
 The queries live in one module per table group (:mod:`cyborg.db.arqs`,
-:mod:`cyborg.db.nova_events`, :mod:`cyborg.db.hardware`,
-:mod:`cyborg.db.inventory`, :mod:`cyborg.db.providers`,
-:mod:`cyborg.db.services`, :mod:`cyborg.db.device_profiles`...). Every
+:mod:`cyborg.db.binding`, :mod:`cyborg.db.nova_events`,
+:mod:`cyborg.db.hardware`, :mod:`cyborg.db.inventory`,
+:mod:`cyborg.db.providers`, :mod:`cyborg.db.services`,
+:mod:`cyborg.db.device_profiles`...). Every
 public function there takes a RequestContext and runs in one enginefacade
 transaction (or joins the caller's). Reads return plain dicts or rows so
 callers never hold ORM state across a transaction boundary.
