@@ -27,9 +27,10 @@ Each one therefore
 
 When the check fails at run time, what is safe decides what happens:
 
-* :func:`install_pecan_argspec_cache`, :func:`parsed_json_request` and
-  :func:`relax_amqp_idle_polling` only save CPU; cyborg works the same
-  without them. They log a WARNING and leave the library as it is.
+* :func:`install_pecan_argspec_cache`, :func:`parsed_json_request`,
+  :func:`skip_redundant_rollbacks` and :func:`relax_amqp_idle_polling`
+  only save CPU or a round trip; cyborg works the same without them.
+  They log a WARNING and leave the library as it is.
 * :func:`mutable_config_snapshot` makes a reload with an invalid value
   undoable; without it the reload could not be undone, so it raises
   :class:`PatchError` before anything changed and the reload is refused.
@@ -47,6 +48,9 @@ import pecan
 from pecan import core as pecan_core
 from pecan import routing as pecan_routing
 from pecan import util as pecan_util
+from sqlalchemy import engine as sa_engine
+from sqlalchemy import event as sa_event
+from sqlalchemy.pool import base as sa_pool
 from webob import request as webob_request
 
 LOG = logging.getLogger(__name__)
@@ -215,6 +219,118 @@ def relax_amqp_idle_polling(interval: float = IDLE_POLL_INTERVAL) -> bool:
         return _skipped('AMQP idle polling', problem)
     if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < interval:
         amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = interval
+    return True
+
+
+# SQLAlchemy: no ROLLBACK where no statement ran ------------------------------
+
+#: The SQLAlchemy code that rolls a connection back through its dialect
+#: when it returns to the pool (SQLAlchemy 2.0 to 2.1).
+POOL_ROLLBACK_READERS = (sa_pool._ConnectionFairy._reset,)
+
+
+def redundant_rollback_problem(engine: sa_engine.Engine) -> str | None:
+    """What keeps :func:`skip_redundant_rollbacks` from applying to
+    ``engine``; None: nothing."""
+    dialect = engine.dialect
+    for name in ('do_commit', 'do_rollback'):
+        method = getattr(dialect, name, None)
+        if not callable(method):
+            return 'the %s dialect has no %s' % (dialect.name, name)
+        if len(inspect.signature(method).parameters) != 1:
+            return ('the %s dialect\'s %s no longer takes a connection'
+                    % (dialect.name, name))
+    for reader in POOL_ROLLBACK_READERS:
+        if not _reads(reader, 'do_rollback'):
+            return ('%s no longer rolls back through the dialect'
+                    % reader.__qualname__)
+    return None
+
+
+# A connection that ran no statement since its transaction ended (the
+# DBAPI connection's id, in its pool record's info).
+_ENDED = 'cyborg_transaction_ended'
+
+
+def _pool_info(connection) -> dict | None:
+    """The pool record's info of a pooled connection; None for one
+    outside the pool (the first connect's, a bare DBAPI connection)."""
+    try:
+        return connection.info
+    except (AttributeError, NotImplementedError):
+        return None
+
+
+def skip_redundant_rollbacks(engine: sa_engine.Engine) -> bool:
+    """Make ``engine`` skip a ROLLBACK where no statement ran since the
+    transaction ended, a round trip per transaction saved.
+
+    oslo.db commits (writers) or rolls back (readers) each transaction,
+    then closes its connection; the pool then rolls the connection back
+    once more before it keeps it (reset on return), although nothing has
+    run since. Here a commit or rollback marks the connection, any
+    statement (and any failure of a commit or rollback) and every
+    check-out from the pool (its ping) clear the mark, and a rollback of
+    a marked connection is skipped: a transaction left open, a failed
+    statement, a connection returned without a commit or rollback or one
+    new to the pool is still rolled back. (Statements sent through a bare
+    DBAPI cursor, which SQLAlchemy's events do not see, would not clear
+    the mark: cyborg sends none.) Whether the patch applies (see
+    :func:`redundant_rollback_problem`); the database layer calls it on
+    every engine it creates.
+    """
+    problem = redundant_rollback_problem(engine)
+    if problem is not None:
+        return _skipped('skip redundant rollbacks', problem)
+    dialect = engine.dialect
+    # The dialect's own methods, which the wrappers below end up calling.
+    commit, rollback = dialect.do_commit, dialect.do_rollback
+
+    def do_commit(connection):
+        info = _pool_info(connection)
+        if info is None:
+            commit(connection)
+            return
+        # Cleared first: a commit that raises leaves the connection
+        # unmarked, so the pool's rollback still runs.
+        info.pop(_ENDED, None)
+        commit(connection)
+        # The DBAPI connection's id, not True: a record that reconnects
+        # (after an invalidation) holds a new connection the mark must
+        # not cover.
+        info[_ENDED] = id(connection.dbapi_connection)
+
+    def do_rollback(connection):
+        info = _pool_info(connection)
+        if info is None:  # nothing is known of it
+            rollback(connection)
+            return
+        if info.pop(_ENDED, None) == id(connection.dbapi_connection):
+            # Nothing ran since the commit or rollback: the transaction
+            # is over already. The mark stays for the next rollback.
+            info[_ENDED] = id(connection.dbapi_connection)
+            return
+        rollback(connection)
+        info[_ENDED] = id(connection.dbapi_connection)
+
+    def statement(connection, *args):
+        # The DBAPI begins a transaction with any statement (a SELECT
+        # too), which the next rollback must end.
+        connection.info.pop(_ENDED, None)
+
+    def checkout(dbapi_connection, record, proxy):
+        # The pool's ping (pre_ping) runs on the DBAPI cursor, which
+        # SQLAlchemy's statement events do not see.
+        record.info.pop(_ENDED, None)
+
+    # The pool's reset on return calls dialect.do_rollback, so wrapping
+    # the dialect's methods covers the pool's rollback and oslo.db's
+    # alike. SQLAlchemy's pool ``reset`` event cannot skip the pool's
+    # rollback unless the engine is made with pool_reset_on_return=None,
+    # which oslo.db's engine factory does not pass.
+    dialect.do_commit, dialect.do_rollback = do_commit, do_rollback
+    sa_event.listen(engine, 'before_cursor_execute', statement)
+    sa_event.listen(engine, 'checkout', checkout)
     return True
 
 

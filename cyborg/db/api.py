@@ -14,9 +14,10 @@
 engine's configuration.
 
 The queries live in one module per table group (:mod:`cyborg.db.arqs`,
-:mod:`cyborg.db.nova_events`, :mod:`cyborg.db.hardware`,
-:mod:`cyborg.db.inventory`, :mod:`cyborg.db.providers`,
-:mod:`cyborg.db.services`, :mod:`cyborg.db.device_profiles`...). Every
+:mod:`cyborg.db.binding`, :mod:`cyborg.db.nova_events`,
+:mod:`cyborg.db.hardware`, :mod:`cyborg.db.inventory`,
+:mod:`cyborg.db.providers`, :mod:`cyborg.db.services`,
+:mod:`cyborg.db.device_profiles`...). Every
 public function there takes a RequestContext and runs in one enginefacade
 transaction (or joins the caller's). Reads return plain dicts or rows so
 callers never hold ORM state across a transaction boundary.
@@ -29,6 +30,8 @@ from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 import sqlalchemy as sa
+
+from cyborg.common import patches
 
 
 main_context_manager = enginefacade.transaction_context()
@@ -228,89 +231,8 @@ def configure(conf) -> None:
     # eventlet green threads run; with native threads it only hands the
     # GIL away once per transaction.
     manager.configure(sqlite_fk=True, thread_checkin=False, **options)
-    manager.append_on_engine_create(skip_redundant_rollbacks)
+    manager.append_on_engine_create(patches.skip_redundant_rollbacks)
     main_context_manager.patch_factory(manager)
-
-
-# A connection that ran no statement since its transaction ended (the
-# DBAPI connection's id, in its pool record's info).
-_ENDED = 'cyborg_transaction_ended'
-
-
-def _pool_info(connection) -> dict | None:
-    """The pool record's info of a pooled connection; None for one
-    outside the pool (the first connect's, a bare DBAPI connection)."""
-    try:
-        return connection.info
-    except (AttributeError, NotImplementedError):
-        return None
-
-
-def skip_redundant_rollbacks(engine: sa.engine.Engine) -> None:
-    """Make ``engine`` skip a ROLLBACK where no statement ran since the
-    transaction ended, a round trip per transaction saved.
-
-    oslo.db commits (writers) or rolls back (readers) each transaction,
-    then closes its connection; the pool then rolls the connection back
-    once more before it keeps it (reset on return), although nothing has
-    run since. Here a commit or rollback marks the connection, any
-    statement (and any failure of a commit or rollback) and every
-    check-out from the pool (its ping) clear the mark, and a rollback of
-    a marked connection is skipped: a transaction left open, a failed
-    statement, a connection returned without a commit or rollback or one
-    new to the pool is still rolled back. (Statements sent through a bare
-    DBAPI cursor, which SQLAlchemy's events do not see, would not clear
-    the mark: cyborg sends none.)
-    """
-    dialect = engine.dialect
-    # The dialect's own methods, which the wrappers below end up calling.
-    commit, rollback = dialect.do_commit, dialect.do_rollback
-
-    def do_commit(connection):
-        info = _pool_info(connection)
-        if info is None:
-            commit(connection)
-            return
-        # Cleared first: a commit that raises leaves the connection
-        # unmarked, so the pool's rollback still runs.
-        info.pop(_ENDED, None)
-        commit(connection)
-        # The DBAPI connection's id, not True: a record that reconnects
-        # (after an invalidation) holds a new connection the mark must
-        # not cover.
-        info[_ENDED] = id(connection.dbapi_connection)
-
-    def do_rollback(connection):
-        info = _pool_info(connection)
-        if info is None:  # nothing is known of it
-            rollback(connection)
-            return
-        if info.pop(_ENDED, None) == id(connection.dbapi_connection):
-            # Nothing ran since the commit or rollback: the transaction
-            # is over already. The mark stays for the next rollback.
-            info[_ENDED] = id(connection.dbapi_connection)
-            return
-        rollback(connection)
-        info[_ENDED] = id(connection.dbapi_connection)
-
-    def statement(connection, *args):
-        # The DBAPI begins a transaction with any statement (a SELECT
-        # too), which the next rollback must end.
-        connection.info.pop(_ENDED, None)
-
-    def checkout(dbapi_connection, record, proxy):
-        # The pool's ping (pre_ping) runs on the DBAPI cursor, which
-        # SQLAlchemy's statement events do not see.
-        record.info.pop(_ENDED, None)
-
-    # The pool's reset on return calls dialect.do_rollback, so wrapping
-    # the dialect's methods covers the pool's rollback and oslo.db's
-    # alike. SQLAlchemy's pool ``reset`` event cannot skip the pool's
-    # rollback unless the engine is made with pool_reset_on_return=None,
-    # which oslo.db's engine factory does not pass.
-    dialect.do_commit, dialect.do_rollback = do_commit, do_rollback
-    sa.event.listen(engine, 'before_cursor_execute', statement)
-    sa.event.listen(engine, 'checkout', checkout)
 
 
 def get_engine() -> sa.engine.Engine:

@@ -97,6 +97,8 @@ def _view_query(scoped: bool, filters: tuple[str, ...]):
 
 def _view(connection, project_id: str | None, **filters: Any):
     """Rows of the ARQs visible to ``project_id`` matching ``filters``."""
+    # The filters' names, sorted, are the cache key of the statement;
+    # their values go in as parameters.
     query = _view_query(project_id is not None, tuple(sorted(filters)))
     return connection.execute(query, _params(project_id, filters))
 
@@ -143,6 +145,7 @@ def arq_create(context, device_profile_name: str,
     would give ``project_id`` more than ``max_project_arqs`` (403).
     """
     connection = context.connection
+    # No cap, or no project to count for: no count in the query.
     limited = max_project_arqs is not None and project_id is not None
     profile = connection.execute(
         _PROFILE_AND_HELD if limited else _PROFILE_BY_NAME,
@@ -156,6 +159,9 @@ def arq_create(context, device_profile_name: str,
     if max_arqs is not None:
         dp_rules.check_limit('ARQs the device profile asks for', count,
                              max_arqs, '[api] max_arqs_per_request')
+    # ``held`` is read without a lock: concurrent creations may each
+    # overshoot the cap by one request (a safety cap, not a quota; see
+    # [api] max_arqs_per_project).
     if limited and profile.held + count > max_project_arqs:
         raise exception.ProjectLimitExceeded(
             project=project_id, count=profile.held + count,
@@ -167,7 +173,8 @@ def arq_create(context, device_profile_name: str,
             for index, amount in enumerate(counts)
             for _ in range(amount)]
     if rows:
-        connection.execute(_INSERT, rows)
+        connection.execute(_INSERT, rows)  # one executemany for them all
+    # Built from what was inserted: no statement to read the rows back.
     return [dict(row, device_profile_name=device_profile_name,
                  updated_at=None, **_NEW_ARQ) for row in rows]
 
@@ -232,6 +239,7 @@ def lock(connection, uuids, project_id: str | None,
     ``project_id``."""
     rows = lock_rows(connection, project_id, columns, uuids=uuids)
     found = {row.uuid for row in rows}
+    # In the request's order: the 404 names the first uuid it lacks.
     for uuid in uuids:
         if uuid not in found:
             raise exception.ARQNotFound(uuid=uuid)
@@ -388,6 +396,8 @@ def claim_unreleased(context, older_than: datetime.datetime,
         sa.select(HANDLES.c.id).where(stale))]
     if not ids:
         return []
+    # ``stale`` again: a handle another sweeper marked meanwhile is no
+    # longer older than ``older_than`` and stays out.
     connection.execute(sa.update(HANDLES).where(HANDLES.c.id.in_(ids), stale)
                        .values(updated_at=now))
     return _prepared_handles(connection, HANDLES.c.id.in_(ids))

@@ -29,6 +29,7 @@ from pecan import core as pecan_core
 from pecan import routing as pecan_routing
 from pecan import util as pecan_util
 import pytest
+import sqlalchemy
 
 from cyborg.common import patches
 from cyborg.common import signals
@@ -246,3 +247,42 @@ def test_a_reload_that_could_not_be_undone_is_refused(file_conf, monkeypatch,
     assert ('could not read its configuration files again, its '
             'configuration is unchanged: cannot undo a reload: a changed '
             'oslo.config') in caplog.text
+
+
+# SQLAlchemy redundant rollbacks ----------------------------------------------
+
+def test_sqlalchemy_still_rolls_back_through_the_dialect():
+    """Fails when SQLAlchemy no longer has the shape
+    skip_redundant_rollbacks was written for."""
+    for dialect in ('sqlite://', 'postgresql+psycopg2://',
+                    'mysql+pymysql://'):
+        engine = sqlalchemy.create_engine(dialect)
+        assert patches.redundant_rollback_problem(engine) is None, dialect
+
+
+def test_a_dialect_that_changed_is_left_alone_with_a_warning(
+        warnings_logged):
+    engine = sqlalchemy.create_engine('sqlite://')
+
+    def do_rollback(dbapi_connection, extra):
+        pass
+    engine.dialect.do_rollback = do_rollback
+    do_commit = engine.dialect.do_commit
+    assert not patches.skip_redundant_rollbacks(engine)
+    assert engine.dialect.do_rollback is do_rollback
+    assert engine.dialect.do_commit == do_commit
+    assert [r.getMessage() for r in warnings_logged] == [
+        'Library patch skip redundant rollbacks not applied: '
+        "the sqlite dialect's do_rollback no longer takes a connection"]
+
+
+def test_a_pool_that_no_longer_rolls_back_through_the_dialect(
+        monkeypatch, warnings_logged):
+    def reset(self, pool, transaction_was_reset, terminate_only,
+              asyncio_safe):
+        pass
+    monkeypatch.setattr(patches, 'POOL_ROLLBACK_READERS', (reset,))
+    engine = sqlalchemy.create_engine('sqlite://')
+    assert not patches.skip_redundant_rollbacks(engine)
+    assert 'no longer rolls back through the dialect' in (
+        warnings_logged[0].getMessage())

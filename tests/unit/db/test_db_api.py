@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.common import exception
-from cyborg.db import api as db_api
+from cyborg.common import patches
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from cyborg.db import services as services_db
@@ -126,7 +126,7 @@ def test_engine_does_not_yield_at_every_checkin(database):
 
 def _counting_engine():
     """A SQLite engine counting the DBAPI rollbacks, with
-    :func:`db_api.skip_redundant_rollbacks`."""
+    :func:`patches.skip_redundant_rollbacks`."""
     engine = sa.create_engine('sqlite://')
     rollbacks = []
     real = engine.dialect.do_rollback
@@ -136,7 +136,7 @@ def _counting_engine():
         real(connection)
 
     engine.dialect.do_rollback = counted
-    db_api.skip_redundant_rollbacks(engine)
+    assert patches.skip_redundant_rollbacks(engine)
     engine.connect().close()  # the first connect rolls back
     rollbacks.clear()
     return engine, rollbacks
