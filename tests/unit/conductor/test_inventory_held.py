@@ -29,6 +29,7 @@ from cyborg.db import models
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_tree
 from cyborg.domain import providers
+from tests.unit import fakes
 from tests.unit.conductor.test_placement_sync import FakePlacement
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
@@ -57,7 +58,7 @@ def conductor(database, placement, admin_context):
     profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     return conductor_manager.ConductorManager(
-        'c1', placement_factory=lambda: placement)
+        'c1', fakes.inline_syncer(placement))
 
 
 def _report(conductor, context, wire):
