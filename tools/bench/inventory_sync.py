@@ -329,6 +329,9 @@ def _run(args, cyborg_url, placement_url, transport_url, meter) -> int:
     rpc.register_opts(CONF)
     CONF.set_override('connection', cyborg_url, group='database')
     CONF.set_override('transport_url', transport_url)
+    # The periodic retry of pending hosts would sync, during a later
+    # phase, hosts it listed while registration was under way.
+    CONF.set_override('periodic_interval', 3600)
     db_api.configure(CONF)
     migration.upgrade()
     setup_client = placement_client.PlacementClient.for_endpoint(
