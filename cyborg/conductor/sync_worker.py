@@ -30,6 +30,7 @@ one more, so that the later change is synced too.
 """
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent import futures
 
@@ -141,3 +142,17 @@ class SyncWorker:
         """Start no more syncs (those waiting are dropped: the database
         keeps their hosts pending); the one in flight finishes."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def wait_synced(context, host: str, timeout: float,
+                interval: float = 0.05) -> bool:
+    """Wait up to ``timeout`` seconds for ``host``'s providers to be all
+    in Placement (by any conductor); whether they are. For a caller that
+    must see them after a report, as the all-in-one before it opens its
+    API."""
+    deadline = time.monotonic() + timeout
+    while services_db.sync_pending(context, host):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True

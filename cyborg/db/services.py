@@ -147,3 +147,13 @@ def hosts_pending_sync(context) -> list[str]:
         sa.select(SERVICES.c.host).where(
             SERVICES.c.binary == constants.BINARY_AGENT,
             SERVICES.c.sync_requested > SERVICES.c.sync_done))]
+
+
+@db_api.main_context_manager.reader.connection
+def sync_pending(context, host: str) -> bool:
+    """Whether the host has changes not yet in Placement."""
+    return bool(context.connection.execute(
+        sa.select(SERVICES.c.id).where(
+            SERVICES.c.host == host,
+            SERVICES.c.binary == constants.BINARY_AGENT,
+            SERVICES.c.sync_requested > SERVICES.c.sync_done)).first())
