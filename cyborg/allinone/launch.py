@@ -43,6 +43,7 @@ import sys
 import time
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from cyborg.agent import discovery
 from cyborg.allinone import demo_host
@@ -63,7 +64,9 @@ from cyborg.common import signals
 from cyborg.api import wsgi_server
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
+from cyborg.conductor import sync_worker
 from cyborg.conf import CONF
+from cyborg import context as cyborg_context
 from cyborg.conf import glance as glance_conf
 from cyborg.db import api as db_api
 from cyborg.db import migration
@@ -345,7 +348,13 @@ def _run(args: argparse.Namespace, state_dir: str,
     for svc in services:
         svc.start()
         started.append(svc.stop)
-    if not services[-1].wait_first_runs(FIRST_REPORT_TIMEOUT):
+    first_report = timeutils.StopWatch(FIRST_REPORT_TIMEOUT).start()
+    # The conductor answers a report before it syncs Placement: wait for
+    # both, so that the devices are schedulable once the API is open.
+    if not (services[-1].wait_first_runs(FIRST_REPORT_TIMEOUT)
+            and sync_worker.wait_synced(
+                cyborg_context.get_admin_context(), CONF.host,
+                first_report.leftover())):
         LOG.warning('The first inventory report of %s did not finish '
                     'within %d seconds; the API starts without it',
                     CONF.host, FIRST_REPORT_TIMEOUT)

@@ -98,12 +98,7 @@ def _log_binds(bindings: dict[str, dict[str, str]],
 
 
 class HandlePreparer(Protocol):
-    """Asks a handle's agent to program its deployable, to prepare it
-    and to release it."""
-
-    def program_image(self, context, host: str, driver: str | None,
-                      controlpath: dict[str, Any] | None,
-                      image: dict[str, Any]) -> str | None: ...
+    """Asks a handle's agent to prepare it and to release it."""
 
     def prepare(self, context, claim: binding_db.Claim) -> None: ...
 
@@ -126,8 +121,7 @@ class Binder:
                  lease: binding_db.Lease | None = None,
                  programmer: programming.RegionProgrammer | None = None):
         self.owner = owner
-        self._programmer = programmer or programming.RegionProgrammer(
-            programming.NoBitstreamSource(), agents)
+        self._programmer = programmer or programming.refusing_programmer()
         self._timeout = bind_timeout
         self._agents = agents
         self._deliver = deliver

@@ -12,13 +12,15 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""An agent's inventory report, from its arrival to its Placement sync.
+"""An agent's inventory report, from its arrival to its sync request.
 
-An unchanged report (same digest as the last one applied) that left
-nothing pending costs one read. A changed one is diffed against the
-host's rows in one transaction (see :mod:`cyborg.db.inventory`), and the
-host's state is read again to learn whether its providers must be
-synced.
+A report reads the host's row once (:func:`cyborg.db.inventory.host_state`,
+one statement). An unchanged report (same digest as the last one applied)
+stops there, or writes its utilization readings with one statement more.
+A changed one is diffed against the host's rows in one transaction (see
+:mod:`cyborg.db.inventory`) that also stores its readings and counts a
+Placement sync request; the sync itself is the caller's to start (see
+:mod:`cyborg.conductor.sync_worker`).
 """
 
 import dataclasses
@@ -47,48 +49,34 @@ def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
           utilization: dict[str, Any] | None = None) -> ReportOutcome:
     """Apply ``host``'s report unless it was applied already.
 
-    ``utilization`` (None from an agent that does not send it) is kept
-    outside the tree: a report with readings costs one write more than
-    the one read of an unchanged tree (the readings of all its devices,
-    with the report's time, in one statement), never a diff or a
-    Placement sync.
+    ``utilization`` (None from an agent older than RPC 1.2, which does
+    not send it) is kept outside the tree: a report with readings costs
+    one write more than the one read of an unchanged tree (the readings
+    of all its devices, with the report's time, in one statement), never
+    a diff or a Placement sync.
     """
-    if utilization is None:
-        return _apply_tree(context, host, rp_name, devices, digest,
-                           failed_drivers)
-    reported = utilization_mod.clean_report(utilization)
+    reported = (None if utilization is None
+                else utilization_mod.clean_report(utilization))
     state = inventory_db.host_state(context, host)
-    changed = False
     if state is None or state.digest != digest:
         summary = inventory_db.apply_report(context, host, rp_name, devices,
-                                            digest, failed_drivers)
-        changed = summary is not None
-        _log_summary(host, summary)
+                                            digest, failed_drivers, reported)
+        if summary is not None:
+            _log_summary(host, summary)
+            # Its transaction counted a sync request: the host is pending.
+            return ReportOutcome(True, True)
+        # Another conductor applied this report meanwhile: read again.
         state = inventory_db.host_state(context, host)
-    values = utilization_mod.changes(state.devices, reported,
-                                     failed_drivers, timeutils.utcnow())
-    if values:
-        inventory_db.store_utilization(context, host, values)
-    return ReportOutcome(changed, state.sync_pending)
+    if reported is not None:
+        values = utilization_mod.changes(state.devices, reported,
+                                         failed_drivers, timeutils.utcnow())
+        if values:
+            inventory_db.store_utilization(context, host, values)
+    return ReportOutcome(False, state.sync_pending)
 
 
 def _log_summary(host: str, summary) -> None:
-    if summary is not None and summary.changed:
+    if summary.changed:
         LOG.info('Inventory of %s: %d added, %d updated, %d removed, '
                  '%d kept while in use', host, summary.added,
                  summary.updated, summary.removed, summary.kept_missing)
-
-
-def _apply_tree(context, host: str, rp_name: str,
-                devices: list[dict[str, Any]], digest: str,
-                failed_drivers: list[str]) -> ReportOutcome:
-    """A report without utilization (an agent older than RPC 1.2)."""
-    state = inventory_db.report_state(context, host)
-    changed = False
-    if state is None or state[0] != digest:
-        summary = inventory_db.apply_report(context, host, rp_name, devices,
-                                            digest, failed_drivers)
-        changed = summary is not None
-        _log_summary(host, summary)
-        state = inventory_db.report_state(context, host)
-    return ReportOutcome(changed, state[1])

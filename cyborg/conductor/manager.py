@@ -14,26 +14,22 @@
 
 import dataclasses
 import functools
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
-from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
-from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
+from cyborg.conductor import sync_worker
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import errors as db_errors
 from cyborg.db import hardware
-from cyborg.db import providers as providers_db
 from cyborg.db import services as services_db
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import providers
@@ -83,16 +79,17 @@ class ARQLimits:
 class ConductorManager:
     """Handles conductor RPC requests.
 
-    ``placement_factory`` builds the Placement client on first use, so a
-    conductor starts (and serves device profiles) even while Placement is
-    not configured or reachable.
+    Writes that change a host's providers record a sync request in their
+    transaction and hand the host to ``syncer`` (see
+    :mod:`cyborg.conductor.sync_worker`): the caller never waits for
+    Placement. Without a ``syncer`` (no Placement) the hosts stay
+    pending.
     """
 
     target = messaging.Target(version=constants.CONDUCTOR_RPC_API_VERSION)
 
     def __init__(self, host: str,
-                 placement_factory: Callable[
-                     [], placement_client.PlacementClient] | None = None,
+                 syncer: sync_worker.SyncWorker | None = None,
                  binder: binding.Binder | None = None,
                  arq_limits: ARQLimits = ARQLimits(),
                  programmer: programming.RegionProgrammer | None = None):
@@ -100,9 +97,7 @@ class ConductorManager:
         self._programmer = programmer
         self._binder = binder
         self._arq_limits = arq_limits
-        self._placement_factory = placement_factory
-        self._placement_sync: placement_sync.PlacementSync | None = None
-        self._lock = threading.Lock()
+        self._syncer = syncer
 
     # Device profiles
 
@@ -133,49 +128,41 @@ class ConductorManager:
                          failed_drivers: list[str],
                          utilization: dict[str, Any] | None = None
                          ) -> dict[str, bool]:
-        """Apply an agent's report, then bring Placement in line.
+        """Apply an agent's report; Placement follows after the answer.
 
         An unchanged report that left nothing pending costs one read;
-        a changed ``utilization`` (RPC 1.2) one write more.
+        a changed ``utilization`` (RPC 1.2) one write more. ``synced``:
+        whether the host's providers were all in Placement when this
+        answered.
         """
         outcome = inventory.apply(context, host, rp_name, devices, digest,
                                   failed_drivers, utilization)
-        synced = (not outcome.sync_pending
-                  or self.sync_host(context, host))
+        synced = not outcome.sync_pending or self._sync_later(host)
         return {'changed': outcome.changed, 'synced': synced}
 
+    def _sync_later(self, host: str) -> bool:
+        """Hand ``host`` to the sync worker (its request is committed);
+        whether its sync is done already (a synchronous executor)."""
+        if self._syncer is None:
+            return False
+        future = self._syncer.request(host)
+        return future.done() and future.result()
+
     def sync_host(self, context, host: str) -> bool:
-        """Sync one host's providers; False if anything is left to do."""
-        sync = self._get_placement_sync()
-        if sync is None:
-            return False
-        try:
-            return sync.sync_host(context, host)
-        except placement_client.PlacementUnavailable as e:
-            LOG.warning('Placement is unavailable (%s); the providers of %s '
-                        'are synced when it is back', e, host)
-            return False
+        """Sync one host's providers now; False if anything is left."""
+        return self._syncer is not None and self._syncer.sync_host(
+            context, host)
 
     def sync_pending_hosts(self, context) -> None:
         """Retry every host whose providers are not yet in Placement."""
-        for host in services_db.hosts_pending_sync(context):
-            self.sync_host(context, host)
+        if self._syncer is not None:
+            self._syncer.sync_pending_hosts(context)
 
     def sync_adopted_hosts(self, context) -> None:
         """Sync every host with a provider taken over from upstream that
         waits for its allocations to go ([conductor] adoption_interval)."""
-        for host in providers_db.hosts_with_adopted(context):
-            self.sync_host(context, host)
-
-    def _get_placement_sync(self) -> placement_sync.PlacementSync | None:
-        with self._lock:
-            if self._placement_sync is None and self._placement_factory:
-                try:
-                    self._placement_sync = placement_sync.PlacementSync(
-                        self._placement_factory())
-                except Exception as e:
-                    LOG.error('Cannot build the Placement client: %s', e)
-            return self._placement_sync
+        if self._syncer is not None:
+            self._syncer.sync_adopted_hosts(context)
 
     # Accelerator requests
 
@@ -243,13 +230,13 @@ class ConductorManager:
 
     @_expected
     def device_set_status(self, context, uuid: str, status: str) -> None:
-        """Enable or disable a device; Placement follows."""
+        """Enable or disable a device; Placement follows after the
+        answer."""
         before = hardware.device_set_status(context, uuid, status)
         if before['status'] != status:
             LOG.info('Device %s on %s is now %s', uuid, before['hostname'],
                      status)
-            services_db.request_sync(context, before['hostname'])
-            self.sync_host(context, before['hostname'])
+            self._sync_later(before['hostname'])
 
     @_expected
     def attribute_create(self, context, values: dict[str, Any]
@@ -264,12 +251,13 @@ class ConductorManager:
                                 hardware.attribute_delete(context, uuid))
 
     def _attribute_changed(self, context, attribute: dict[str, Any]) -> None:
+        """Sync the attribute's host if it shapes Placement (its sync
+        request is committed with the attribute)."""
         if not providers.shapes_placement(attribute['key']):
             return
         host = hardware.deployable_host(context, attribute['deployable_id'])
         if host is not None:
-            services_db.request_sync(context, host)
-            self.sync_host(context, host)
+            self._sync_later(host)
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ other providers of its device reserve the units whose handles it holds
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
@@ -344,16 +345,38 @@ class PlacementSync:
     sure exist, so each is created at most once per conductor, and
     whether Placement lets it use the reshaper (``use_reshaper``: try it
     at all).
+
+    Given a ``client_factory`` instead of a ``client``, it builds the
+    client on first use, so that a conductor starts (and serves what
+    needs no Placement) even while ``[placement]`` is not configured;
+    until the client can be built, every sync raises
+    PlacementUnavailable.
     """
 
-    def __init__(self, client: placement_client.PlacementClient,
-                 use_reshaper: bool = True):
-        self.client = client
+    def __init__(self, client: placement_client.PlacementClient | None
+                 = None, use_reshaper: bool = True,
+                 client_factory: Callable[
+                     [], placement_client.PlacementClient] | None = None):
+        self._client = client
+        self._client_factory = client_factory
         self.reshaper_allowed = use_reshaper
         self._known_classes: set[str] = set()
         self._known_traits: set[str] = set()
         self._host_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+
+    @property
+    def client(self) -> placement_client.PlacementClient:
+        if self._client is not None:
+            return self._client
+        with self._locks_lock:
+            if self._client is None:
+                try:
+                    self._client = self._client_factory()
+                except Exception as e:
+                    raise placement_client.PlacementUnavailable(
+                        'cannot build the Placement client: %s' % e) from e
+            return self._client
 
     def _host_lock(self, host: str) -> threading.Lock:
         with self._locks_lock:

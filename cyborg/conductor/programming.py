@@ -53,6 +53,7 @@ import oslo_messaging as messaging
 
 from cyborg.common import exception
 from cyborg.common import rpc
+from cyborg.conductor import sync_worker
 from cyborg.db import binding as binding_db
 from cyborg.db import programming as programming_db
 from cyborg.domain import bitstream as bitstream_rules
@@ -194,14 +195,15 @@ class Programmer(Protocol):
 
 class RegionProgrammer:
     """Programs regions for bind jobs and the program API; see the
-    module docstring. ``synced(context, host)`` brings Placement in line
-    with a host's recorded providers."""
+    module docstring. ``syncer`` brings Placement in line with a host's
+    recorded providers once a region is programmed (None: the host stays
+    pending for the periodic sync)."""
 
     def __init__(self, resolver: BitstreamResolver, agents: Programmer,
-                 synced: Callable[[Any, str], Any] | None = None):
+                 syncer: sync_worker.SyncWorker | None = None):
         self.resolver = resolver
         self._agents = agents
-        self._synced = synced
+        self._syncer = syncer
         # One programming of a region at a time in this conductor (the
         # database refuses what other conductors would do meanwhile).
         self._locks: dict[int, threading.Lock] = {}
@@ -279,8 +281,26 @@ class RegionProgrammer:
         programming_db.record(context, target.id, bitstream.uuid, trait)
         LOG.info('Deployable %s holds bitstream %s now (%s)', target.uuid,
                  bitstream.uuid, trait)
-        if self._synced is not None:
-            self._synced(context, target.host)
+        if self._syncer is not None:
+            # Now, not after the answer: the program API returns, and the
+            # bind job binds, with the new function in Placement.
+            self._syncer.sync_host(context, target.host)
+
+
+class _NoAgents:
+    """The agents of :func:`refusing_programmer`, which resolves no
+    bitstream and so never asks them."""
+
+    def program_image(self, context, host: str, driver: str | None,
+                      controlpath: dict[str, Any] | None,
+                      image: dict[str, Any]) -> str | None:
+        raise exception.NoBitstreamSource()
+
+
+def refusing_programmer() -> RegionProgrammer:
+    """A programmer without a source of bitstreams: every request to
+    program is refused (a bind asking for one fails clearly)."""
+    return RegionProgrammer(NoBitstreamSource(), _NoAgents())
 
 
 # Failures of the agent before its driver touched the device (the image

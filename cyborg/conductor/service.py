@@ -25,7 +25,9 @@ from cyborg.common import constants
 from cyborg.common import service
 from cyborg.conductor import binding
 from cyborg.conductor import manager
+from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
+from cyborg.conductor import sync_worker
 from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
@@ -101,18 +103,18 @@ def create(conf: cfg.ConfigOpts, transport,
     agents = AgentHandles(transport, conf.conductor.agent_timeout,
                           conf.upgrade_levels.agent,
                           program_timeout=conf.conductor.program_timeout)
-    endpoints: list[manager.ConductorManager] = []
-    programmer = programming.RegionProgrammer(
-        bitstream_resolver(conf), agents,
-        synced=lambda context, host: endpoints[0].sync_host(context, host))
+    # One PlacementSync (its client built on first use) for every writer.
+    syncer = sync_worker.SyncWorker(
+        placement_sync.PlacementSync(client_factory=placement_factory),
+        conf.conductor.placement_sync_workers)
+    programmer = programming.RegionProgrammer(bitstream_resolver(conf),
+                                              agents, syncer)
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
         agents, deliver, lease, programmer=programmer)
     endpoint = manager.ConductorManager(
-        host, placement_factory, binder,
-        arq_limits=manager.ARQLimits.from_conf(conf),
+        host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
         programmer=programmer)
-    endpoints.append(endpoint)
 
     def admin():
         return cyborg_context.get_admin_context()
@@ -131,6 +133,8 @@ def create(conf: cfg.ConfigOpts, transport,
         """Finish the bind jobs within ``timeout`` seconds, hand back
         the rest; whether none was handed back."""
         handed_back = binder.stop(timeout=timeout)
+        # Syncs not started stay pending in the database.
+        syncer.stop()
         if notifier is not None:
             # The events of the finished jobs go to Nova first.
             notifier.stop()
@@ -142,14 +146,14 @@ def create(conf: cfg.ConfigOpts, transport,
                              conf.heartbeat_interval),
         service.PeriodicTask(
             'conductor-placement-sync',
-            lambda: endpoint.sync_pending_hosts(admin()),
+            lambda: syncer.sync_pending_hosts(admin()),
             conf.periodic_interval, run_immediately=False),
         service.PeriodicTask(
             'conductor-bind-sweeper', lambda: endpoint.sweep_binds(admin()),
             conf.periodic_interval, run_immediately=False),
         service.PeriodicTask(
             'conductor-adoption',
-            lambda: endpoint.sync_adopted_hosts(admin()),
+            lambda: syncer.sync_adopted_hosts(admin()),
             conf.conductor.adoption_interval, run_immediately=False),
     ]
     return service.RPCService(transport, constants.CONDUCTOR_TOPIC, host,

@@ -38,6 +38,15 @@ opts = [
                     'release an attach handle (e.g. create or remove an '
                     'mdev) before giving up: the bind fails, or the '
                     'release is tried again later.'),
+    cfg.IntOpt('placement_sync_workers',
+               default=8, min=1,
+               help='Threads that bring Placement in line with the '
+                    'database after an inventory report, a device status '
+                    'or an attribute changed a host\'s resource providers. '
+                    'The conductor answers such a request first and syncs '
+                    'after; a host whose sync could not run (Placement '
+                    'down, conductor stopped) is synced by the periodic '
+                    'task of any conductor.'),
     cfg.IntOpt('adoption_interval',
                default=600, min=10,
                help='Seconds between two checks of the resource providers '

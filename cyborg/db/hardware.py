@@ -25,9 +25,11 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
+from cyborg.db import services
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
+from cyborg.domain import providers
 
 
 def _page(query, table, sort_key: str | None, sort_dir: str | None,
@@ -73,7 +75,9 @@ def device_get(context, uuid: str) -> dict[str, Any]:
 
 @db_api.connection_writer
 def device_set_status(context, uuid: str, status: str) -> dict[str, Any]:
-    """Set a device's status; returns the device as it was before."""
+    """Set a device's status; returns the device as it was before. A
+    change is a Placement sync request of the device's host, recorded
+    in the same transaction."""
     connection = context.connection
     row = connection.execute(sa.select(DEVICES).where(
         DEVICES.c.uuid == uuid).with_for_update()).first()
@@ -83,6 +87,7 @@ def device_set_status(context, uuid: str, status: str) -> dict[str, Any]:
         connection.execute(sa.update(DEVICES).where(DEVICES.c.id == row.id)
                            .values(status=status,
                                    updated_at=timeutils.utcnow()))
+        services.count_sync_request(connection, row.hostname)
     return dict(row._mapping)
 
 
@@ -155,9 +160,14 @@ def attribute_get(context, uuid: str) -> dict[str, Any]:
 
 @db_api.connection_writer
 def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
+    """Add an attribute; one that shapes Placement (see
+    :func:`cyborg.domain.providers.shapes_placement`) is a Placement
+    sync request of the deployable's host, in the same transaction."""
     connection = context.connection
-    deployable = connection.execute(sa.select(DEPLOYABLES.c.id).where(
-        DEPLOYABLES.c.id == values['deployable_id'])).first()
+    deployable = connection.execute(
+        sa.select(DEPLOYABLES.c.id, DEVICES.c.hostname)
+        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+        .where(DEPLOYABLES.c.id == values['deployable_id'])).first()
     if deployable is None:
         raise _not_found('Deployable', 'id', values['deployable_id'])
     uuid = values.get('uuid') or uuidutils.generate_uuid()
@@ -172,21 +182,30 @@ def attribute_create(context, values: dict[str, Any]) -> dict[str, Any]:
             reason='deployable %s already has an attribute %s, or uuid %s '
                    'is taken' % (values['deployable_id'], values['key'],
                                  uuid))
+    if providers.shapes_placement(values['key']):
+        services.count_sync_request(connection, deployable.hostname)
     return dict(connection.execute(sa.select(ATTRIBUTES).where(
         ATTRIBUTES.c.uuid == uuid)).first()._mapping)
 
 
 @db_api.connection_writer
 def attribute_delete(context, uuid: str) -> dict[str, Any]:
-    """Delete an attribute; returns it."""
+    """Delete an attribute; returns it. One that shapes Placement is a
+    Placement sync request of its host, in the same transaction."""
     connection = context.connection
-    row = connection.execute(sa.select(ATTRIBUTES).where(
-        ATTRIBUTES.c.uuid == uuid)).first()
+    row = connection.execute(
+        sa.select(ATTRIBUTES, DEVICES.c.hostname)
+        .join(DEPLOYABLES, DEPLOYABLES.c.id == ATTRIBUTES.c.deployable_id)
+        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+        .where(ATTRIBUTES.c.uuid == uuid)).first()
     if row is None:
         raise _not_found('Attribute', 'uuid', uuid)
     connection.execute(sa.delete(ATTRIBUTES).where(
         ATTRIBUTES.c.id == row.id))
-    return dict(row._mapping)
+    if providers.shapes_placement(row.key):
+        services.count_sync_request(connection, row.hostname)
+    return {key: value for key, value in row._mapping.items()
+            if key != 'hostname'}
 
 
 @db_api.main_context_manager.reader.connection

@@ -23,7 +23,7 @@ many devices a report adds.
 Devices vanish from the database only when nothing holds them: a device
 that disappears while one of its attach handles is in use is kept and
 marked ``missing`` until the handle is released; the first report after
-that removes it, even a report unchanged since (see :func:`report_state`).
+that removes it, even a report unchanged since (see :func:`host_state`).
 Devices of a driver that failed during discovery are left as they are.
 
 Deployables imported from an upstream Cyborg are adopted by the reported
@@ -70,6 +70,7 @@ from cyborg.domain import adoption
 from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
 from cyborg.domain import providers
+from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class DiffSummary:
                     or self.kept_missing)
 
 
-def _removal_pending(host):
+def _removal_pending(host) -> sa.ColumnElement:
     """Whether a device of ``host`` kept ``missing`` while in use holds
     no handle in use any more, or a deployable kept ``retained`` has a
     handle released: the next report, changed or not, must be applied to
@@ -110,23 +111,6 @@ def _removal_pending(host):
                                     ~in_use), released)
 
 
-@db_api.main_context_manager.reader.connection
-def report_state(context, host: str) -> tuple[str | None, bool] | None:
-    """(digest, Placement sync pending) of the host's last report; the
-    digest is None when a released missing device waits for a report to
-    remove it, so that even an unchanged report is applied."""
-    row = context.connection.execute(
-        sa.select(SERVICES.c.report_hash, SERVICES.c.sync_requested,
-                  SERVICES.c.sync_done,
-                  _removal_pending(host).label('removal')).where(
-            SERVICES.c.host == host,
-            SERVICES.c.binary == constants.BINARY_AGENT)).first()
-    if row is None:
-        return None
-    return (None if row.removal else row.report_hash,
-            row.sync_requested > row.sync_done)
-
-
 @dataclasses.dataclass(frozen=True)
 class HostState:
     """What one read tells of a host: its last report's digest (None
@@ -139,21 +123,30 @@ class HostState:
     devices: dict[str, tuple[str | None, str | None]]
 
 
+def _host_state_query():
+    host = sa.bindparam('host')
+    reported = DEVICES.alias('reported')
+    return sa.select(
+        SERVICES.c.report_hash, SERVICES.c.sync_requested,
+        SERVICES.c.sync_done, _removal_pending(host).label('removal'),
+        reported.c.address, reported.c.driver,
+        reported.c.utilization).select_from(
+        SERVICES.outerjoin(reported, reported.c.hostname ==
+                           SERVICES.c.host)).where(
+        SERVICES.c.host == host,
+        SERVICES.c.binary == constants.BINARY_AGENT)
+
+
+# Built once: every agent report runs it, and building it (aliases, a
+# dozen clauses) costs more CPU than the rest of an unchanged report.
+_HOST_STATE = _host_state_query()
+
+
 @db_api.main_context_manager.reader.connection
 def host_state(context, host: str) -> HostState | None:
-    """:func:`report_state` and the utilization stored for each of the
-    host's devices, with one statement (the devices are joined)."""
-    reported = DEVICES.alias('reported')
-    rows = context.connection.execute(
-        sa.select(SERVICES.c.report_hash, SERVICES.c.sync_requested,
-                  SERVICES.c.sync_done,
-                  _removal_pending(host).label('removal'),
-                  reported.c.address, reported.c.driver,
-                  reported.c.utilization).select_from(
-            SERVICES.outerjoin(reported, reported.c.hostname ==
-                               SERVICES.c.host)).where(
-            SERVICES.c.host == host,
-            SERVICES.c.binary == constants.BINARY_AGENT)).all()
+    """What a report needs to know of its host, with one statement (the
+    devices are joined); None for a host that never reported."""
+    rows = context.connection.execute(_HOST_STATE, {'host': host}).all()
     if not rows:
         return None
     first = rows[0]
@@ -164,15 +157,26 @@ def host_state(context, host: str) -> HostState | None:
          if row.address is not None})
 
 
+def report_state(context, host: str) -> tuple[str | None, bool] | None:
+    """(digest, Placement sync pending) of :func:`host_state`."""
+    state = host_state(context, host)
+    return None if state is None else (state.digest, state.sync_pending)
+
+
 @db_api.connection_writer
 def store_utilization(context, host: str,
                       values: dict[str, str | None]) -> None:
     """Write the utilization text (None: none) of some of ``host``'s
     devices, with one statement. The rows' ``updated_at`` stays: a
     utilization is not a change of the device."""
+    _store_utilization(context.connection, host, values)
+
+
+def _store_utilization(connection, host: str,
+                       values: dict[str, str | None]) -> None:
     if not values:
         return
-    context.connection.execute(
+    connection.execute(
         sa.update(DEVICES).where(
             DEVICES.c.hostname == host,
             DEVICES.c.address.in_(sorted(values))).values(
@@ -186,16 +190,30 @@ def store_utilization(context, host: str,
 @db_api.connection_writer
 def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,
-                 failed_drivers: list[str]) -> DiffSummary | None:
+                 failed_drivers: list[str],
+                 utilization: dict[str, Any] | None = None
+                 ) -> DiffSummary | None:
     """Apply a report; None if it was already applied (same digest) and
-    no released missing device waits for removal."""
+    no released missing device waits for removal.
+
+    An applied report is a Placement sync request of the host, counted
+    in this transaction (so the host's providers are pending once it
+    commits: the caller needs no read to know it). With ``utilization``
+    (cleaned readings, see :func:`cyborg.domain.utilization.clean_report`)
+    the readings are stored in this transaction too, with one statement.
+    """
     connection = context.connection
     service = services.lock_agent(connection, host)
     if service.report_hash == digest and not connection.execute(
             sa.select(_removal_pending(host))).scalar():
         return None
-    summary = _HostDiff(connection, host, failed_drivers).apply(devices)
+    diff = _HostDiff(connection, host, failed_drivers)
+    summary = diff.apply(devices)
     services.record_report(connection, service.id, digest, rp_name)
+    if utilization is not None:
+        _store_utilization(connection, host, utilization_mod.changes(
+            diff.utilization_rows(devices), utilization, failed_drivers,
+            timeutils.utcnow()))
     return summary
 
 
@@ -256,6 +274,25 @@ class _HostDiff:
         self._referenced: set[str] | None = None
         # Deployables adopted by this report.
         self._adopted: set[int] = set()
+        # Addresses of the devices this report deleted.
+        self._removed: set[str] = set()
+
+    def utilization_rows(self, reported: list[dict[str, Any]]
+                         ) -> dict[str, tuple[str | None, str | None]]:
+        """``{address: (driver, stored utilization)}`` of the host's
+        devices once ``reported`` is applied (what
+        :func:`host_state` would read next): the reported ones, then
+        those kept (missing while in use, or of a failed driver)."""
+        rows: dict[str, tuple[str | None, str | None]] = {
+            address: (row.driver, row.utilization)
+            for address, row in self.devices.items()
+            if address not in self._removed}
+        for device in reported:
+            known = self.devices.get(device['address'])
+            rows[device['address']] = (
+                device.get('driver'),
+                None if known is None else known.utilization)
+        return rows
 
     def _children(self, rows, column: str, parent_id: int) -> list:
         return [row for row in rows if getattr(row, column) == parent_id]
@@ -378,6 +415,7 @@ class _HostDiff:
             CPIDS.c.device_id == row.id))
         self.connection.execute(sa.delete(DEVICES).where(
             DEVICES.c.id == row.id))
+        self._removed.add(row.address)
         self.summary.removed += 1
 
     # Adoption of imported deployables

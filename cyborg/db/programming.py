@@ -40,17 +40,16 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import hardware
+from cyborg.db import services
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
-from cyborg.db.models import SERVICES
 from cyborg.domain import arq_states as states
 from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import providers
@@ -241,7 +240,4 @@ def record(context, deployable_id: int, bitstream_id: str | None,
          'key': key, 'value': trait, 'created_at': now}
         for key, trait in providers.trait_attributes(new).items()])
     host = hardware.host_of(connection, row.id)
-    connection.execute(sa.update(SERVICES).where(
-        SERVICES.c.host == host,
-        SERVICES.c.binary == constants.BINARY_AGENT).values(
-            sync_requested=SERVICES.c.sync_requested + 1))
+    services.count_sync_request(connection, host)

@@ -123,13 +123,21 @@ def mark_synced(connection, service_id: int, seen: int) -> None:
         SERVICES.c.sync_done < seen).values(sync_done=seen))
 
 
-@db_api.connection_writer
-def request_sync(context, host: str) -> None:
-    """Record that the host's providers must be written again."""
-    context.connection.execute(sa.update(SERVICES).where(
+def count_sync_request(connection, host: str) -> None:
+    """Record, in the caller's transaction, that the host's providers
+    must be written again: the write that changed them and this request
+    commit together, so a conductor that stops before the sync leaves
+    the host pending for any conductor's periodic sync."""
+    connection.execute(sa.update(SERVICES).where(
         SERVICES.c.host == host,
         SERVICES.c.binary == constants.BINARY_AGENT).values(
             sync_requested=SERVICES.c.sync_requested + 1))
+
+
+@db_api.connection_writer
+def request_sync(context, host: str) -> None:
+    """Record that the host's providers must be written again."""
+    count_sync_request(context.connection, host)
 
 
 @db_api.main_context_manager.reader.connection
@@ -139,3 +147,13 @@ def hosts_pending_sync(context) -> list[str]:
         sa.select(SERVICES.c.host).where(
             SERVICES.c.binary == constants.BINARY_AGENT,
             SERVICES.c.sync_requested > SERVICES.c.sync_done))]
+
+
+@db_api.main_context_manager.reader.connection
+def sync_pending(context, host: str) -> bool:
+    """Whether the host has changes not yet in Placement."""
+    return bool(context.connection.execute(
+        sa.select(SERVICES.c.id).where(
+            SERVICES.c.host == host,
+            SERVICES.c.binary == constants.BINARY_AGENT,
+            SERVICES.c.sync_requested > SERVICES.c.sync_done)).first())

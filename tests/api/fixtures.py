@@ -83,6 +83,7 @@ from cyborg.common import rpc
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg.conductor import service as conductor_service
+from cyborg.conductor import sync_worker
 from cyborg.conf import CONF
 from cyborg.conf import opts as conf_opts
 from cyborg import context as cyborg_context
@@ -283,6 +284,11 @@ class APIFixture(fixture.GabbiFixture):
             self.services.append(svc)
         if not self.services[-1].wait_first_runs(TIMEOUT):
             raise RuntimeError('the agent did not report within %d s'
+                               % TIMEOUT)
+        # The conductor syncs Placement after it answered the report.
+        if not sync_worker.wait_synced(cyborg_context.get_admin_context(),
+                                       CONF.host, TIMEOUT):
+            raise RuntimeError('Placement was not synced within %d s'
                                % TIMEOUT)
 
     def stop_fixture(self):

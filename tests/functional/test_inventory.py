@@ -43,6 +43,7 @@ import sqlalchemy as sa
 
 from cyborg.allinone import embedded_placement
 from tests.functional import conftest
+from tests.functional import nova_flow
 from tests.functional import servers
 from tests.functional import placement as placement_lib
 from tests.functional.placement import PlacementServer
@@ -646,6 +647,10 @@ def test_disable_and_enable(baseline):
 
     response = cluster.api('POST', '/v2/devices/%s/disable' % device['uuid'])
     assert response.status_code == 204, response.text
+    # The conductor answers first and syncs Placement after.
+    cluster.wait(lambda: client.get_inventories(rp_uuid)[1][
+        spec['resource_class']]['reserved'] == spec['accelerators'],
+        'the disabled device reserving its whole inventory')
     _gen, inventories = client.get_inventories(rp_uuid)
     record = inventories[spec['resource_class']]
     assert record['reserved'] == record['total'] == spec['accelerators']
@@ -659,11 +664,49 @@ def test_disable_and_enable(baseline):
 
     response = cluster.api('POST', '/v2/devices/%s/enable' % device['uuid'])
     assert response.status_code == 204, response.text
+    cluster.wait(lambda: client.get_inventories(rp_uuid)[1][
+        spec['resource_class']]['reserved'] == 0,
+        'the enabled device reserving nothing')
     _gen, inventories = client.get_inventories(rp_uuid)
     assert inventories[spec['resource_class']]['reserved'] == 0
     response = cluster.api('GET', '/v2/devices/%s' % device['uuid'],
                            version='2.3')
     assert response.json()['status'] == 'enabled'
+
+
+def test_device_vanished_while_bound_goes_once_released(baseline):
+    """A device that vanishes while an ARQ holds one of its handles is
+    kept (missing, its provider fully reserved) through the reports that
+    follow; once the ARQ is deleted, the next report, unchanged since
+    and carrying utilization as every agent's does, removes the device
+    and its provider."""
+    cluster = baseline
+    host = HOST_A
+    kept, gone = BASELINE[host]
+    rp_uuid = cluster.deployables_by_name(host)[
+        deployable_name(gone['address'])]['rp_uuid']
+    client = cluster.placement.client()
+    arq, _instance = nova_flow.start_bind(
+        cluster.url + '/v2', {'resources:%s' % gone['resource_class']: '1'},
+        host, rp_uuid)
+
+    cluster.agents[host].write_devices([kept])
+    cluster.wait(lambda: cluster.db_devices(host)[gone['address']][
+        'missing'], 'the vanished device kept, missing')
+    cluster.wait(lambda: client.get_inventories(rp_uuid)[1][
+        gone['resource_class']]['reserved'] == gone['accelerators'],
+        'the missing device reserving its whole inventory')
+    # Reports unchanged since: the device stays while it is held.
+    cluster.wait_cycles(2)
+    assert cluster.db_devices(host)[gone['address']]['missing']
+
+    response = requests.delete(
+        cluster.url + '/v2/accelerator_requests', params={'arqs': arq},
+        headers=nova_flow.SERVICE, timeout=30)
+    assert response.status_code == 204, response.text
+    cluster.wait(lambda: gone['address'] not in cluster.db_devices(host),
+                 'the released device removed by an unchanged report')
+    cluster.wait_placement(host, [kept])
 
 
 def test_invalid_devices_file_keeps_devices(baseline):

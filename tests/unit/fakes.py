@@ -15,7 +15,11 @@
 import json
 import logging
 
+import futurist
 import requests
+
+from cyborg.conductor import placement_sync
+from cyborg.conductor import sync_worker
 
 
 class FakeTransport(requests.adapters.BaseAdapter):
@@ -70,3 +74,11 @@ class LogRecords(logging.Handler):
 
     def emit(self, record):
         self.records.append(record)
+
+
+def inline_syncer(client) -> sync_worker.SyncWorker:
+    """A sync worker on ``client`` whose requested syncs run at once, in
+    the caller's thread: a conductor's answer then tells the sync's
+    outcome (``synced``), as tests of what a sync writes want."""
+    return sync_worker.SyncWorker(placement_sync.PlacementSync(client),
+                                  executor=futurist.SynchronousExecutor())

@@ -13,9 +13,9 @@
 
 """Benchmark: inventory reports from many hosts through the conductor.
 
-Simulates compute hosts by sending fake device trees straight to the
-conductor RPC API (no agent processes) with a real Placement and
-PostgreSQL, in three phases:
+Simulates compute hosts by sending fake device trees to a real conductor
+over RabbitMQ (the agents: threads of a child process, no agent
+processes) with a real Placement and PostgreSQL, in three phases:
 
 1. registration: every host reports its devices for the first time;
 2. steady state: every host reports the same tree again;
@@ -27,9 +27,22 @@ host's readings (the tree unchanged). A report with readings costs one
 statement more than without, changed or not (the readings are written
 with the report's time, ``reported_at``), and no Placement request.
 
-Prints wall time, DB statements and Placement requests per report, and
-the CPU milliseconds per report of the conductor (this process), of
-Placement (all its worker processes) and of PostgreSQL.
+The conductor runs in this process, alone: its CPU is the server side of
+the reports (and of its Placement syncs, which a phase waits for: a phase
+ends once no host is left pending). Before the phases, the same child
+sends empty calls to an endpoint of this process on the same transport:
+their server-side CPU is the floor an unchanged report is measured
+against (as ``rpc_roundtrip.py``, but across processes).
+
+Prints, per phase, wall time (until Placement is synced), DB statements
+and Placement requests per report, the agents' wait per report (mean and
+95th percentile: what an agent's report call takes), and the CPU
+milliseconds per report of the conductor, of Placement (all its worker
+processes) and of PostgreSQL.
+
+``--root DIR`` runs another checkout's ``cyborg`` (e.g. the tree before a
+change, ``git worktree add /tmp/before <commit>``) with this harness, so
+two runs back to back compare the builds.
 
     .venv/bin/python tools/bench/inventory_sync.py [--hosts 1000]
 """
@@ -37,7 +50,9 @@ Placement (all its worker processes) and of PostgreSQL.
 import argparse
 import concurrent.futures
 import copy
+import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -46,6 +61,11 @@ import warnings
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
+# --root DIR: the cyborg package of DIR (read before cyborg is imported,
+# here and in the sender process, which gets this sys.argv).
+if '--root' in sys.argv:
+    sys.path.insert(0, os.path.abspath(
+        sys.argv[sys.argv.index('--root') + 1]))
 warnings.filterwarnings('ignore')
 
 import sqlalchemy as sa  # noqa: E402
@@ -142,33 +162,129 @@ def host_utilization(wire, load: int) -> dict:
             for device in wire}
 
 
-def run_phase(name, conductor_api, hosts, trees, workers, counter, client,
-              meter, utilization=None):
+# The agents: a child process ------------------------------------------------
+
+class PingEndpoint:
+    """An empty call's server side: the floor of a report's."""
+
+    def ping(self, context, value):
+        return value
+
+
+PING_TOPIC = 'bench-ping'
+
+
+def _sender(args, transport_url: str, commands, answers) -> None:
+    """The simulated agents (run in a child process): for each command
+    from ``commands``, send its calls with ``args.workers`` threads and
+    answer the seconds each call waited."""
+    conf = CONF
+    conf([], project='cyborg', default_config_files=[])
+    rpc.register_opts(conf)
+    conf.set_override('transport_url', transport_url)
+    transport = rpc.get_transport(conf)
+    conductor_api = rpcapi.ConductorAPI(transport)
+    ping = rpc.get_client(transport, PING_TOPIC)
     context = cyborg_context.get_admin_context()
-    statements, requests = counter.count, client.request_count
-    cpu_before = meter.sample()
-    started = time.monotonic()
+    hosts = host_names(args)
+    trees = {host: host_tree(args) for host in hosts}
+    changed = set(hosts[::100])
 
-    def report(host):
-        wire = trees[host]
-        return conductor_api.report_inventory(
+    def report(host, churn, load):
+        wire = (host_tree(args, changed=True) if churn and host in changed
+                else trees[host])
+        readings = None if load is None else host_utilization(wire, load)
+        started = time.monotonic()
+        conductor_api.report_inventory(
             context, host, host, wire, device_tree.tree_digest(
-                {'devices': wire, 'failed': []}), [],
-            utilization=None if utilization is None else utilization[host])
+                {'devices': wire, 'failed': []}), [], utilization=readings)
+        return time.monotonic() - started
 
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(report, hosts))
-    elapsed = time.monotonic() - started
-    cpu_after = meter.sample()
-    unsynced = sum(1 for r in results if not r['synced'])
-    cpu_ms = {key: (cpu_after[key] - cpu_before[key]) * 1000 / len(hosts)
-              for key in cpu_after}
-    print('%-13s %7d %9.1f %12.1f %14.2f %9d %9.1f %9.1f %9.1f' % (
-        name, len(hosts), elapsed,
-        (counter.count - statements) / len(hosts),
-        (client.request_count - requests) / len(hosts), unsynced,
-        cpu_ms['conductor'], cpu_ms['placement'], cpu_ms['postgres']),
-        flush=True)
+    def empty(number):
+        started = time.monotonic()
+        ping.call(context, 'ping', value=number)
+        return time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+        while True:
+            command = commands.get()
+            if command is None:
+                break
+            kind, churn, load = command
+            if kind == 'ping':
+                answers.put(list(pool.map(empty, range(args.floor_calls))))
+            else:
+                answers.put(list(pool.map(
+                    report, hosts, [churn] * len(hosts),
+                    [load] * len(hosts))))
+    rpc.cleanup(transport)
+
+
+def host_names(args) -> list[str]:
+    return ['bench-host-%05d' % i for i in range(args.hosts)]
+
+
+# The conductor's side -------------------------------------------------------
+
+def _pending(engine) -> int:
+    with engine.connect() as connection:
+        return connection.execute(sa.text(
+            "SELECT count(*) FROM services WHERE \"binary\" = "
+            "'cyborg-agent' AND sync_requested > sync_done")).scalar()
+
+
+def _wait_synced(engine, timeout: float = 3600) -> None:
+    """Until no host waits for a Placement sync."""
+    deadline = time.monotonic() + timeout
+    while _pending(engine) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+class Run:
+    """One run's collaborators: the child's queues, the meters."""
+
+    def __init__(self, commands, answers, counter, client, meter, engine):
+        self.commands, self.answers = commands, answers
+        self.counter, self.client = counter, client
+        self.meter, self.engine = meter, engine
+
+    def floor(self, calls: int) -> float:
+        """Server-side CPU milliseconds of an empty call; prints it."""
+        before = self.meter.sample()['conductor']
+        self.commands.put(('ping', False, None))
+        waits = self.answers.get()
+        cpu_ms = (self.meter.sample()['conductor'] - before) * 1000 / calls
+        print('%-13s %7d %9s %12s %14s %9.2f %7.2f %9.2f' % (
+            'empty call', calls, '', '', '', statistics.mean(waits) * 1000,
+            _p95(waits) * 1000, cpu_ms), flush=True)
+        return cpu_ms
+
+    def phase(self, name: str, reports: int, churn: bool = False,
+              load: int | None = None) -> dict[str, float]:
+        statements = self.counter.count
+        requests = self.client.request_count
+        cpu_before = self.meter.sample()
+        started = time.monotonic()
+        self.commands.put(('report', churn, load))
+        waits = self.answers.get()
+        _wait_synced(self.engine)
+        elapsed = time.monotonic() - started
+        cpu_after = self.meter.sample()
+        cpu_ms = {key: (cpu_after[key] - cpu_before[key]) * 1000 / reports
+                  for key in cpu_after}
+        print('%-13s %7d %9.1f %12.1f %14.2f %9.2f %7.2f %9.2f %9.1f %9.1f'
+              % (name, reports, elapsed,
+                 (self.counter.count - statements) / reports,
+                 (self.client.request_count - requests) / reports,
+                 statistics.mean(waits) * 1000, _p95(waits) * 1000,
+                 cpu_ms['conductor'], cpu_ms['placement'],
+                 cpu_ms['postgres']), flush=True)
+        return dict(cpu_ms, wall=elapsed)
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
 def main() -> int:
@@ -187,30 +303,42 @@ def main() -> int:
                         'change only the readings')
     parser.add_argument('--workers', type=int, default=8,
                         help='reports sent concurrently (8)')
+    parser.add_argument('--floor-calls', type=int, default=2000,
+                        help='empty calls that measure the floor (2000)')
+    parser.add_argument('--root', metavar='DIR',
+                        help="bench DIR's cyborg package (another "
+                        'checkout) with this harness')
     bench_placement.add_arguments(parser)
     parser.add_argument('--roles', default='admin,service',
                         help="the conductor's roles in Placement "
                         '(admin,service; admin alone: no reshaper)')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-inventory-')
-    with servers.PostgreSQLServer(base_dir=workdir) as pg:
+    with servers.PostgreSQLServer(base_dir=workdir) as pg, \
+            servers.RabbitMQServer(
+                base_dir=os.path.join(workdir, 'rabbit')) as rabbit:
         cyborg_url = pg.create_database('cyborg')
         with bench_placement.server(args, pg, workdir) as placement:
             meter = CPUMeter([placement.process.pid],
                              cpu.pids_with(pg.data_dir))
-            return _run(args, cyborg_url, placement.url, meter)
+            return _run(args, cyborg_url, placement.url, rabbit.url, meter)
 
 
-def _run(args, cyborg_url, placement_url, meter) -> int:
+def _run(args, cyborg_url, placement_url, transport_url, meter) -> int:
     CONF([], project='cyborg', default_config_files=[])
     rpc.register_opts(CONF)
     CONF.set_override('connection', cyborg_url, group='database')
-    CONF.set_override('transport_url', 'inproc://')
+    CONF.set_override('transport_url', transport_url)
+    # The periodic retry of pending hosts would sync, during a later
+    # phase, hosts it listed while registration was under way.
+    CONF.set_override('periodic_interval', 3600)
     db_api.configure(CONF)
     migration.upgrade()
     setup_client = placement_client.PlacementClient.for_endpoint(
         placement_url)
-    hosts = ['bench-host-%04d' % i for i in range(args.hosts)]
+    hosts = host_names(args)
+    print('cyborg from %s' % os.path.dirname(os.path.dirname(
+        os.path.abspath(conductor_service.__file__))))
     print('creating %d compute node providers (not measured)...' %
           len(hosts), flush=True)
     with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
@@ -224,41 +352,51 @@ def _run(args, cyborg_url, placement_url, meter) -> int:
     transport = rpc.get_transport(CONF)
     conductor = conductor_service.create(CONF, transport, lambda: client)
     conductor.start()
+    ping_server = rpc.get_server(transport, PING_TOPIC, 'bench',
+                                 PingEndpoint())
+    ping_server.start()
     counter = StatementCounter(db_api.get_engine())
-    conductor_api = rpcapi.ConductorAPI(transport)
-    print('%d hosts x %s, %d concurrent reports, PostgreSQL, real '
-          'Placement (%s, %d workers), conductor roles %s' % (
+    # Polled for pending hosts at the end of each phase: an engine of its
+    # own, whose statements are not counted.
+    engine = sa.create_engine(cyborg_url, poolclass=sa.pool.NullPool)
+    context = multiprocessing.get_context('spawn')
+    commands, answers = context.Queue(), context.Queue()
+    sender = context.Process(target=_sender, name='bench-agents', args=(
+        args, transport_url, commands, answers))
+    sender.start()
+    run = Run(commands, answers, counter, client, meter, engine)
+    print('%d hosts x %s, %d concurrent reports, PostgreSQL, RabbitMQ, '
+          'real Placement (%s, %d workers), conductor roles %s' % (
               args.hosts, '%d devices' % args.devices if args.tree == 'bench'
               else args.tree, args.workers, args.placement_server,
               args.placement_workers, args.roles))
-    print('%-13s %7s %9s %12s %14s %9s %9s %9s %9s' % (
-        'phase', 'reports', 'wall s', 'DB stmts/rep', 'Placement/rep',
-        'unsynced', 'cond ms', 'plc ms', 'pg ms'))
-    print('(cond/plc/pg ms: CPU milliseconds per report of the conductor, '
-          'Placement and PostgreSQL)')
-    trees = {host: host_tree(args) for host in hosts}
+    print('%-13s %7s %9s %12s %14s %9s %7s %9s %9s %9s' % (
+        'phase', 'calls', 'wall s', 'DB stmts/rep', 'Placement/rep',
+        'wait ms', 'p95 ms', 'cond ms', 'plc ms', 'pg ms'))
+    print('(wait: an agent\'s wait per call; cond/plc/pg ms: CPU '
+          'milliseconds per call of the conductor, Placement and '
+          'PostgreSQL; wall: until Placement is synced)')
     print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
-    readings = ({host: host_utilization(trees[host], 10) for host in hosts}
-                if args.utilization else None)
+    load = 10 if args.utilization else None
     try:
-        run_phase('registration', conductor_api, hosts, trees, args.workers,
-                  counter, client, meter, readings)
-        run_phase('steady state', conductor_api, hosts, trees, args.workers,
-                  counter, client, meter, readings)
-        if readings is not None:
-            readings = {host: host_utilization(trees[host], 90)
-                        for host in hosts}
-            run_phase('util changed', conductor_api, hosts, trees,
-                      args.workers, counter, client, meter, readings)
-        changed = hosts[::100]
-        for host in changed:
-            trees[host] = host_tree(args, changed=True)
-            if readings is not None:
-                readings[host] = host_utilization(trees[host], 90)
-        run_phase('1% changed', conductor_api, hosts, trees, args.workers,
-                  counter, client, meter, readings)
+        floor = run.floor(args.floor_calls)
+        run.phase('registration', len(hosts), load=load)
+        steady = run.phase('steady state', len(hosts), load=load)
+        if load is not None:
+            load = 90
+            run.phase('util changed', len(hosts), load=load)
+        run.phase('1% changed', len(hosts), churn=True, load=load)
+        floor_after = run.floor(args.floor_calls)
+        print('unchanged report / empty call (server-side CPU): %.2f '
+              '(floor %.2f ms before the phases, %.2f ms after)' % (
+                  steady['conductor'] / min(floor, floor_after), floor,
+                  floor_after))
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     finally:
+        commands.put(None)
+        sender.join(60)
+        ping_server.stop()
+        ping_server.wait()
         conductor.stop()
         rpc.cleanup(transport)
     return 0

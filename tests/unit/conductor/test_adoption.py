@@ -26,6 +26,7 @@ from cyborg.db import device_profiles as profiles_db
 from cyborg.db import inventory
 from cyborg.domain import adoption
 from cyborg.domain import device_tree
+from tests.unit import fakes
 from tests.unit.conductor import imported
 from tests.unit.conductor.test_placement_sync import COMPUTE_RP
 from tests.unit.conductor.test_placement_sync import FakePlacement
@@ -296,7 +297,7 @@ def upstream_placement():
 @pytest.fixture
 def conductor(database, upstream_placement):
     return conductor_manager.ConductorManager(
-        'c1', placement_factory=lambda: upstream_placement)
+        'c1', fakes.inline_syncer(upstream_placement))
 
 
 def _report(conductor, context, wire):

@@ -16,6 +16,7 @@ from the rows it reads and when it records its outcome. The database
 side of each step is tested in test_inventory.py and
 test_placement_sync.py."""
 
+import concurrent.futures
 import logging
 import types
 
@@ -33,20 +34,24 @@ COMPUTE_RP = 'c0ffee00-0000-4000-8000-000000000001'
 
 
 class FakeInventoryDB:
-    """report_state answers ``states`` in turn; apply_report answers
-    ``summary``; every call is recorded."""
+    """host_state answers ``states`` in turn (each a (digest, sync
+    pending) pair or None); apply_report answers ``summary``; every call
+    is recorded."""
 
     def __init__(self, states, summary=None):
         self.states = list(states)
         self.summary = summary
         self.calls = []
 
-    def report_state(self, context, host):
-        self.calls.append(('report_state', host))
-        return self.states.pop(0)
+    def host_state(self, context, host):
+        self.calls.append(('host_state', host))
+        state = self.states.pop(0)
+        if state is None:
+            return None
+        return inventory_db.HostState(state[0], state[1], {})
 
     def apply_report(self, context, host, rp_name, devices, digest,
-                     failed_drivers):
+                     failed_drivers, utilization=None):
         self.calls.append(('apply_report', host, rp_name, digest,
                            tuple(failed_drivers)))
         return self.summary
@@ -65,7 +70,7 @@ def records():
 
 
 def _use(monkeypatch, fake):
-    monkeypatch.setattr(inventory_db, 'report_state', fake.report_state)
+    monkeypatch.setattr(inventory_db, 'host_state', fake.host_state)
     monkeypatch.setattr(inventory_db, 'apply_report', fake.apply_report)
 
 
@@ -75,7 +80,7 @@ def test_unchanged_report_costs_one_read(monkeypatch, records):
     outcome = inventory.apply(CONTEXT, 'h1', 'h1.example', [], 'd1', [])
     assert outcome == inventory.ReportOutcome(changed=False,
                                               sync_pending=False)
-    assert fake.calls == [('report_state', 'h1')]
+    assert fake.calls == [('host_state', 'h1')]
     assert not records
 
 
@@ -85,29 +90,29 @@ def test_unchanged_report_tells_a_pending_sync(monkeypatch):
 
 
 @pytest.mark.parametrize('state', [None, ('d0', False), (None, False)])
-def test_changed_report_is_applied_then_read_again(monkeypatch, records,
-                                                   state):
+def test_changed_report_is_applied_without_a_second_read(monkeypatch,
+                                                         records, state):
     """A new host (no state), a new digest, or a released missing device
-    waiting for removal (digest None): the report is applied."""
+    waiting for removal (digest None): the report is applied, and its
+    transaction counted a sync request, so the host is pending without
+    reading its row again."""
     summary = inventory_db.DiffSummary(added=2, removed=1)
-    fake = FakeInventoryDB([state, ('d1', True)], summary)
+    fake = FakeInventoryDB([state], summary)
     _use(monkeypatch, fake)
     outcome = inventory.apply(CONTEXT, 'h1', 'h1.example', [], 'd1',
                               ['broken'])
     assert outcome == inventory.ReportOutcome(changed=True,
                                               sync_pending=True)
     assert fake.calls == [
-        ('report_state', 'h1'),
-        ('apply_report', 'h1', 'h1.example', 'd1', ('broken',)),
-        ('report_state', 'h1')]
+        ('host_state', 'h1'),
+        ('apply_report', 'h1', 'h1.example', 'd1', ('broken',))]
     assert [r.getMessage() for r in records] == [
         'Inventory of h1: 2 added, 0 updated, 1 removed, 0 kept while in '
         'use']
 
 
 def test_report_applied_without_change_logs_nothing(monkeypatch, records):
-    fake = FakeInventoryDB([('d0', False), ('d1', True)],
-                           inventory_db.DiffSummary())
+    fake = FakeInventoryDB([('d0', False)], inventory_db.DiffSummary())
     _use(monkeypatch, fake)
     assert inventory.apply(CONTEXT, 'h1', 'h1', [], 'd1', []).changed
     assert not records
@@ -115,29 +120,53 @@ def test_report_applied_without_change_logs_nothing(monkeypatch, records):
 
 def test_report_applied_meanwhile_is_not_changed(monkeypatch):
     """Another conductor applied the same report between the read and
-    the write: apply_report answers None."""
-    _use(monkeypatch, FakeInventoryDB([('d0', False), ('d1', False)]))
+    the write: apply_report answers None, and the state is read again."""
+    fake = FakeInventoryDB([('d0', False), ('d1', False)])
+    _use(monkeypatch, fake)
     assert inventory.apply(CONTEXT, 'h1', 'h1', [], 'd1', []) == (
         inventory.ReportOutcome(changed=False, sync_pending=False))
+    assert [call[0] for call in fake.calls] == [
+        'host_state', 'apply_report', 'host_state']
+
+
+class FakeSyncer:
+    """Records the hosts handed to it; their syncs answer ``synced``
+    (None: still running)."""
+
+    def __init__(self, synced):
+        self.synced = synced
+        self.requested = []
+
+    def request(self, host):
+        self.requested.append(host)
+        future = concurrent.futures.Future()
+        if self.synced is not None:
+            future.set_result(self.synced)
+        return future
 
 
 @pytest.mark.parametrize('pending, synced, expected', [
-    (False, None, True), (True, True, True), (True, False, False)])
-def test_report_syncs_placement_only_when_pending(monkeypatch, pending,
+    (False, None, True), (True, True, True), (True, False, False),
+    (True, None, False)])
+def test_report_requests_a_sync_only_when_pending(monkeypatch, pending,
                                                   synced, expected):
+    """The answer does not wait for the sync: ``synced`` tells whether it
+    was done when the conductor answered."""
     monkeypatch.setattr(inventory, 'apply', lambda *args: (
         inventory.ReportOutcome(changed=True, sync_pending=pending)))
-    manager = conductor_manager.ConductorManager('c1')
-    syncs = []
-
-    def sync_host(context, host):
-        syncs.append(host)
-        return synced
-
-    monkeypatch.setattr(manager, 'sync_host', sync_host)
+    syncer = FakeSyncer(synced)
+    manager = conductor_manager.ConductorManager('c1', syncer)
     answer = manager.report_inventory(CONTEXT, 'h1', 'h1', [], 'd1', [])
     assert answer == {'changed': True, 'synced': expected}
-    assert syncs == (['h1'] if pending else [])
+    assert syncer.requested == (['h1'] if pending else [])
+
+
+def test_report_without_placement_leaves_the_host_pending(monkeypatch):
+    monkeypatch.setattr(inventory, 'apply', lambda *args: (
+        inventory.ReportOutcome(changed=True, sync_pending=True)))
+    manager = conductor_manager.ConductorManager('c1')
+    assert manager.report_inventory(CONTEXT, 'h1', 'h1', [], 'd1', []) == {
+        'changed': True, 'synced': False}
 
 
 # Placement sync

@@ -30,6 +30,7 @@ from cyborg.db import models
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_tree
 from cyborg.domain import providers
+from tests.unit import fakes
 from tests.unit.conductor.test_placement_sync import FakePlacement
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
@@ -58,7 +59,7 @@ def conductor(database, placement, admin_context):
     profiles_db.device_profile_create(admin_context, {
         'name': 'one', 'groups': [{'resources:FPGA': '1'}]})
     return conductor_manager.ConductorManager(
-        'c1', placement_factory=lambda: placement)
+        'c1', fakes.inline_syncer(placement))
 
 
 def _report(conductor, context, wire):
@@ -155,6 +156,51 @@ def test_a_missing_device_goes_once_released_even_if_unchanged(
     assert _report(conductor, admin_context, partial) == {
         'changed': False, 'synced': True}
     assert placement.calls == []
+
+
+def _report_with_readings(conductor, context, wire, load):
+    """A report as every agent since RPC 1.2 sends it: each device with
+    a utilization reading."""
+    readings = {device['address']: {'gpu_percent': float(load)}
+                for device in wire}
+    return conductor.report_inventory(
+        context, 'host1', 'host1.example', wire,
+        device_tree.tree_digest(wire), [], utilization=readings)
+
+
+@pytest.mark.parametrize('release', ['unbind', 'delete'])
+def test_a_missing_device_goes_once_released_with_utilization(
+        conductor, placement, admin_context, database, full, release):
+    """The path agents take today (reports carry utilization): once the
+    handle of a device that vanished while bound is released, the next
+    report, unchanged and with the same readings, still removes the
+    device and its provider (a report that returned early on the stored
+    digest would keep it, its provider fully reserved)."""
+    assert _report_with_readings(conductor, admin_context, full, 10) == {
+        'changed': True, 'synced': True}
+    arq = _bind_one(admin_context, HELD)
+    partial = copy.deepcopy(full[:1])
+    assert _report_with_readings(conductor, admin_context, partial,
+                                 10)['changed'] is True
+    assert placement.providers[_rp(HELD)]['inventories']['FPGA'][
+        'reserved'] == 2
+    assert _report_with_readings(conductor, admin_context, partial,
+                                 10) == {'changed': False, 'synced': True}
+    assert (HELD, True) in _rows(database)
+
+    if release == 'unbind':
+        arq_db.arq_unbind(admin_context, [arq], None)
+    else:
+        arq_db.arq_delete(admin_context, [arq], None, None)
+    assert _report_with_readings(conductor, admin_context, partial, 10) == {
+        'changed': True, 'synced': True}
+    assert _rows(database) == {(KEPT, False): FREE_10}
+    assert set(placement.providers) == {_rp(KEPT)}
+    # The readings of the device left are kept through the removal.
+    state = inventory.host_state(admin_context, 'host1')
+    assert list(state.devices) == [KEPT]
+    assert json.loads(state.devices[KEPT][1])['metrics'] == {
+        'gpu_percent': 10.0}
 
 
 def test_a_missing_device_still_held_is_not_applied_again(

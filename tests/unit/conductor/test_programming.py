@@ -441,6 +441,30 @@ def test_the_program_api_refuses_a_deployable_in_use(region, admin_context):
     assert agent.programmed == []
 
 
+def test_the_program_api_hold_refuses_a_region_arqs_use(region,
+                                                       admin_context,
+                                                       database):
+    """The program API's claim of a region refuses it while an ARQ uses
+    it, before it claims any handle: the refusal names each ARQ and its
+    state (not only a count of handles taken), and no handle changes."""
+    agent = Agent()
+    arq = _bind(admin_context, region, 'plain', agent)
+    handles = models.AttachHandle.__table__
+
+    def in_use():
+        with database.connect() as connection:
+            return connection.execute(sa.select(
+                handles.c.id, handles.c.in_use, handles.c.updated_at)
+                .order_by(handles.c.id)).all()
+
+    before = in_use()
+    with pytest.raises(exception.DeployableInUse) as refused:
+        programming_db.hold(admin_context, region['id'])
+    assert refused.value.kwargs['reason'] == 'ARQ %s is %s on it' % (
+        arq['uuid'], states.BOUND)
+    assert in_use() == before
+
+
 def test_a_deployable_without_a_control_path_is_not_programmable(
         database, admin_context):
     wire = _wire()
