@@ -742,6 +742,12 @@ class CyborgProcess:
         kill_group(self.process, signal.SIGTERM, timeout)
         return self.process.returncode
 
+    def terminate(self) -> None:
+        """SIGTERM to the process group, without waiting for it."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+
     def wait_log(self, text: str, timeout: float = 60.0) -> None:
         """Wait until ``text`` appears in the log."""
         def seen():
