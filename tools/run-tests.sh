@@ -14,10 +14,19 @@
 # Set up everything the tests need and run the whole suite: lint, unit,
 # functional (real PostgreSQL, RabbitMQ and HTTP) and client compatibility.
 # Extra arguments go to pytest.
+#
+# The suite runs in CYBORG_TEST_WORKERS (default 4) pytest-xdist workers,
+# a module whole on one worker (--dist loadfile: its module-scoped
+# deployments start once), the longest modules handed out first
+# (tests/conftest.py; --no-loadscope-reorder keeps that order). Most
+# functional tests wait on the services they started, so even a 2-core
+# machine runs more workers than cores. The 20 slowest tests are listed
+# at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-test-deps.sh
 tools/setup-venv.sh --test
 .venv/bin/ruff check cyborg tests tools
 .venv/bin/mypy
-exec .venv/bin/pytest -p no:cacheprovider tests "$@"
+exec .venv/bin/pytest -p no:cacheprovider -n "${CYBORG_TEST_WORKERS:-4}" \
+    --dist loadfile --no-loadscope-reorder --durations=20 tests "$@"

@@ -145,6 +145,10 @@ class NovaFlowDeployment:
 
     def stop(self) -> None:
         errors = []
+        # Every process shuts down at once; then each is waited for (and
+        # killed if it takes too long).
+        for process in reversed(self.processes):
+            process.terminate()
         for process in reversed(self.processes):
             try:
                 process.stop()

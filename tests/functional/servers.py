@@ -63,11 +63,33 @@ class ServerError(RuntimeError):
 
 # Helpers ------------------------------------------------------------------
 
+def _xdist_slot() -> tuple[int, int]:
+    """(this worker's index, number of workers) under pytest-xdist,
+    (0, 1) in a run without workers."""
+    worker = os.environ.get('PYTEST_XDIST_WORKER', '')
+    count = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1') or 1)
+    if not worker.startswith('gw') or count < 2:
+        return 0, 1
+    return int(worker[2:]) % count, count
+
+
 def free_port() -> int:
-    """A TCP port on the loopback interface that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """A TCP port on the loopback interface that is free right now.
+
+    Under pytest-xdist each worker takes only ports of its own share
+    (``(port >> 1) % workers``: Linux hands bind(0) odd ports only, so
+    the lowest bit cannot tell them apart), so two workers never pick
+    the same port between its pick and the server's bind.
+    """
+    worker, count = _xdist_slot()
+    for _attempt in range(64 * count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            port = sock.getsockname()[1]
+        if (port >> 1) % count == worker:
+            return port
+    raise ServerError('no free loopback port for worker %d of %d'
+                      % (worker, count))
 
 
 def find_binary(name: str, package: str,
@@ -638,9 +660,9 @@ class RabbitMQServer(_Server):
 
     def _stop(self) -> None:
         try:
-            if self.process is not None and self.process.poll() is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.rabbitmqctl('stop', timeout=60)
+            if self.process is not None:
+                # The Erlang VM shuts the node down on SIGTERM; `rabbitmqctl
+                # stop` would start a second VM to ask it (seconds of CPU).
                 kill_group(self.process, signal.SIGTERM, timeout=20)
         finally:
             # epmd daemonises out of our process group; it listens on our
@@ -719,6 +741,12 @@ class CyborgProcess:
             return None
         kill_group(self.process, signal.SIGTERM, timeout)
         return self.process.returncode
+
+    def terminate(self) -> None:
+        """SIGTERM to the process group, without waiting for it."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
 
     def wait_log(self, text: str, timeout: float = 60.0) -> None:
         """Wait until ``text`` appears in the log."""
