@@ -219,4 +219,8 @@ def fresh_conf():
     ):
         module.register_opts(conf)
     conf([], project='cyborg', default_config_files=[])
-    return conf
+    yield conf
+    # The option groups (and so the overrides set through them) are
+    # module-level objects shared with every other ConfigOpts that
+    # registers them: undo what the test set.
+    conf.reset()
