@@ -41,11 +41,11 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from cyborg.domain import arq_states
 from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
+from cyborg.domain import arq_states
 
 _numbers = itertools.count(1)
 

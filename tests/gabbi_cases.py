@@ -28,11 +28,11 @@ from __future__ import annotations
 import os
 import unittest
 
-import pytest
-import yaml
 from gabbi import handlers
 from gabbi import suitemaker
 from gabbi import utils as gabbi_utils
+import pytest
+import yaml
 
 
 def yaml_files(directory: str) -> list[str]:

@@ -27,6 +27,7 @@ cd "$(dirname "$0")/.."
 tools/install-test-deps.sh
 tools/setup-venv.sh --test
 .venv/bin/ruff check cyborg tests tools
+.venv/bin/pycodestyle cyborg tests tools
 .venv/bin/mypy
 exec .venv/bin/pytest -p no:cacheprovider -n "${CYBORG_TEST_WORKERS:-4}" \
     --dist loadfile --no-loadscope-reorder --durations=20 tests "$@"

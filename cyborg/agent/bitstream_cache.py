@@ -44,6 +44,8 @@ cache is created.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
+from collections.abc import Iterator
 import contextlib
 import hashlib
 import os
@@ -51,7 +53,6 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
 
 from oslo_log import log as logging
 

@@ -20,8 +20,8 @@ report, for conductors that do not send it with a handle (agent RPC API
 below 1.3).
 """
 
-import contextlib
 from collections.abc import Iterator
+import contextlib
 import threading
 
 from cyborg.accelerator.drivers import base

@@ -19,6 +19,7 @@ from typing import Any
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from cyborg import context as cyborg_context
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import errors
 from cyborg.agent import bitstream_cache
@@ -26,7 +27,6 @@ from cyborg.agent import driver_calls
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.conductor import rpcapi as conductor_rpcapi
-from cyborg import context as cyborg_context
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)

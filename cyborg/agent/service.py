@@ -17,14 +17,13 @@ from typing import Any
 
 from oslo_config import cfg
 
+from cyborg import context as cyborg_context
 from cyborg.agent import discovery
 from cyborg.agent import driver_calls
 from cyborg.agent import manager
 from cyborg.common import constants
 from cyborg.common import service
 from cyborg.conductor import rpcapi as conductor_rpcapi
-from cyborg import context as cyborg_context
-
 
 # Seconds before a report the conductor did not answer is sent again.
 REPORT_RETRY_DELAY = 5

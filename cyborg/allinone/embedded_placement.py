@@ -47,8 +47,8 @@ import uuid as uuid_lib
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.clients import placement as placement_client
 from cyborg.api import wsgi_server
+from cyborg.clients import placement as placement_client
 
 LOG = logging.getLogger(__name__)
 

@@ -45,32 +45,32 @@ import time
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from cyborg import context as cyborg_context
+from cyborg import policies
 from cyborg.agent import discovery
-from cyborg.allinone import demo_host
 from cyborg.agent import service as agent_service
+from cyborg.allinone import banner
+from cyborg.allinone import demo_host
+from cyborg.allinone import embedded_placement
+from cyborg.allinone import local_images
 from cyborg.api import app as api_app
+from cyborg.api import wsgi_server
 from cyborg.clients import glance
 from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
-from cyborg.allinone import banner
 from cyborg.common import config
 from cyborg.common import config_checks
 from cyborg.common import constants
-from cyborg.allinone import embedded_placement
 from cyborg.common import exception
-from cyborg.allinone import local_images
 from cyborg.common import rpc
 from cyborg.common import signals
-from cyborg.api import wsgi_server
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import service as conductor_service
 from cyborg.conductor import sync_worker
 from cyborg.conf import CONF
-from cyborg import context as cyborg_context
 from cyborg.conf import glance as glance_conf
 from cyborg.db import api as db_api
 from cyborg.db import migration
-from cyborg import policies
 
 LOG = logging.getLogger(__name__)
 

@@ -55,12 +55,12 @@ import hashlib
 import json
 import os
 import threading
+from typing import Any
 import urllib.parse
 import uuid
-from typing import Any
 
-from cyborg.common import exception
 from cyborg.api import wsgi_server
+from cyborg.common import exception
 
 LOOPBACK = '127.0.0.1'
 VERSION = '2.16'

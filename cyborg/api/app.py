@@ -20,16 +20,16 @@ from oslo_middleware import opts as middleware_opts
 from oslo_middleware import request_id
 import pecan
 
-from cyborg.api.controllers import root
+from cyborg import policies
 from cyborg.api import hooks
 from cyborg.api import middleware
 from cyborg.api import profile_cache as profile_cache_lib
 from cyborg.api import request_body
 from cyborg.api import request_log
+from cyborg.api.controllers import root
 from cyborg.common import patches
 from cyborg.common import rpc
 from cyborg.conductor import rpcapi as conductor_rpcapi
-from cyborg import policies
 
 HEALTHCHECK_PATH = '/healthcheck'
 

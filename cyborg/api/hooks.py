@@ -15,13 +15,13 @@
 import urllib.parse
 
 from oslo_log import log as logging
-from webob import exc as webob_exc
 from pecan import hooks
+from webob import exc as webob_exc
 
+from cyborg import context as cyborg_context
 from cyborg.api import errors
 from cyborg.api import microversion
 from cyborg.common import exception
-from cyborg import context as cyborg_context
 
 LOG = logging.getLogger(__name__)
 

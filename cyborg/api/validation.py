@@ -20,8 +20,9 @@ live in :mod:`cyborg.api.schemas`, one module per resource.
 """
 
 import re
+from typing import Any
+from typing import Callable
 import uuid as uuid_lib
-from typing import Any, Callable
 
 import jsonschema
 from oslo_utils import uuidutils

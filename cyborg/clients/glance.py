@@ -36,11 +36,11 @@ other refusals :class:`~cyborg.common.exception.GlanceRequestFailed`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc

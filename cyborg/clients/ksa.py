@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
+import urllib.parse
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import loading as ks_loading

@@ -29,8 +29,8 @@ interface and only logs: the all-in-one uses it when no Nova is configured.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
+import re
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter

@@ -31,9 +31,9 @@ Nothing is retried here; retrying, e.g. after a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import re
 import threading
-from collections.abc import Sequence
 from typing import Any
 from urllib import parse
 
@@ -240,7 +240,7 @@ class PlacementClient:
         code, detail = _error_text(response)
         request_id = response.headers.get('x-openstack-request-id')
         message = 'Placement %s failed with HTTP %d: %s' % (what, status,
-                                                          detail)
+                                                            detail)
         if status >= 500:
             error_class: type[PlacementError] = PlacementUnavailable
         elif status == 409:

@@ -16,12 +16,12 @@ import sys
 
 from oslo_log import log as logging
 
+from cyborg import policies
 from cyborg.api import app as api_app
+from cyborg.api import wsgi_server
 from cyborg.common import config
 from cyborg.common import signals
-from cyborg.api import wsgi_server
 from cyborg.conf import CONF
-from cyborg import policies
 
 LOG = logging.getLogger(__name__)
 

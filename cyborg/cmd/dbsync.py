@@ -25,9 +25,9 @@ import sys
 from oslo_config import cfg
 from oslo_utils import timeutils
 
+from cyborg import context as cyborg_context
 from cyborg.common import config
 from cyborg.conf import CONF
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import errors as db_errors
 from cyborg.db import migration

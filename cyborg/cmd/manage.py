@@ -26,10 +26,10 @@ import sys
 from oslo_config import cfg
 from oslo_utils import timeutils
 
+from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
 from cyborg.conf import CONF
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import errors as db_errors
 from cyborg.db import hosts
@@ -150,7 +150,7 @@ def upstream_import_command(source: str, dry_run: bool,
         print('Imported revision %s from %s: %s.' % (
             report.revision, report.source, ', '.join(
                 '%s %d' % item for item in report.imported_rows.items())),
-            file=out)
+              file=out)
     return 0
 
 

@@ -18,13 +18,13 @@ from oslo_upgradecheck import common_checks
 from oslo_upgradecheck import upgradecheck
 from oslo_utils import timeutils
 
+from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
 from cyborg.conf import CONF
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
-from cyborg.db import services as services_db
 from cyborg.db import migration
+from cyborg.db import services as services_db
 
 
 class Checks(upgradecheck.UpgradeCommands):

@@ -12,19 +12,19 @@
 
 """Parsing configuration and setting up logging for every command."""
 
+from collections.abc import Callable
 import os
 import sys
-from collections.abc import Callable
 from typing import NoReturn
 
 from oslo_config import cfg
 from oslo_log import log
 
+from cyborg import conf as cyborg_conf
+from cyborg import version
 from cyborg.common import config_checks
 from cyborg.common import rpc
-from cyborg import conf as cyborg_conf
 from cyborg.conf import opts as conf_opts
-from cyborg import version
 
 CONF = cyborg_conf.CONF
 #: The SQLite database of a state directory (``--state-dir``).

@@ -33,10 +33,10 @@ from oslo_messaging import opts as messaging_opts
 from oslo_messaging.rpc import dispatcher
 from oslo_serialization import jsonutils
 
+from cyborg import context as cyborg_context
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.common import patches
-from cyborg import context as cyborg_context
 
 LOG = logging.getLogger(__name__)
 

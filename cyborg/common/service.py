@@ -34,8 +34,9 @@ The signals that stop the services are handled in
 :mod:`cyborg.common.signals`.
 """
 
+from collections.abc import Callable
+from collections.abc import Iterable
 import threading
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from futurist import periodics

@@ -39,21 +39,22 @@ an in-process RPC transport together). The handlers here only queue the
 signal; the main thread acts on it, outside the handler.
 """
 
+from collections.abc import Callable
+from collections.abc import Mapping
 import logging as std_logging
 import os
 import queue
 import signal
 import threading
-from collections.abc import Callable, Mapping
 
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_reports import guru_meditation_report as gmr
-from oslo_reports.models import with_default_views as report_models
 from oslo_reports import opts as gmr_opts
+from oslo_reports.models import with_default_views as report_models
 
-from cyborg.common import patches
 from cyborg import version
+from cyborg.common import patches
 
 LOG = logging.getLogger(__name__)
 

@@ -48,18 +48,19 @@ event) and ends the BindFailing ARQs whose time is up (BindFailed), so
 no ARQ stays BindStarted or BindFailing.
 """
 
-import datetime
-import threading
 from collections.abc import Callable
 from concurrent import futures
-from typing import Any, Protocol
+import datetime
+import threading
+from typing import Any
+from typing import Protocol
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
-from cyborg.conductor import programming
 from cyborg import context as cyborg_context
+from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 

@@ -41,18 +41,19 @@ database or Nova is logged and backed off from.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 import datetime
 import random
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
+from typing import Protocol
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from cyborg.clients import nova as nova_client
 from cyborg import context as cyborg_context
+from cyborg.clients import nova as nova_client
 from cyborg.db import nova_events
 
 LOG = logging.getLogger(__name__)

@@ -60,9 +60,9 @@ other providers of its device reserve the units whose handles it holds
 (see :func:`load_host_state`).
 """
 
+from collections.abc import Callable
 import dataclasses
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging

@@ -43,10 +43,11 @@ refuses every request so that an ARQ asking for a bitstream fails clearly
 instead of binding an unprogrammed device.
 """
 
+from collections.abc import Callable
 import dataclasses
 import threading
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
+from typing import Protocol
 
 from oslo_log import log as logging
 import oslo_messaging as messaging

@@ -19,7 +19,6 @@ from cyborg.common import constants
 from cyborg.common import rpc
 from cyborg.conf import CONF
 
-
 # Seconds an agent waits for the conductor to apply its report. A report
 # lost on the way is sent again a few seconds later, so this stays short.
 REPORT_TIMEOUT = 30

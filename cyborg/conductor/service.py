@@ -18,6 +18,7 @@ from typing import Any
 from oslo_config import cfg
 from oslo_utils import timeutils
 
+from cyborg import context as cyborg_context
 from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.clients import glance as glance_client
 from cyborg.clients import placement as placement_client
@@ -28,7 +29,6 @@ from cyborg.conductor import manager
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
 from cyborg.conductor import sync_worker
-from cyborg import context as cyborg_context
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.db import services as services_db

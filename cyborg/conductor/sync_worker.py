@@ -29,16 +29,16 @@ waiting one; a request that arrives while the host's sync runs queues
 one more, so that the later change is synced too.
 """
 
-import threading
-import time
 from collections.abc import Callable
 from concurrent import futures
+import threading
+import time
 
 from oslo_log import log as logging
 
+from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.conductor import placement_sync
-from cyborg import context as cyborg_context
 from cyborg.db import providers as providers_db
 from cyborg.db import services as services_db
 

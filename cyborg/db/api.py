@@ -33,7 +33,6 @@ import sqlalchemy as sa
 
 from cyborg.common import patches
 
-
 main_context_manager = enginefacade.transaction_context()
 
 

@@ -38,16 +38,15 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
+from cyborg.db import nova_events
 from cyborg.db.models import ARQS
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import PROFILES
-from cyborg.db import nova_events
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import device_tree
-
 
 _COLUMNS = [ARQS, PROFILES.c.name.label('device_profile_name'),
             HANDLES.c.uuid.label('attach_handle_uuid'),

@@ -42,6 +42,7 @@ from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
+from cyborg.db import nova_events
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
@@ -50,7 +51,6 @@ from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import PROFILES
 from cyborg.db.models import SERVICES
-from cyborg.db import nova_events
 from cyborg.domain import arq_states as states
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_profile as dp_rules

@@ -31,7 +31,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cyborg.domain import arq_states as states
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
@@ -41,7 +40,7 @@ from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import PROVIDERS
 from cyborg.db.models import SERVICES
-
+from cyborg.domain import arq_states as states
 
 #: States of a request that is at work on its host even before it holds
 #: an attach handle there.

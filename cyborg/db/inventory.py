@@ -57,6 +57,8 @@ import sqlalchemy as sa
 
 from cyborg.common import constants
 from cyborg.db import api as db_api
+from cyborg.db import device_profiles
+from cyborg.db import services
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
@@ -64,8 +66,6 @@ from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import SERVICES
-from cyborg.db import device_profiles
-from cyborg.db import services
 from cyborg.domain import adoption
 from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
@@ -347,7 +347,7 @@ class _HostDiff:
                                         for device_id, cpid in cpids])
         first_cpid: dict[int, int] = {}
         for (device_id, _cpid), cpid_id in zip(cpids, cpid_ids,
-                                                strict=True):
+                                               strict=True):
             first_cpid.setdefault(device_id, cpid_id)
         self._add_deployables([
             (device_id, device['address'], first_cpid.get(device_id),

@@ -20,8 +20,8 @@ widened portably across SQLite, PostgreSQL and MySQL.
 from oslo_db.sqlalchemy import models
 from oslo_utils import timeutils
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy import orm
+from sqlalchemy.dialects import mysql
 
 from cyborg.domain import device_tree
 from cyborg.domain import devices

@@ -42,9 +42,9 @@ per process on SQLite). Times are naive UTC datetimes
 control the clock.
 """
 
+from collections.abc import Sequence
 import datetime
 import functools
-from collections.abc import Sequence
 from typing import Any
 
 from oslo_log import log as logging

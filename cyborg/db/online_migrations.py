@@ -28,8 +28,9 @@ safe to run again, and to run while services write.
 There is no migration yet: :data:`MIGRATIONS` is empty.
 """
 
+from collections.abc import Callable
+from collections.abc import Sequence
 import dataclasses
-from collections.abc import Callable, Sequence
 
 from oslo_log import log as logging
 

@@ -29,12 +29,12 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from cyborg.db import api as db_api
+from cyborg.db import services
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import PROVIDERS
-from cyborg.db import services
 
 
 @dataclasses.dataclass

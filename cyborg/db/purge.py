@@ -30,9 +30,9 @@ own transaction, so purging a large table never holds one long
 transaction or its locks.
 """
 
+from collections.abc import Callable
 import dataclasses
 import datetime
-from collections.abc import Callable
 
 import sqlalchemy as sa
 

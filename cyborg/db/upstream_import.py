@@ -38,9 +38,10 @@ row that makes a second import refuse.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
+from collections.abc import Iterable
 import dataclasses
 import datetime
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from alembic import migration as alembic_migration

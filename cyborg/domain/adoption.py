@@ -62,12 +62,12 @@ ours write ``"00"`` (:func:`handle_identity`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
+import json
 from typing import Any
 
-from cyborg.domain import device_tree
 from cyborg.domain import device_profile
+from cyborg.domain import device_tree
 from cyborg.domain import providers
 
 # PCI address keys of an attach handle's info, and how each is spelt.

@@ -28,10 +28,10 @@ Bitstream images are tagged ``FPGA`` in Glance (:data:`IMAGE_TAG`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from cyborg.common import exception

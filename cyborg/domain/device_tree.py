@@ -30,12 +30,12 @@ A driver turns what it finds on the host into :class:`Device` trees:
   and a deployable may carry extra **attributes** (key/value).
 """
 
+from collections.abc import Iterable
+from collections.abc import Iterator
 import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Iterable
-from collections.abc import Iterator
 from typing import Any
 
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')

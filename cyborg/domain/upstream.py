@@ -46,10 +46,10 @@ use exactly when an imported ARQ holds it.
 row is kept (:func:`newest`).
 """
 
+from collections.abc import Iterable
 import dataclasses
 import datetime
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from cyborg.domain import arq_states

@@ -71,14 +71,15 @@ import uuid
 from gabbi import fixture
 import sqlalchemy as sa
 
+from cyborg import context as cyborg_context
+from cyborg import policies
 from cyborg.agent import service as agent_service
+from cyborg.allinone import embedded_placement
+from cyborg.allinone import launch
 from cyborg.api import app as api_app
 from cyborg.clients import nova as nova_client
 from cyborg.clients import placement as placement_client
-from cyborg.allinone import launch
-from cyborg.domain import arq_states
 from cyborg.common import constants
-from cyborg.allinone import embedded_placement
 from cyborg.common import rpc
 from cyborg.conductor import notifier as nova_notifier
 from cyborg.conductor import rpcapi as conductor_rpcapi
@@ -86,14 +87,13 @@ from cyborg.conductor import service as conductor_service
 from cyborg.conductor import sync_worker
 from cyborg.conf import CONF
 from cyborg.conf import opts as conf_opts
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import models
-from cyborg import policies
+from cyborg.domain import arq_states
+from tests import factories
 from tests.functional import conftest as functional_conftest
 from tests.functional import fake_nova
-from tests import factories
 
 # Seconds a fixture waits for the services (the agent's first report, a
 # bind to finish).
@@ -154,7 +154,7 @@ def _nova_events(environ, start_response):
     """``GET /fake-nova/events``: the external events the fake Nova
     accepted, oldest first (name, server_uuid, tag, status)."""
     events = [{key: event[key] for key in ('name', 'server_uuid', 'tag',
-                                            'status')}
+                                           'status')}
               for event in _nova.accepted()] if _nova else []
     body = json.dumps({'events': events}).encode()
     start_response('200 OK', [('Content-Type', 'application/json'),
@@ -333,7 +333,7 @@ class HostWithDevicesFixture(APIFixture):
         deadline = time.monotonic() + TIMEOUT
         while True:
             candidates = client.request('GET', path, microversion='1.31'
-                                      ).json()['allocation_requests']
+                                        ).json()['allocation_requests']
             if candidates:
                 break
             if time.monotonic() > deadline:

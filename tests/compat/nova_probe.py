@@ -60,11 +60,11 @@ def main(request):
         os.environ.pop('OS_NOVA_DISABLE_EVENTLET_PATCHING', None)
     warnings.simplefilter('ignore')
 
-    import nova.conf
     from nova import context as nova_context
     from nova import monkey_patch
     from nova import objects
     from nova.accelerator import cyborg
+    import nova.conf
 
     result = {'eventlet_imported': 'eventlet' in sys.modules,
               'nova_monkey_patched': monkey_patch.is_patched()}

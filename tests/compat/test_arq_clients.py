@@ -34,12 +34,12 @@ import time
 import uuid
 import warnings
 
-import pytest
-import requests
 from keystoneauth1 import session as ksa_session
 from keystoneauth1.loading import get_plugin_loader
 from openstack import connection
 from openstack import exceptions as sdk_exc
+import pytest
+import requests
 
 from tests.compat.nova_arq_probe import Probe
 

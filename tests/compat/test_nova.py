@@ -27,9 +27,9 @@ import subprocess
 import sys
 import uuid
 
-import pytest
-from keystoneauth1.loading import get_plugin_loader
 from keystoneauth1 import session as ksa_session
+from keystoneauth1.loading import get_plugin_loader
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.join(HERE, 'nova_probe.py')

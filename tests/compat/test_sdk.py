@@ -21,12 +21,12 @@ microversion range from the documents.
 import uuid
 import warnings
 
-import pytest
 from keystoneauth1 import discover
 from keystoneauth1 import session as ksa_session
 from keystoneauth1.loading import get_plugin_loader
 from openstack import connection
 from openstack import exceptions as sdk_exc
+import pytest
 
 MIN_VERSION = (2, 0)
 MAX_VERSION = (2, 6)

@@ -56,7 +56,6 @@ import requests
 import sqlalchemy as sa
 
 from cyborg.allinone import embedded_placement
-
 from tests.functional import servers
 from tests.functional.keystone import KeystoneServer
 from tests.functional.placement import PlacementServer

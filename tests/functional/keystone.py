@@ -197,7 +197,8 @@ class KeystoneServer(servers._Server):
         ``admin``)."""
         with self._lock:
             if self._admin_session is None:
-                from keystoneauth1 import loading, session
+                from keystoneauth1 import loading
+                from keystoneauth1 import session
                 auth = loading.get_plugin_loader('password').load_from_options(
                     auth_url=self.url, username='admin',
                     password=self.admin_password, project_name='admin',

@@ -35,21 +35,21 @@ device of every agent. Test modules wrap it in a module-scoped fixture.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from collections.abc import Sequence
 import contextlib
 import dataclasses
 import json
 import os
 import signal
 import time
-import uuid as uuid_lib
-from collections.abc import Iterator, Sequence
 from typing import Any
+import uuid as uuid_lib
 
 import requests
 import sqlalchemy as sa
 
 from cyborg.allinone import embedded_placement
-
 from tests.functional import servers
 from tests.functional.fake_nova import FakeNova
 
@@ -109,7 +109,7 @@ class NovaFlowDeployment:
 
     def logs(self, lines: int = 60) -> str:
         return '\n'.join('==== %s ====\n%s' % (p.name, servers.tail(p.log,
-                                                                   lines))
+                                                                    lines))
                          for p in self.processes)
 
     def start_conductor(self, index: int) -> servers.CyborgProcess:

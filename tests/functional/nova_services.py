@@ -48,6 +48,9 @@ the deployment's directory (``<name>.log`` per process).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -60,9 +63,8 @@ import subprocess
 import sys
 import threading
 import time
-import uuid as uuid_lib
-from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+import uuid as uuid_lib
 
 import requests
 import sqlalchemy as sa
@@ -545,7 +547,7 @@ class RealNova:
 
     def logs(self, lines: int = 40) -> str:
         return '\n'.join('==== %s ====\n%s' % (name, servers.tail(p.log,
-                                                                   lines))
+                                                                  lines))
                          for name, p in self.processes.items())
 
     def check_alive(self) -> None:
@@ -564,7 +566,8 @@ class RealNova:
         if self._session is None:
             # Not the Keystone fixture's admin session: its token (and
             # the catalog in it) may predate the services added here.
-            from keystoneauth1 import loading, session
+            from keystoneauth1 import loading
+            from keystoneauth1 import session
             auth = loading.get_plugin_loader('password').load_from_options(
                 auth_url=self.keystone.url, username='admin',
                 password=self.keystone.admin_password, project_name='admin',

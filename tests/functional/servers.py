@@ -34,6 +34,8 @@ are chowned to them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Sequence
 import configparser
 import contextlib
 import os
@@ -45,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
 
 PG_BIN_DIRS = sorted(
     (os.path.join('/usr/lib/postgresql', v, 'bin')

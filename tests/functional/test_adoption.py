@@ -29,11 +29,11 @@ from oslo_config import cfg
 import pytest
 import sqlalchemy as sa
 
+from cyborg import context as cyborg_context
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.accelerator.drivers.fake import opts as fake_driver_conf
 from cyborg.allinone import embedded_placement
 from cyborg.conductor import placement_sync
-from cyborg.accelerator.drivers.fake import opts as fake_driver_conf
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db

@@ -38,7 +38,6 @@ from tests.functional import nova_flow
 from tests.functional import servers
 from tests.functional.fake_nova import FakeNova
 
-
 SERVICE = {'X-Service-Roles': 'service'}
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
 

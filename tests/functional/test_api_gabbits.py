@@ -32,8 +32,8 @@ from __future__ import annotations
 import os
 import unittest
 
-import pytest
 from gabbi import utils as gabbi_utils
+import pytest
 
 from tests import gabbi_cases
 from tests.functional import conftest
@@ -75,5 +75,5 @@ def test_gabbi(request, gabbi_cases_built, deployment_name, filename,
     gabbi_cases.run_case(
         gabbi_cases_built[key][test_name],
         '\n-- service logs (%s) --\n%s' % (deployment.name,
-                                            deployment.logs()))
+                                           deployment.logs()))
     deployment.check_alive()

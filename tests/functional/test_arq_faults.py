@@ -25,10 +25,10 @@ holding one == Bound ARQs.
 """
 
 import collections
+from concurrent import futures
 import json
 import time
 import uuid
-from concurrent import futures
 
 import pytest
 import sqlalchemy as sa

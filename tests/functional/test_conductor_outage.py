@@ -25,12 +25,12 @@ a restarted conductor does not run what the API already answered).
 After the restart, the same writes succeed.
 """
 
+from concurrent import futures
 import configparser
 import json
 import os
 import time
 import uuid
-from concurrent import futures
 
 import pytest
 

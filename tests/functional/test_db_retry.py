@@ -22,17 +22,17 @@ retried the same way. The module runs once per database
 """
 
 import collections
+from concurrent import futures
 import json
 import threading
 import uuid
-from concurrent import futures
 
 from oslo_db import exception as db_exc
 import pytest
 import sqlalchemy as sa
 
-from cyborg.common import exception
 from cyborg import context as cyborg_context
+from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db

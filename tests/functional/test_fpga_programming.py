@@ -31,7 +31,6 @@ import os
 import re
 import signal
 import uuid
-
 import warnings
 
 from openstack import connection
@@ -45,8 +44,8 @@ from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 from tests.functional import conftest
 from tests.functional import nova_flow
-from tests.functional import test_api_samples as api_samples
 from tests.functional import servers
+from tests.functional import test_api_samples as api_samples
 from tests.functional.fake_glance import FakeGlance
 from tests.functional.fake_nova import FakeNova
 

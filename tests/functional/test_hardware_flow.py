@@ -195,7 +195,7 @@ KINDS = {
     'qat': ('0000_6b_00_0_vfs', {'resources:CUSTOM_QAT': '1'},
             'resources=CUSTOM_QAT:1'),
     'nic': ('0000_af_00_0_vfs', {'resources:CUSTOM_NIC': '1',
-                             'trait:' + demo_host.DEMO_PHYSNET_TRAIT:
+                                 'trait:' + demo_host.DEMO_PHYSNET_TRAIT:
                                  'required'},
             'resources=CUSTOM_NIC:1&required='
             + demo_host.DEMO_PHYSNET_TRAIT),

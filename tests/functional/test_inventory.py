@@ -44,8 +44,8 @@ import sqlalchemy as sa
 from cyborg.allinone import embedded_placement
 from tests.functional import conftest
 from tests.functional import nova_flow
-from tests.functional import servers
 from tests.functional import placement as placement_lib
+from tests.functional import servers
 from tests.functional.placement import PlacementServer
 
 DISCOVERY_INTERVAL = 1

@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from keystoneauth1 import loading, session
+from keystoneauth1 import loading
+from keystoneauth1 import session
 
 from tests.functional import keystone as keystone_server
 

@@ -27,10 +27,10 @@ import datetime
 import os
 import uuid
 
-import pytest
-import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+import pytest
+import sqlalchemy as sa
 
 from cyborg.db import migration
 from cyborg.db import models

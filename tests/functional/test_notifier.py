@@ -27,21 +27,21 @@ import threading
 import time
 import uuid
 
-import pytest
 from oslo_config import cfg
 from oslo_utils import timeutils
+import pytest
 
+from cyborg import context as cyborg_context
 from cyborg.clients import nova as nova_client
 from cyborg.conductor import notifier as notifier_mod
 from cyborg.conf import database as database_conf
 from cyborg.conf import default as default_conf
 from cyborg.conf import nova as nova_conf
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import nova_events
-from tests.functional.fake_nova import fake_nova  # noqa: F401
 from tests.functional import servers as servers_lib
+from tests.functional.fake_nova import fake_nova  # noqa: F401
 
 TIMEOUT = 30
 

@@ -119,7 +119,7 @@ def test_nova_sends_service_token_headers(nova):
 
 
 def test_create_match_bind_events_and_resolved_arqs(flow, nova, profile,
-                                                   groups):
+                                                    groups):
     instance = str(uuid.uuid4())
     rg_rp_map = _candidate(flow, groups)
     arqs = nova('create_and_match', dp_name=profile, rg_rp_map=rg_rp_map)

@@ -26,8 +26,8 @@ import uuid
 
 import pytest
 
-from cyborg.clients import placement as placement_client
 from cyborg.allinone import embedded_placement
+from cyborg.clients import placement as placement_client
 from tests.functional import placement as placement_lib
 from tests.functional import servers
 

@@ -37,8 +37,8 @@ import re
 import shutil
 import sys
 import time
-import uuid
 from typing import Any
+import uuid
 
 import pytest
 import requests
@@ -197,7 +197,7 @@ def _wait_gone(rn, server: str, timeout: float = 60) -> None:
             return
         time.sleep(0.5)
     raise AssertionError('server %s not deleted after %ss' % (server,
-                                                                timeout))
+                                                              timeout))
 
 
 def _action(rn, server: str, action: dict, status: str = 'ACTIVE') -> dict:
@@ -258,7 +258,7 @@ def _assert_one_event_each(rn, arqs, timeout: float = 30) -> dict:
         time.sleep(0.25)
     else:
         raise AssertionError('events not sent: %s\n%s' % (rows,
-                                                           rn.logs(30)))
+                                                          rn.logs(30)))
     time.sleep(1)  # an extra event would follow at once
     sends = {}
     for arq in arqs:

@@ -25,9 +25,9 @@ from oslo_config import cfg
 from oslo_messaging._drivers import amqpdriver
 import pytest
 
+from cyborg import context as cyborg_context
 from cyborg.common import patches
 from cyborg.common import rpc
-from cyborg import context as cyborg_context
 
 
 class Endpoint:

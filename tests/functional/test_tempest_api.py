@@ -47,7 +47,6 @@ import pytest
 import requests
 
 from cyborg.allinone import embedded_placement
-
 from tests.functional import servers
 
 START_TIMEOUT = 90

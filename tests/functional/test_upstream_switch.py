@@ -52,8 +52,8 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from typing import Any
+import uuid
 
 import pytest
 import requests
@@ -103,7 +103,7 @@ def nova(postgres, rabbitmq, mariadb, placement_pg, keystone, work_dir):
             work_dir, [], with_cyborg=False,
             cyborg_path=upstream_cyborg.API_PATH) as d:
         _report('Nova started in %.1f s: %s' % (time.monotonic() - started,
-                                                 d.timings))
+                                                d.timings))
         d.flavors = {}
         yield d
         keep = os.environ.get('REAL_NOVA_LOG_DIR')

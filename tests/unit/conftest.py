@@ -38,10 +38,10 @@ from oslo_config import cfg
 import pytest
 import sqlalchemy as sa
 
-from cyborg.common import rpc
 from cyborg import conf as cyborg_conf
-from cyborg.conf import opts as conf_opts
 from cyborg import context as cyborg_context
+from cyborg.common import rpc
+from cyborg.conf import opts as conf_opts
 from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import models

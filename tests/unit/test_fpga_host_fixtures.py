@@ -21,7 +21,6 @@ import pytest
 
 from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers.fpga import intel
-
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 from tests.unit import test_host_fixtures as fixture_checks

@@ -40,8 +40,8 @@ import urllib.request
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 
-from tools import bench  # noqa: E402
 from tests.functional import servers  # noqa: E402
+from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 
 PROFILE_NAME = 'bench-gpu'

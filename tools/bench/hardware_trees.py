@@ -27,15 +27,15 @@ import tempfile
 from oslo_config import cfg
 
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.qat import intel as qat
+from cyborg.accelerator.drivers.qat import opts as qat_conf
+from cyborg.accelerator.drivers.utils import runner
 from cyborg.allinone import demo_host
 from cyborg.allinone import fake_tools
-from cyborg.accelerator.drivers.utils import runner
 from cyborg.allinone.host_tree import HostTree
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
-from cyborg.accelerator.drivers.qat import opts as qat_conf
-from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 
 KINDS = ('gpu8', 'qat2x16')

@@ -70,18 +70,18 @@ warnings.filterwarnings('ignore')
 
 import sqlalchemy as sa  # noqa: E402
 
-from cyborg.clients import placement as placement_client  # noqa: E402
+from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.allinone import embedded_placement  # noqa: E402
+from cyborg.clients import placement as placement_client  # noqa: E402
 from cyborg.common import rpc  # noqa: E402
 from cyborg.conductor import rpcapi  # noqa: E402
 from cyborg.conductor import service as conductor_service  # noqa: E402
 from cyborg.conf import CONF  # noqa: E402
-from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.db import api as db_api  # noqa: E402
 from cyborg.db import migration  # noqa: E402
 from cyborg.domain import device_tree  # noqa: E402
-from tools import bench  # noqa: E402
 from tests.functional import servers  # noqa: E402
+from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 from tools.bench import hardware_trees  # noqa: E402
 from tools.bench import placement as bench_placement  # noqa: E402
@@ -157,8 +157,8 @@ def host_utilization(wire, load: int) -> dict:
     """A reading of each device of a host's tree: ``load`` percent busy,
     as a GPU driver reports it."""
     return {device['address']: {'gpu_percent': float(load),
-                                 'memory_used_mib': 64 * load,
-                                 'memory_total_mib': 15360}
+                                'memory_used_mib': 64 * load,
+                                'memory_total_mib': 15360}
             for device in wire}
 
 

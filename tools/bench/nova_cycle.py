@@ -66,11 +66,11 @@ import requests  # noqa: E402
 import sqlalchemy  # noqa: E402
 
 from cyborg.allinone import embedded_placement  # noqa: E402
-from tools import bench  # noqa: E402
 from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
-from tools.bench import cpu  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
+from tools import bench  # noqa: E402
+from tools.bench import cpu  # noqa: E402
 from tools.bench import upstream as upstream_lib  # noqa: E402
 
 PROFILE = 'bench-fpga'
@@ -633,7 +633,7 @@ def _setup(deployment, deployables: int) -> list[tuple[str, str]]:
         'name': PROFILE, 'groups': [{'resources:FPGA': '1',
                                      'trait:CUSTOM_FAKE_DEVICE':
                                          'required'}]}],
-        headers=deployment.headers, timeout=30)
+                            headers=deployment.headers, timeout=30)
     if created.status_code not in (200, 201):
         raise RuntimeError('%s: device profile not created: %s %s' % (
             deployment.name, created.status_code, created.text[:200]))

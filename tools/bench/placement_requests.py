@@ -40,8 +40,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
-from cyborg.clients import placement as placement_client  # noqa: E402
 from cyborg.allinone import embedded_placement  # noqa: E402
+from cyborg.clients import placement as placement_client  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402

@@ -33,10 +33,10 @@ warnings.filterwarnings('ignore')
 
 from oslo_config import cfg  # noqa: E402
 
-from cyborg.common import rpc  # noqa: E402
 from cyborg import context as cyborg_context  # noqa: E402
-from tools import bench  # noqa: E402
+from cyborg.common import rpc  # noqa: E402
 from tests.functional import servers  # noqa: E402
+from tools import bench  # noqa: E402
 
 
 class Endpoint:

@@ -52,12 +52,12 @@ warnings.filterwarnings('ignore')
 
 import sqlalchemy as sa  # noqa: E402
 
+from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.accelerator.drivers.fake import driver as fake  # noqa: E402
-from cyborg.clients import placement as placement_client  # noqa: E402
 from cyborg.allinone import embedded_placement  # noqa: E402
+from cyborg.clients import placement as placement_client  # noqa: E402
 from cyborg.conductor import placement_sync  # noqa: E402
 from cyborg.conf import CONF  # noqa: E402
-from cyborg import context as cyborg_context  # noqa: E402
 from cyborg.db import api as db_api  # noqa: E402
 from cyborg.db import inventory  # noqa: E402
 from cyborg.db import migration  # noqa: E402

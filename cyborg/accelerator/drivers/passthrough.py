@@ -21,8 +21,8 @@ whole are built the same way here, and every deployable is named by
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
+import re
 
 from oslo_log import log as logging
 

@@ -26,9 +26,10 @@ group and option; raised from a constructor, it stops the agent at start.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Iterable
 import re
 import types
-from collections.abc import Callable, Iterable
 
 from oslo_config import cfg
 

@@ -14,17 +14,18 @@
 
 import datetime
 import functools
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 import pecan
 
+from cyborg import context as context_lib
 from cyborg.api import filters
 from cyborg.api import microversion
 from cyborg.api import request_body
-from cyborg.api.schemas import common
 from cyborg.api import validation
+from cyborg.api.schemas import common
 from cyborg.common import exception
-from cyborg import context as context_lib
 
 #: A policy rule an endpoint checks: its name (refused with
 #: PolicyNotAuthorized), or (name, the exception class refusing it).

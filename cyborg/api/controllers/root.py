@@ -15,6 +15,7 @@
 import pecan
 from webob import exc as webob_exc
 
+from cyborg.api import microversion
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.controllers.v2 import arqs
@@ -22,7 +23,6 @@ from cyborg.api.controllers.v2 import attributes
 from cyborg.api.controllers.v2 import deployables
 from cyborg.api.controllers.v2 import device_profiles
 from cyborg.api.controllers.v2 import devices
-from cyborg.api import microversion
 
 DESCRIPTION = ('Cyborg is the OpenStack project for lifecycle management '
                'of hardware accelerators, such as GPUs, FPGAs, AI chips, '

@@ -12,8 +12,8 @@
 
 """JSON Schema of attribute requests."""
 
-from cyborg.api.schemas import common
 from cyborg.api import validation
+from cyborg.api.schemas import common
 
 LIST_QUERY = common.query(deployable_id=common.STRING, key=common.STRING)
 

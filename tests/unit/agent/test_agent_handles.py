@@ -18,6 +18,7 @@ expected failure, and each preparation done leaves one INFO line."""
 import oslo_messaging as messaging
 import pytest
 
+from cyborg import context as cyborg_context
 from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import errors
 from cyborg.agent import discovery
@@ -26,7 +27,6 @@ from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.common import rpc
-from cyborg import context as cyborg_context
 from cyborg.domain import device_tree
 
 LOGGER = 'cyborg.agent.manager'

@@ -19,8 +19,8 @@ import os
 import threading
 import time
 
-import pytest
 from oslo_config import cfg
+import pytest
 
 from cyborg.agent import bitstream_cache
 from cyborg.common import exception

@@ -17,8 +17,8 @@ import os
 import sys
 from unittest import mock
 
-from cyborg.allinone import demo_host
 from cyborg.allinone import banner
+from cyborg.allinone import demo_host
 from cyborg.allinone import local_images
 
 ENDPOINTS = banner.Endpoints(api='http://127.0.0.1:7777',

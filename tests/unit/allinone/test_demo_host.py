@@ -20,11 +20,11 @@ import uuid
 from cyborg.accelerator.drivers.nic import intel as nic
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
 from cyborg.accelerator.drivers.qat import intel as qat
-from cyborg.allinone import demo_host
-from cyborg.allinone import fake_tools
 from cyborg.accelerator.drivers.utils import mdev
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.allinone import demo_host
+from cyborg.allinone import fake_tools
 from cyborg.domain import device_tree
 
 

@@ -15,12 +15,12 @@ import json
 
 import pytest
 
+from cyborg import conf as conf_module
 from cyborg.allinone import launch
 from cyborg.clients import glance
 from cyborg.cmd import all_in_one
 from cyborg.common import config_checks
 from cyborg.common import exception
-from cyborg import conf as conf_module
 from cyborg.conf import glance as glance_conf
 
 
@@ -75,7 +75,7 @@ def test_a_bad_bitstream_dir_fails_before_anything_starts(conf, tmp_path):
 def test_the_two_sources_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
         launch._parse(['--glance-url', 'http://x', '--bitstream-dir',
-                           '/tmp'])
+                       '/tmp'])
     assert 'not allowed with' in capsys.readouterr().err
 
 

@@ -85,7 +85,7 @@ def test_with_keystone_the_placement_token_is_still_the_reason():
 
 def test_the_explicit_option_allows_any_address():
     assert launch.listen_problems(_args('0.0.0.0', True),
-                                      'noauth') == []
+                                  'noauth') == []
 
 
 def test_main_refuses_a_non_loopback_host_before_starting(conf, tmp_path,
@@ -167,8 +167,8 @@ def test_help_is_plain_text_and_lists_config_file(capsys):
 
 def test_config_files_reach_oslo_config():
     args, rest = launch._parse(['--config-file', 'a.conf', '--port',
-                                    '7000', '--config-file', 'b.conf',
-                                    '--debug'])
+                                '7000', '--config-file', 'b.conf',
+                                '--debug'])
     assert args.port == 7000
     assert rest == ['--debug', '--config-file', 'a.conf', '--config-file',
                     'b.conf']

@@ -17,9 +17,9 @@ import pytest
 import requests
 import webob
 
+from cyborg.allinone import local_images
 from cyborg.clients import glance
 from cyborg.common import exception
-from cyborg.allinone import local_images
 
 FUNCTION = '9f8e7d6c5b4a49388271605f4e3d2c1b'
 PROPERTIES = {

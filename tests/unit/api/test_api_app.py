@@ -23,7 +23,6 @@ from cyborg.api import app as api_app
 from cyborg.api import hooks
 from cyborg.common import exception
 
-
 KEYSTONE = 'http://127.0.0.1:5000/v3'
 
 

@@ -26,9 +26,9 @@ import sqlalchemy as sa
 import webob
 
 from cyborg.api import app as api_app
-from cyborg.domain import arq_states as states
 from cyborg.common import exception
 from cyborg.db import models
+from cyborg.domain import arq_states as states
 from tests import factories
 
 PATH = '/v2/accelerator_requests'

@@ -37,11 +37,11 @@ import webob
 from cyborg.accelerator.drivers.fake import driver as fake_driver
 from cyborg.api import app as api_app
 from cyborg.api import errors
+from cyborg.api import validation
 from cyborg.api.controllers import root
 from cyborg.api.schemas import arq as arq_schema
 from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
-from cyborg.api import validation
 from cyborg.conductor import binding
 from cyborg.conductor import manager as conductor_manager
 from cyborg.db import api as db_api
@@ -51,7 +51,6 @@ from cyborg.db import models
 from cyborg.domain import device_tree
 from tests.unit import conftest
 from tests.unit import fakes
-
 
 ARQ = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 DEVICE = '11111111-2222-4333-8444-555555555555'
@@ -469,7 +468,7 @@ def _violations(schema: dict):
     if schema.get('maxLength', 0) > validation.MAX_TEXT_BYTES // 3:
         # Within the character count, beyond a TEXT column's bytes.
         options.append(st.just('\u20ac' * (validation.MAX_TEXT_BYTES // 3
-                                            + 1)))
+                                           + 1)))
     if 'maximum' in schema:
         options.append(st.integers(schema['maximum'] + 1, 2 ** 62))
     if 'minimum' in schema:

@@ -35,15 +35,15 @@ import pytest
 import sqlalchemy as sa
 import webob
 
+from cyborg import context as cyborg_context
+from cyborg import policies
 from cyborg.api import app as api_app
 from cyborg.api.controllers import root
 from cyborg.api.controllers import routing
-from cyborg.domain import arq_states as states
 from cyborg.common import exception
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import migration
-from cyborg import policies
+from cyborg.domain import arq_states as states
 from tests import factories
 from tests.unit.conftest import DATABASES
 from tests.unit.conftest import new_database

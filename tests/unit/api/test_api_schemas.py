@@ -18,6 +18,7 @@ import inspect
 import jsonschema
 import pytest
 
+from cyborg.api import validation
 from cyborg.api.controllers import base
 from cyborg.api.controllers import root
 from cyborg.api.schemas import arq
@@ -26,7 +27,6 @@ from cyborg.api.schemas import common
 from cyborg.api.schemas import deployable
 from cyborg.api.schemas import device
 from cyborg.api.schemas import device_profile
-from cyborg.api import validation
 from cyborg.common import exception
 
 UUID = 'aaaaaaaa-0000-4000-8000-000000000001'

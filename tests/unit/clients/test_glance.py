@@ -20,8 +20,8 @@ import hashlib
 import os
 import socket
 
-import pytest
 from oslo_config import cfg
+import pytest
 
 from cyborg.agent import bitstream_cache
 from cyborg.clients import glance

@@ -12,8 +12,8 @@
 
 """cyborg.clients.ksa: sessions that read the environment once."""
 
-import requests
 from keystoneauth1 import session as ks_session
+import requests
 
 from cyborg.clients import ksa
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import logging
 
-import pytest
-import requests
 from keystoneauth1 import token_endpoint
 from oslo_config import cfg
+import pytest
+import requests
 
 from cyborg.clients import nova
 from cyborg.conf import nova as nova_conf

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
-import requests
 from keystoneauth1 import token_endpoint
 from oslo_config import cfg
+import pytest
+import requests
 
 from cyborg.clients import placement
 from cyborg.conf import placement as placement_conf

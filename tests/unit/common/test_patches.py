@@ -238,7 +238,7 @@ def test_no_snapshot_without_the_namespace(file_conf, monkeypatch):
 
 
 def test_a_reload_that_could_not_be_undone_is_refused(file_conf, monkeypatch,
-                                                     caplog):
+                                                      caplog):
     monkeypatch.setattr(patches, 'mutable_config_problem',
                         lambda conf: 'a changed oslo.config')
     file_conf.path.write_text('[DEFAULT]\ninterval = 9\n')

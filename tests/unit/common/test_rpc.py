@@ -16,10 +16,10 @@ from unittest import mock
 import oslo_messaging as messaging
 import pytest
 
+from cyborg import context as cyborg_context
 from cyborg.common import exception
 from cyborg.common import rpc
 from cyborg.conductor import service as conductor_service
-from cyborg import context as cyborg_context
 
 
 class Endpoint:

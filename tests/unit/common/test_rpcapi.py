@@ -23,6 +23,7 @@ from unittest import mock
 import oslo_messaging as messaging
 import pytest
 
+from cyborg import context as cyborg_context
 from cyborg.agent import manager as agent_manager
 from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.common import constants
@@ -30,7 +31,6 @@ from cyborg.common import exception
 from cyborg.common import rpc
 from cyborg.conductor import manager as conductor_manager
 from cyborg.conductor import rpcapi as conductor_rpcapi
-from cyborg import context as cyborg_context
 
 #: The version each method of the APIs needs; a method added or changed
 #: in a later version goes here with it.
@@ -127,7 +127,7 @@ def _args(function) -> dict:
 
 @pytest.mark.parametrize('method', sorted(CONDUCTOR_METHODS))
 def test_each_conductor_method_sends_the_version_it_needs(monkeypatch,
-                                                           method):
+                                                          method):
     clients = _recording(monkeypatch)
     cap = conductor_rpcapi.ConductorAPI.RPC_API_VERSION
     api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
@@ -180,7 +180,7 @@ def test_an_invalid_cap_is_refused(conf):
     ('1.1', '1.0', {}),
     ('1.0', '1.0', {})])
 def test_report_inventory_sends_utilization_from_1_2(monkeypatch, cap,
-                                                      version, sent):
+                                                     version, sent):
     """A conductor not upgraded yet ([upgrade_levels] conductor = 1.0)
     still gets the agent's reports, without their utilization."""
     clients = _recording(monkeypatch)

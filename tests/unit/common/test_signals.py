@@ -19,13 +19,13 @@ import socket
 import threading
 import time
 
-import pytest
 from oslo_config import cfg
+import pytest
 
-from cyborg.common import signals
-from cyborg.api import wsgi_server
-from cyborg.conductor import binding
 from cyborg import policies
+from cyborg.api import wsgi_server
+from cyborg.common import signals
+from cyborg.conductor import binding
 from tests.unit.policies import test_policies
 
 HANDLED = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGUSR2)
@@ -107,7 +107,7 @@ def test_a_failed_reload_keeps_the_configuration_and_the_process(
 
 
 def test_wait_reloads_on_sighup_and_returns_on_sigterm(file_conf,
-                                                        restore_handlers):
+                                                       restore_handlers):
     reloads = []
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     handler = signals.install('cyborg-test', file_conf,
@@ -132,7 +132,7 @@ def test_wait_reloads_on_sighup_and_returns_on_sigterm(file_conf,
 
 
 def test_sigusr2_writes_a_report_of_the_threads(file_conf, restore_handlers,
-                                                 capfd):
+                                                capfd):
     signals.install('cyborg-test', file_conf)
     worker = threading.Thread(target=time.sleep, args=(1,),
                               name='bind-job_0', daemon=True)

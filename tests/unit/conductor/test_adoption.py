@@ -126,7 +126,7 @@ def test_matching_device_keeps_every_identity(database, admin_context,
 
 
 def test_upstream_trait_a_profile_references_is_kept(database, admin_context,
-                                                      fake_conf):
+                                                     fake_conf):
     profiles_db.device_profile_create(admin_context, {
         'name': 'needs-upstream', 'groups': [{
             'resources:FPGA': '1', 'trait:CUSTOM_FPGA_UPSTREAM': 'required'}]})

@@ -16,8 +16,8 @@ prepare), unbind and delete, on each database."""
 import datetime
 from unittest import mock
 
-import pytest
 from oslo_utils import timeutils
+import pytest
 import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
@@ -139,7 +139,7 @@ def _handles_in_use(engine):
 
 def _bind(context, arqs, rp, **kwargs):
     return binding_db.bind(context, _bindings(arqs, rp, **kwargs), None,
-                            'cond1', LEASE)
+                           'cond1', LEASE)
 
 
 def _run_jobs(context, binder, outcome):
@@ -206,7 +206,7 @@ def test_events_without_a_lease_are_due_for_anyone(host, admin_context,
                                                    database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')
     outcome = binding_db.bind(admin_context, _bindings(arqs, host), None,
-                               'cond1')
+                              'cond1')
     assert [e['claimed_by'] for e in outcome.events] == [None, None]
 
 
@@ -227,10 +227,10 @@ def test_batch_is_all_or_nothing(host, admin_context, database):
     second = arq_db.arq_create(admin_context, 'two', 'p1')
     with pytest.raises(exception.ARQBadState):
         binding_db.bind(admin_context,
-                         dict(_bindings(second, host),
-                              **_bindings(first[:1], host,
-                                          instance=OTHER_INSTANCE)),
-                         None, 'cond1')
+                        dict(_bindings(second, host),
+                             **_bindings(first[:1], host,
+                                         instance=OTHER_INSTANCE)),
+                        None, 'cond1')
     assert _states(admin_context, second) == [states.INITIAL] * 2
     assert _handles_in_use(database) == 1
     assert len(_events(database)) == 1

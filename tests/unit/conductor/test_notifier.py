@@ -23,9 +23,9 @@ import threading
 import time
 import uuid
 
-import pytest
 from oslo_config import cfg
 from oslo_utils import timeutils
+import pytest
 
 from cyborg.clients import nova as nova_client
 from cyborg.conductor import notifier as notifier_mod
@@ -308,7 +308,7 @@ def test_wake_delivers_promptly(notifier, client, admin_context):
 def _enqueue_leased(context, n, owner, now, lease_seconds):
     return nova_events.enqueue_many(
         context.connection, [(str(uuid.uuid4()), str(uuid.uuid4()),
-                           'completed') for _ in range(n)],
+                              'completed') for _ in range(n)],
         now, owner, now + seconds(lease_seconds))
 
 
@@ -325,8 +325,8 @@ def test_enqueue_many_leases_to_the_owner(database, admin_context):
 
 
 def test_delivered_rows_go_out_without_a_claim(database, admin_context,
-                                                nova_opts, client,
-                                                monkeypatch):
+                                               nova_opts, client,
+                                               monkeypatch):
     now = timeutils.utcnow()
     mine = _enqueue_leased(admin_context, 2, 'c1', now, 30)
     expired = _enqueue_leased(admin_context, 1, 'c1', now - seconds(60), 30)

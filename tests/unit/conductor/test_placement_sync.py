@@ -200,7 +200,7 @@ def test_first_sync_one_provider_at_a_time(database, admin_context,
 
 
 def test_nothing_is_sent_when_nothing_changed(database, admin_context,
-                                             fake_conf, placement, sync):
+                                              fake_conf, placement, sync):
     _report(admin_context, fake_conf)
     sync.sync_host(admin_context, 'host1')
     placement.calls.clear()
@@ -241,7 +241,7 @@ def test_disabled_device_reserves_everything(database, admin_context,
 
 
 def test_removed_device_removes_its_provider(database, admin_context,
-                                            fake_conf, placement, sync):
+                                             fake_conf, placement, sync):
     _report(admin_context, fake_conf)
     sync.sync_host(admin_context, 'host1')
     placement.calls.clear()
@@ -294,7 +294,7 @@ def test_unavailable_placement_leaves_the_host_pending(
 
 
 def test_unknown_compute_node_creates_nothing(database, admin_context,
-                                             fake_conf, placement, sync):
+                                              fake_conf, placement, sync):
     placement.roots = {}
     _report(admin_context, fake_conf)
     assert not sync.sync_host(admin_context, 'host1')
@@ -490,7 +490,7 @@ def test_new_and_changed_providers_share_the_reshape(
 
 
 def test_reshape_without_answer_keeps_the_rest(database, admin_context,
-                                                fake_conf, placement, sync):
+                                               fake_conf, placement, sync):
     """Placement gone during the reshape: the host stays pending, and the
     next sync sends only the inventories (the providers and their traits
     were recorded)."""

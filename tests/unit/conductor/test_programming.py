@@ -442,8 +442,8 @@ def test_the_program_api_refuses_a_deployable_in_use(region, admin_context):
 
 
 def test_the_program_api_hold_refuses_a_region_arqs_use(region,
-                                                       admin_context,
-                                                       database):
+                                                        admin_context,
+                                                        database):
     """The program API's claim of a region refuses it while an ARQ uses
     it, before it claims any handle: the refusal names each ARQ and its
     state (not only a count of handles taken), and no handle changes."""

@@ -24,12 +24,12 @@ import itertools
 import pytest
 import sqlalchemy as sa
 
-from cyborg.domain import arq_states as states
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
+from cyborg.domain import arq_states as states
 from tests.unit.conductor import test_binding
 
 INSTANCE = test_binding.INSTANCE

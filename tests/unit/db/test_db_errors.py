@@ -31,13 +31,13 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 import webob
 
+from cyborg import context as cyborg_context
 from cyborg.api import app as api_app
 from cyborg.api import errors
 from cyborg.common import exception
 from cyborg.common import rpc
 from cyborg.conductor import manager as conductor_manager
 from cyborg.conductor import rpcapi
-from cyborg import context as cyborg_context
 from cyborg.db import api as db_api
 from cyborg.db import arqs as arq_db
 from cyborg.db import errors as db_errors
@@ -133,7 +133,7 @@ def test_deadlock_is_retried_then_succeeds(database):
 @pytest.mark.parametrize('decorator', [db_api.connection_writer,
                                        db_api.retrying_writer])
 def test_deadlock_every_time_raises_after_the_retries(database, decorator,
-                                                     pauses):
+                                                      pauses):
     calls = []
 
     @decorator

@@ -144,7 +144,7 @@ def _hosts(engine) -> set[str]:
 
 
 def test_purge_deletes_only_conductors_gone_that_long(database,
-                                                     admin_context):
+                                                      admin_context):
     _service(database, 'gone', 'cyborg-conductor', OLD)
     _service(database, 'recent', 'cyborg-conductor', RECENT)
     _service(database, 'agent', 'cyborg-agent', OLD)

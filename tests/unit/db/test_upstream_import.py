@@ -275,7 +275,7 @@ def test_dry_run_reports_and_writes_nothing(source, database):
             ('Bound', 'Bound', 3), ('BindFailed', 'BindFailed', 1),
             ('Unbound', 'Unbound', 1), ('Deleting', 'Deleting', 1)]:
         assert '  %-12s -> %-12s %7d' % (source_state, ours,
-                                          number) in lines
+                                         number) in lines
     assert 'Hosts: 2' in lines
     assert '  host-a: 2 device(s)' in lines
     assert '  host-b: 1 device(s)' in lines

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from cyborg.common import exception
 from cyborg import context as cyborg_context
 from cyborg import policies
+from cyborg.common import exception
 
 READ_DP = 'cyborg:device_profile:get_all'
 

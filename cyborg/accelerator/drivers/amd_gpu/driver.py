@@ -33,11 +33,11 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
 from cyborg.accelerator.drivers import passthrough
+from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
 from cyborg.accelerator.drivers.passthrough import deployable_name
 from cyborg.accelerator.drivers.passthrough import trait
-from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
@@ -122,7 +122,7 @@ class AmdGpuDriver(pci_base.PCIDriver):
         inventory of 0). A VF is attachable as discovered."""
         allowed = self._conf.amd_gpu.vf_drivers
         handles = [device_tree.AttachHandle(device_tree.AttachType.PCI,
-                                     vf.attach_info())
+                                            vf.attach_info())
                    for vf in vfs
                    if pci.driver(self._host, vf) in [None, *allowed]]
         children = [device_tree.Deployable(

@@ -35,10 +35,10 @@ from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.ascend import opts as ascend_conf
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
-from cyborg.accelerator.drivers.ascend import opts as ascend_conf
 from cyborg.domain import device_tree
 from cyborg.domain import utilization as utilization_mod
 

@@ -36,8 +36,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import base
-from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers import passthrough
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class FakeDriver(base.AcceleratorDriver):
         children = int(spec.get('children', options.children_per_device))
 
         def make(suffix: str, first: int,
-                       number: int) -> device_tree.Deployable:
+                 number: int) -> device_tree.Deployable:
             return device_tree.Deployable(
                 name=passthrough.deployable_name(address, suffix),
                 num_accelerators=number,

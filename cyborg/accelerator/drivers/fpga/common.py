@@ -74,7 +74,7 @@ def controlpath_address(controlpath: device_tree.ControlPathID,
         return pci.parse_address(text)
     except errors.InvalidPCIAddress:
         raise driver_errors.ProgramFailed(device=text,
-                               reason='not a PCI address')
+                                          reason='not a PCI address')
 
 
 def read_head(path: str, size: int) -> bytes:

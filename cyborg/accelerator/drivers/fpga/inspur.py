@@ -26,11 +26,11 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from cyborg.accelerator.drivers import errors as driver_errors
-from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
-from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import inspur_opts as inspur_conf
+from cyborg.accelerator.drivers.utils import pci
 from cyborg.domain import device_tree
 
 GROUP = inspur_conf.group.name

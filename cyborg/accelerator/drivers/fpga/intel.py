@@ -42,14 +42,14 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import errors as driver_errors
-from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.fpga import common
+from cyborg.accelerator.drivers.fpga import intel_opts as intel_conf
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.accelerator.drivers.fpga import intel_opts as intel_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def read_gbs(path: str) -> GbsInfo:
     head = common.read_head(path, 1 << 20)
     if not head.startswith(GBS_MAGIC) or len(head) < 20:
         raise driver_errors.ProgramFailed(device=path,
-                                      reason='not a GBS image (bad magic)')
+                                          reason='not a GBS image (bad magic)')
     (length,) = struct.unpack('<I', head[16:20])
     try:
         meta = json.loads(head[20:20 + length].decode('utf-8'))
@@ -469,7 +469,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
             device = pci.read_device(self._host, address)
         except errors.DeviceNotFound:
             raise driver_errors.ProgramFailed(device=str(address),
-                                          reason='no such device')
+                                              reason='no such device')
         if not self._is_card(device):
             raise driver_errors.ProgramFailed(
                 device=str(address), reason='not an Intel FPGA card\'s '
@@ -502,7 +502,7 @@ class IntelFPGADriver(pci_base.PCIDriver):
             result = self._runner.run(argv, timeout=self._timeout)
         except errors.ToolError as exc:
             raise driver_errors.ProgramFailed(device=str(address),
-                                          reason=common.tool_message(exc))
+                                              reason=common.tool_message(exc))
         if not result.ok:
             failed = errors.ToolFailed(argv, result.returncode,
                                        result.stderr)

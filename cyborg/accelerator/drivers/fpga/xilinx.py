@@ -32,14 +32,14 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import errors as driver_errors
-from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.fpga import common
+from cyborg.accelerator.drivers.fpga import xilinx_opts as xilinx_conf
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.accelerator.drivers.fpga import xilinx_opts as xilinx_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class XilinxFPGADriver(pci_base.PCIDriver):
             result = self._runner.run(argv, timeout=self._timeout)
         except errors.ToolError as exc:
             raise driver_errors.ProgramFailed(device=str(address),
-                                          reason=common.tool_message(exc))
+                                              reason=common.tool_message(exc))
         if not result.ok:
             failed = errors.ToolFailed(argv, result.returncode,
                                        result.stderr)
@@ -239,7 +239,7 @@ class XilinxFPGADriver(pci_base.PCIDriver):
             mgmt = pci.read_device(self._host, address)
         except errors.DeviceNotFound:
             raise driver_errors.ProgramFailed(device=str(address),
-                                          reason='no such device')
+                                              reason='no such device')
         if not self._is_mgmt(mgmt):
             raise driver_errors.ProgramFailed(
                 device=str(address), reason='not the management function '
@@ -249,7 +249,7 @@ class XilinxFPGADriver(pci_base.PCIDriver):
         user = self._user_of(mgmt, {d.address: d for d in found})
         if user is None:
             raise driver_errors.ProgramFailed(device=str(address),
-                                          reason='no user function')
+                                              reason='no user function')
         if user.driver != 'xocl':
             raise driver_errors.ProgramFailed(
                 device=str(address), reason='user function %s is on %s; '

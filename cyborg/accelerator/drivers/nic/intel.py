@@ -48,12 +48,12 @@ from oslo_log import log as logging
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.nic import opts as nic_conf
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.accelerator.drivers.nic import opts as nic_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
 

@@ -25,9 +25,9 @@ import dataclasses
 from oslo_config import cfg
 
 from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
-from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 
 
 class NvidiaGpuConfigError(errors.DriverConfigError):

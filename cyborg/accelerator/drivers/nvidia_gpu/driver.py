@@ -40,16 +40,16 @@ import uuid as uuid_mod
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
-from cyborg.accelerator.drivers.passthrough import deployable_name
-from cyborg.accelerator.drivers.passthrough import trait
-from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
 from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
 from cyborg.accelerator.drivers.nvidia_gpu import rebind
+from cyborg.accelerator.drivers.passthrough import deployable_name
+from cyborg.accelerator.drivers.passthrough import trait
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import mdev
 from cyborg.accelerator.drivers.utils import pci
@@ -168,7 +168,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             return vgpu_type.name in mdev.supported_type_ids(self._host, gpu)
         if mode == MODE_MDEV_VF:
             return any(vgpu_type.name in mdev.supported_type_ids(self._host,
-                                                                  vf)
+                                                                 vf)
                        for vf in sriov.vfs(self._host, gpu))
         if mode == MODE_VGPU_VF:
             return self._vgpu17_id(gpu, vgpu_type.name) is not None
@@ -548,7 +548,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             if existing.uuid == wanted and existing.type_id == type_id:
                 return
         raise errors.PrepareFailed('mdev %s exists, but not as type %s on %s'
-                           % (handle_uuid, type_id, parent))
+                                   % (handle_uuid, type_id, parent))
 
     def _remove_mdev(self, handle_uuid: str) -> None:
         try:
@@ -559,7 +559,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             return  # removed meanwhile
         except (host_errors.HostError, ValueError) as exc:
             raise errors.PrepareFailed('cannot remove mdev %s: %s'
-                               % (handle_uuid, exc))
+                                       % (handle_uuid, exc))
         LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
     def _set_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
@@ -571,11 +571,11 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 return
             if current:
                 raise errors.PrepareFailed('VF %s runs vGPU type %d, not %d'
-                                   % (vf, current, type_id))
+                                           % (vf, current, type_id))
             mdev.set_vgpu_type(self._host, vf, type_id)
         except (host_errors.HostError, ValueError) as exc:
             raise errors.PrepareFailed('cannot set vGPU type %d on %s: %s'
-                               % (type_id, vf, exc))
+                                       % (type_id, vf, exc))
         LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
 
     def _reset_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
@@ -592,7 +592,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             mdev.set_vgpu_type(self._host, vf, 0)
         except (host_errors.HostError, ValueError) as exc:
             raise errors.PrepareFailed('cannot reset the vGPU type of %s: %s'
-                               % (vf, exc))
+                                       % (vf, exc))
         LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
 
 
@@ -620,12 +620,12 @@ def _handle_address(handle: device_tree.AttachHandle) -> pci.PCIAddress:
         return pci.handle_address(handle.attach_info)
     except host_errors.InvalidPCIAddress as exc:
         raise errors.PrepareFailed('attach handle %r has no PCI address: %s'
-                           % (handle.attach_info, exc))
+                                   % (handle.attach_info, exc))
 
 
 def _vgpu_type_id(handle: device_tree.AttachHandle) -> int:
     value = handle.attach_info.get('vgpu_type', '')
     if not value.isdigit():
         raise errors.PrepareFailed('attach handle %r has no vGPU type id'
-                           % (handle.attach_info,))
+                                   % (handle.attach_info,))
     return int(value)

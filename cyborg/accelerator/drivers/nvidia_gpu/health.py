@@ -20,8 +20,8 @@ from sysfs alone. Nothing here changes a GPU's settings.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
+import re
 
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci

@@ -40,15 +40,15 @@ Anything else (``devname`` included, which Nova also refuses) is an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import dataclasses
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from cyborg.accelerator.drivers import errors
-from cyborg.accelerator.drivers.pci import opts as pci_conf
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.pci import opts as pci_conf
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
@@ -139,7 +139,7 @@ def _pci_id(value: Any, key: str, spec: str) -> int | None:
     if not isinstance(value, str) or not re.fullmatch(r'[0-9a-fA-F]{4}',
                                                       value):
         raise _error(spec, '%s %r must be 4 hex digits or "*"' % (key,
-                                                                 value))
+                                                                  value))
     return int(value, 16)
 
 

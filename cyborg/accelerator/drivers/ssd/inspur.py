@@ -35,11 +35,11 @@ from oslo_log import log as logging
 
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.ssd import opts as ssd_conf
 from cyborg.accelerator.drivers.utils import block
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
-from cyborg.accelerator.drivers.ssd import opts as ssd_conf
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)

@@ -65,7 +65,7 @@ class SysfsWriteError(HostError):
         self.value = value
         self.errno = errno
         super().__init__('writing %r to %s failed: %s' % (value, path,
-                                                           reason))
+                                                          reason))
 
 
 class InvalidPCIAddress(HostError, ValueError):
@@ -109,7 +109,7 @@ class MdevUnavailable(HostError):
         self.parent = parent
         self.type_id = type_id
         super().__init__('%s: no available instance of %s' % (parent,
-                                                               type_id))
+                                                              type_id))
 
 
 class ToolError(HostError):

@@ -22,9 +22,9 @@ Functions read ``/sys/bus/pci/devices/<addr>`` under a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import dataclasses
 import re
-from collections.abc import Iterable
 
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import sysfs

@@ -19,9 +19,9 @@ so it works the same under ``[agent] host_root``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import dataclasses
 import os
-from collections.abc import Iterable
 
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import sysfs
@@ -59,7 +59,7 @@ def holders(host: sysfs.HostRoot, paths: Iterable[str]) -> list[Holder]:
         path = _open_one_of(os.path.join(proc, pid, 'fd'), wanted, pid)
         if path is not None:
             command = sysfs.read_text(host, sysfs.path('/proc', pid,
-                                                        'comm'))
+                                                       'comm'))
             found.append(Holder(int(pid), command or '', path))
     return found
 

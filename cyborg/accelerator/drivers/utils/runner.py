@@ -33,12 +33,12 @@ Output parsers belong to drivers; :func:`parse_csv` is here because the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import dataclasses
 import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
 from typing import Protocol
 
 from cyborg.accelerator.drivers.utils import errors

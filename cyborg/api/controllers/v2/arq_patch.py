@@ -18,12 +18,13 @@ as upstream does (``Couldn't apply patch. Reason: ...``), which clients
 match on.
 """
 
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 from oslo_utils import uuidutils
 
-from cyborg.api import validation
 from cyborg.api import microversion
+from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_profile as dp_rules

@@ -26,12 +26,12 @@ from typing import Any
 
 import pecan
 
-from cyborg.api.controllers.v2 import arq_patch
+from cyborg.api import microversion
+from cyborg.api import validation
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
+from cyborg.api.controllers.v2 import arq_patch
 from cyborg.api.schemas import arq as schema
-from cyborg.api import validation
-from cyborg.api import microversion
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
 from cyborg.domain import arq_states as states

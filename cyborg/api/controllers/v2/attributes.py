@@ -15,10 +15,10 @@
 from oslo_utils import uuidutils
 import pecan
 
+from cyborg.api import validation
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import attribute as schema
-from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import hardware
 from cyborg.policies import attribute as policy

@@ -16,12 +16,12 @@ import json
 
 import pecan
 
+from cyborg.api import filters as filters_lib
+from cyborg.api import validation
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.controllers.v2 import deployable_program
-from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import deployable as schema
-from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import hardware
 from cyborg.db import models

@@ -17,11 +17,11 @@ import json
 from oslo_utils import uuidutils
 import pecan
 
-from cyborg.api.controllers import base
 from cyborg.api import microversion
+from cyborg.api import validation
+from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import device_profile as schema
-from cyborg.api import validation
 from cyborg.common import exception
 from cyborg.db import device_profiles as profiles_db
 from cyborg.domain import device_profile as dp_rules

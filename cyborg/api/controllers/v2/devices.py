@@ -14,11 +14,11 @@
 
 import pecan
 
+from cyborg.api import filters as filters_lib
+from cyborg.api import microversion
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
-from cyborg.api import filters as filters_lib
 from cyborg.api.schemas import device as schema
-from cyborg.api import microversion
 from cyborg.db import hardware
 from cyborg.db import models
 from cyborg.domain import devices

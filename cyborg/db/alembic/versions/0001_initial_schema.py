@@ -20,7 +20,6 @@ Create Date: 2026-11-22 05:05:51.690979
 from alembic import op
 import sqlalchemy as sa
 
-
 revision = '0001_initial'
 down_revision = None
 branch_labels = None

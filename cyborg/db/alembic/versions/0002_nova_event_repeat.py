@@ -21,7 +21,6 @@ Create Date: 2026-11-25 03:10:00
 from alembic import op
 import sqlalchemy as sa
 
-
 revision = '0002_nova_event_repeat'
 down_revision = '0001_initial'
 branch_labels = None

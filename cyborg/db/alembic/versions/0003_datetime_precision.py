@@ -24,7 +24,6 @@ Create Date: 2026-11-25 03:40:00
 
 from alembic import op
 
-
 revision = '0003_datetime_precision'
 down_revision = '0002_nova_event_repeat'
 branch_labels = None

@@ -25,7 +25,6 @@ Create Date: 2026-11-25 22:10:00
 from alembic import op
 import sqlalchemy as sa
 
-
 revision = '0004_deployable_preparation'
 down_revision = '0003_datetime_precision'
 branch_labels = None

@@ -23,7 +23,6 @@ Create Date: 2026-11-26 00:30:00
 from alembic import op
 import sqlalchemy as sa
 
-
 revision = '0005_device_utilization'
 down_revision = '0004_deployable_preparation'
 branch_labels = None

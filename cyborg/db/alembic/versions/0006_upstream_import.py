@@ -31,7 +31,6 @@ from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-
 revision = '0006_upstream_import'
 down_revision = '0005_device_utilization'
 branch_labels = None

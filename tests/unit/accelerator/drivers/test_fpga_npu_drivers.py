@@ -20,11 +20,10 @@ from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers.fpga import inspur
 from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers.fpga import xilinx
-from cyborg.allinone import fake_tools as tools
 from cyborg.agent import discovery
+from cyborg.allinone import fake_tools as tools
 from cyborg.common import exception
 from cyborg.conf import opts
-
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 
@@ -75,7 +74,7 @@ def test_entry_points_load_with_the_agent(conf, tmp_path, monkeypatch):
             ('intel_fpga_driver', fpga_hosts.N6001_PF, 'healthy'),
             ('xilinx_fpga_driver', hosts.ALVEO_MGMT, 'healthy')]
     assert {c[0] for c in tools.calls(tree.tools_dir)} == {'fpgainfo',
-                                                          'npu-smi'}
+                                                           'npu-smi'}
 
 
 @pytest.mark.parametrize('name, option, value', [

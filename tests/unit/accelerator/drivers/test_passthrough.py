@@ -18,8 +18,8 @@ import os
 
 import pytest
 
-from cyborg.accelerator.drivers.nic import intel as nic
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers.nic import intel as nic
 from cyborg.accelerator.drivers.pci import driver as pci_driver
 from cyborg.accelerator.drivers.qat import intel as qat
 from cyborg.accelerator.drivers.ssd import inspur

@@ -21,11 +21,10 @@ import pytest
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
+from cyborg.accelerator.drivers import pci_opts
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.common import exception
-from cyborg.accelerator.drivers import pci_opts
-
 from tests.fixtures.hosts import fpga_hosts
 
 GROUP = 'sample_pci_driver'
@@ -36,7 +35,7 @@ def _sample_opts() -> types.SimpleNamespace:
     OptGroup keeps the overrides set through it."""
     group = cfg.OptGroup(GROUP)
     opts = pci_opts.pci_selection_opts('CUSTOM_SAMPLE', 'the samples',
-                                          device_ids_help='Ids.')
+                                       device_ids_help='Ids.')
 
     def register_opts(conf):
         conf.register_group(group)

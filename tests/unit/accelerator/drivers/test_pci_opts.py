@@ -34,7 +34,7 @@ def test_the_block_is_addresses_and_resource_class_in_that_order():
 
 def test_device_ids_come_first_when_the_driver_has_them():
     opts = pci_opts.pci_selection_opts('FPGA', 'the cards',
-                                          device_ids_help='Ids.')
+                                       device_ids_help='Ids.')
     assert [opt.name for opt in opts] == ['device_ids', 'addresses',
                                           'resource_class']
     assert opts[0].default == [] and opts[0].help == 'Ids.'

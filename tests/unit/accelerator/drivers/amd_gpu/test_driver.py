@@ -20,9 +20,9 @@ from oslo_config import cfg
 import pytest
 
 from cyborg.accelerator.drivers.amd_gpu import driver as amd
+from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
 from cyborg.agent import discovery
 from cyborg.conf import agent as agent_conf
-from cyborg.accelerator.drivers.amd_gpu import opts as amd_conf
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 

@@ -15,13 +15,12 @@ bus info (not NPU order), the tool missing or failing, options."""
 
 import pytest
 
-from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers import errors as driver_errors
-from cyborg.allinone import fake_tools as tools
+from cyborg.accelerator.drivers.ascend import huawei
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.agent import discovery
+from cyborg.allinone import fake_tools as tools
 from cyborg.domain import device_tree
-
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 

@@ -109,7 +109,7 @@ def test_prepare_failures_by_device_address(conf, tmp_path):
 
 
 def test_prepare_failures_everywhere_spare_unprepared_handles(conf,
-                                                               tmp_path):
+                                                              tmp_path):
     conf.set_override('mdev_dir', str(tmp_path), group='fake_driver')
     conf.set_override('prepare_failures', ['*'], group='fake_driver')
     driver = fake.FakeDriver(conf)

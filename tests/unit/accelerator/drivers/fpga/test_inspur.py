@@ -15,11 +15,10 @@ options; no programming."""
 
 import pytest
 
-from cyborg.accelerator.drivers.fpga import inspur
-from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers import errors as driver_errors
+from cyborg.accelerator.drivers.fpga import inspur
 from cyborg.domain import device_tree
-
 from tests.fixtures.hosts import fpga_hosts
 
 GROUP = 'inspur_fpga_driver'

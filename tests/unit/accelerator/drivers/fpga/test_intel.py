@@ -20,16 +20,15 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers import errors as driver_errors
+from cyborg.accelerator.drivers.fpga import intel
 from cyborg.accelerator.drivers.utils import errors
-from cyborg.allinone import fake_tools as tools
-from cyborg.allinone.host_tree import HostTree
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.allinone import fake_tools as tools
+from cyborg.allinone.host_tree import HostTree
 from cyborg.common import exception
 from cyborg.domain import device_tree
-
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 
@@ -464,7 +463,7 @@ def test_two_ports_left_on_the_pf_share_its_deployable(conf, tmp_path):
 
 
 def test_unreadable_afu_id_is_a_health_reason(conf, tmp_path, monkeypatch,
-                                             caplog):
+                                              caplog):
     tree = hosts.intel_fpga_dfl_host(str(tmp_path))
     real = sysfs.read_text
 

@@ -18,13 +18,12 @@ import logging
 
 import pytest
 
-from cyborg.accelerator.drivers.fpga import xilinx
-from cyborg.accelerator.drivers import errors as driver_errors
-from cyborg.allinone import fake_tools as tools
 from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers import errors as driver_errors
+from cyborg.accelerator.drivers.fpga import xilinx
 from cyborg.accelerator.drivers.utils import runner
+from cyborg.allinone import fake_tools as tools
 from cyborg.domain import device_tree
-
 from tests.fixtures.hosts import fpga_hosts
 from tests.fixtures.hosts import hosts
 
@@ -120,7 +119,7 @@ def test_user_function_on_another_driver(conf, tmp_path, caplog):
 
 
 def test_not_ready_and_unbound_management_are_unhealthy(conf, tmp_path,
-                                                         caplog):
+                                                        caplog):
     tree = fpga_hosts.alveo_u250_host(str(tmp_path))
     tree.write(tree.dev(MGMT, 'ready'), '0x0')
     driver = _driver(conf, tree)

@@ -19,12 +19,12 @@ import logging
 import pytest
 
 from cyborg.accelerator.drivers import errors
-from cyborg.accelerator.drivers.nic import intel
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers import passthrough
-from cyborg.allinone import fake_tools
+from cyborg.accelerator.drivers.nic import intel
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
+from cyborg.allinone import fake_tools
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
@@ -264,7 +264,7 @@ SET_VF1 = ['link', 'set', 'dev', 'ens785f0', 'vf', '1']
 
 
 def test_vf_preparation_sets_and_clears_vlan_and_trust(conf, tmp_path,
-                                                        caplog):
+                                                       caplog):
     caplog.set_level(logging.INFO)
     tree = hosts.sriov_nic_host(str(tmp_path))
     driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'],

@@ -24,16 +24,16 @@ import pytest
 from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.utils import mdev
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.agent import discovery
+from cyborg.allinone import fake_tools as tools
 from cyborg.common import exception
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
-from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 from cyborg.domain import resource_names
-from cyborg.allinone import fake_tools as tools
 from tests.fixtures.hosts import hosts
 
 T4_TRAITS = ['CUSTOM_GPU_NVIDIA', 'CUSTOM_NVIDIA_1EB8', 'OWNER_CYBORG']

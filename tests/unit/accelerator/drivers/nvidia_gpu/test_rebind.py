@@ -29,13 +29,13 @@ import pytest
 
 from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import driver as nvidia
+from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
+from cyborg.accelerator.drivers.utils import runner
 from cyborg.allinone import demo_host
 from cyborg.allinone import fake_tools as tools
-from cyborg.accelerator.drivers.utils import runner
 from cyborg.conf import agent as agent_conf
 from cyborg.conf import default as default_conf
-from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 
@@ -281,7 +281,7 @@ def test_without_a_device_minor_the_bind_fails(host):
 
 
 def test_a_kernel_that_does_not_move_the_gpu_fails_the_bind(host,
-                                                           monkeypatch):
+                                                            monkeypatch):
     tree, driver, state = host('rebind_timeout = 0.2\n')
     _deployable, handle = _pgpu(driver)
     # nvidia does not let go: the kernel ignores writes to its unbind.

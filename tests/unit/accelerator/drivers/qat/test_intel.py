@@ -21,8 +21,8 @@ import pytest
 from cyborg.accelerator.drivers import errors as driver_errors
 from cyborg.accelerator.drivers.qat import intel
 from cyborg.accelerator.drivers.utils import runner
-from cyborg.domain import device_tree
 from cyborg.allinone import fake_tools as tools
+from cyborg.domain import device_tree
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts as more
 
@@ -185,7 +185,7 @@ def test_services_become_traits(conf, tmp_path):
     tree.write(tree.dev(hosts.QAT_PF, 'qat/cfg_services'), 'dc')
     [device] = _driver(conf, tree).discover()
     assert _pool(device).traits == ['CUSTOM_QAT_4XXX',
-                                            'CUSTOM_QAT_DC']
+                                    'CUSTOM_QAT_DC']
 
 
 def test_options_choose_devices_and_resource_class(conf, tmp_path):
