@@ -23,6 +23,7 @@ transaction (or joins the caller's). Reads return plain dicts or rows so
 callers never hold ORM state across a transaction boundary.
 """
 
+import contextlib
 import functools
 import threading
 
@@ -50,13 +51,17 @@ class _SQLiteWriteLock:
         self.enabled = False
         self._lock = threading.RLock()
 
-    def __enter__(self):
-        if self.enabled:
-            self._lock.acquire()
-
-    def __exit__(self, *exc_info):
-        if self.enabled:
-            self._lock.release()
+    @contextlib.contextmanager
+    def held(self):
+        """Hold the lock (on SQLite) for the ``with`` body."""
+        # Decided once per entry: were ``enabled`` read again on the way
+        # out (the database is configured anew, as tests do), a writer
+        # could leave holding the lock for good.
+        if not self.enabled:
+            yield
+            return
+        with self._lock:
+            yield
 
 
 _sqlite_write_lock = _SQLiteWriteLock()
@@ -67,7 +72,7 @@ def _serialised_on_sqlite(transactional, fn):
     def wrapper(*args, **kwargs):
         # Taken outside the transaction (before BEGIN): a writer waits
         # here rather than failing inside SQLite.
-        with _sqlite_write_lock:
+        with _sqlite_write_lock.held():
             return transactional(*args, **kwargs)
     return wrapper
 

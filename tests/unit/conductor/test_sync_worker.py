@@ -174,6 +174,9 @@ def test_wait_synced_waits_for_the_host(database, admin_context, wire):
     syncer = sync_worker.SyncWorker(placement_sync.PlacementSync(placement))
     syncer.request(HOST)
     assert sync_worker.wait_synced(admin_context, HOST, 30)
+    # The sync ends after its commit: let it, before the next test
+    # empties the database.
+    assert syncer.wait(30)
     syncer.stop()
 
 
@@ -185,12 +188,20 @@ def _requested(context) -> int:
     return row['sync_requested']
 
 
+@pytest.fixture
+def syncer(database):
+    """A worker on a fake Placement, its syncs finished and the worker
+    stopped before the next test empties the database."""
+    worker = sync_worker.SyncWorker(placement_sync.PlacementSync(
+        FakePlacement()))
+    yield worker
+    assert worker.wait(30)
+    worker.stop()
+
+
 def test_a_status_change_requests_a_sync_in_its_transaction(
-        database, admin_context, wire):
-    placement = FakePlacement()
-    conductor = conductor_manager.ConductorManager(
-        'c1', sync_worker.SyncWorker(placement_sync.PlacementSync(
-            placement)))
+        database, admin_context, wire, syncer):
+    conductor = conductor_manager.ConductorManager('c1', syncer)
     _report(conductor, admin_context, wire)
     [device] = hardware.device_list(admin_context, {})
     before = _requested(admin_context)
@@ -201,11 +212,8 @@ def test_a_status_change_requests_a_sync_in_its_transaction(
 
 
 def test_an_attribute_that_shapes_placement_requests_a_sync(
-        database, admin_context, wire):
-    placement = FakePlacement()
-    conductor = conductor_manager.ConductorManager(
-        'c1', sync_worker.SyncWorker(placement_sync.PlacementSync(
-            placement)))
+        database, admin_context, wire, syncer):
+    conductor = conductor_manager.ConductorManager('c1', syncer)
     _report(conductor, admin_context, wire)
     [deployable] = hardware.deployable_list(admin_context)
     before = _requested(admin_context)

@@ -11,12 +11,14 @@
 # under the License.
 
 import datetime
+import threading
 
 import pytest
 import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.common import patches
+from cyborg.db import api as db_api
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from cyborg.db import services as services_db
@@ -172,3 +174,20 @@ def test_a_connection_that_ran_a_statement_is_still_rolled_back():
             connection.execute(sa.text('SELECT * FROM nowhere'))
     assert rollbacks == [1, 1, 1]
 
+
+
+def test_the_sqlite_write_lock_is_released_when_sqlite_is_left_meanwhile():
+    """A writer that took the lock on SQLite gives it back even when the
+    database is configured anew (``enabled`` turned off) before it ends:
+    otherwise every later writer waits for ever."""
+    lock = db_api._SQLiteWriteLock()
+    lock.enabled = True
+    with lock.held():
+        lock.enabled = False
+    lock.enabled = True
+    taken = []
+    other = threading.Thread(target=lambda: taken.append(
+        lock._lock.acquire(timeout=5)))
+    other.start()
+    other.join()
+    assert taken == [True]
