@@ -102,6 +102,19 @@ class AgentManager:
             raise exception.Invalid(reason=str(e))
         return handle, declared
 
+    def _on_handle(self, call: str, driver: str | None, attach_type: str,
+                   attach_info: dict[str, Any], handle_uuid: str,
+                   preparation: str | None) -> device_tree.Preparation:
+        """Have ``driver`` run ``call`` (``prepare_attach_handle`` or
+        ``release_attach_handle``) on the handle, under the driver's lock
+        where it declares one; the preparation it was told."""
+        handle, declared = self._handle(driver, attach_type, attach_info,
+                                        preparation)
+        target = self._driver(driver)
+        with self._locks.held(target):
+            getattr(target, call)(handle, handle_uuid, declared)
+        return declared
+
     @messaging.expected_exceptions(*EXPECTED)
     def prepare_attach_handle(self, context, driver: str | None,
                               attach_type: str, attach_info: dict[str, Any],
@@ -110,11 +123,9 @@ class AgentManager:
         """Have the driver make a handle attachable (API 1.0; 1.3 with
         ``preparation``). A :class:`~errors.DriverError` is the call's
         expected failure; any other exception of the driver a bug."""
-        handle, declared = self._handle(driver, attach_type, attach_info,
-                                        preparation)
-        target = self._driver(driver)
-        with self._locks.held(target):
-            target.prepare_attach_handle(handle, handle_uuid, declared)
+        declared = self._on_handle('prepare_attach_handle', driver,
+                                   attach_type, attach_info, handle_uuid,
+                                   preparation)
         LOG.info('Prepared attach handle %s (%s %s, preparation %s, driver '
                  '%s)', handle_uuid, attach_type,
                  _attach_info_text(attach_info), declared.value, driver)
@@ -126,11 +137,9 @@ class AgentManager:
                               preparation: str | None = None) -> None:
         """Undo :meth:`prepare_attach_handle` (API 1.0; 1.3 with
         ``preparation``)."""
-        handle, declared = self._handle(driver, attach_type, attach_info,
-                                        preparation)
-        target = self._driver(driver)
-        with self._locks.held(target):
-            target.release_attach_handle(handle, handle_uuid, declared)
+        declared = self._on_handle('release_attach_handle', driver,
+                                   attach_type, attach_info, handle_uuid,
+                                   preparation)
         LOG.info('Released attach handle %s (%s %s, preparation %s, driver '
                  '%s)', handle_uuid, attach_type,
                  _attach_info_text(attach_info), declared.value, driver)
