@@ -103,10 +103,14 @@ class ProviderSpec:
 def inventory(resource_class: str, total: int, schedulable: bool,
               reserved: int = 0) -> dict[str, dict[str, Any]]:
     """A full inventory record; unschedulable means reserved == total."""
+    # Placement's inventory schema wants total >= 1: a deployable with no units
+    # gets a provider with no inventory rather than a rejected PUT.
     if total < 1:
         return {}
     return {resource_class: {
         'total': total,
+        # Placement rejects reserved > total; reserved == total (unschedulable)
+        # needs microversion 1.26, which every call uses.
         'reserved': min(reserved, total) if schedulable else total,
         'min_unit': 1, 'max_unit': total, 'step_size': 1,
         'allocation_ratio': 1.0}}
@@ -142,6 +146,8 @@ def _parents_first(rows: list) -> list:
 
     def depth(row) -> int:
         seen = 0
+        # Bounded by the row count: a parent loop in bad data must not hang the
+        # sync.
         while row.parent_id in by_id and seen <= len(by_id):
             row, seen = by_id[row.parent_id], seen + 1
         return seen
@@ -154,6 +160,7 @@ def _children_first(uuids: set[str], known: dict[str, Any]) -> list[str]:
     def depth(uuid: str) -> int:
         seen = 0
         parent = known[uuid].parent_uuid if uuid in known else None
+        # Bounded for the same reason as in _parents_first.
         while parent in known and seen <= len(known):
             parent, seen = known[parent].parent_uuid, seen + 1
         return seen
@@ -180,6 +187,7 @@ def load_host_state(context, host: str) -> HostState | None:
     rp_uuids = {row.id: row.rp_uuid for row in rows.deployables}
     for row in _parents_first(rows.deployables):
         attrs = rows.attributes.get(row.id, {})
+        # Without a resource class there is no inventory to offer Placement.
         if providers.RESOURCE_CLASS_KEY not in attrs:
             continue
         traits = sorted(providers.provider_traits(
@@ -191,6 +199,9 @@ def load_host_state(context, host: str) -> HostState | None:
             inventories=inventory(
                 attrs[providers.RESOURCE_CLASS_KEY], row.num_accelerators,
                 is_schedulable(row) and not row.retained,
+                # ``handles`` lists only the devices holding a retained
+                # deployable; any other deployable defaults to "every unit has
+                # a handle" and reserves nothing.
                 max(0, row.num_accelerators - rows.handles.get(
                     row.id, row.num_accelerators))),
             traits=traits, parent_deployable=rp_uuids.get(row.parent_id))
@@ -238,6 +249,9 @@ class _Write:
         """The write ``spec`` needs given its last written ``row``;
         None when Placement has it already."""
         if row is None:
+            # No row: assume it does not exist yet; creating it costs one
+            # request and _ensure_provider reads it instead when the create
+            # conflicts.
             return cls(spec, False, False, None, spec.parent_uuid, None,
                        None, name=spec.name)
         adopted = bool(row.adopted)
@@ -317,9 +331,14 @@ def _record(context, host: str, state: HostState,
             new_compute_rp: str | None, writes: list[_Write],
             forgotten: list[str], complete: bool) -> None:
     """Save a sync's outcome, if there is anything to save."""
+    # Only a complete sync marks the host synced. The count was read when the
+    # sync started, so a change counted meanwhile stays pending (mark_synced
+    # never moves sync_done backwards).
     seen = (state.sync_requested if complete
             and state.sync_requested > state.sync_done else None)
     changed = [write for write in writes if write.changed]
+    # Nothing to record: no write transaction, and no lock on the host's
+    # service row, which reports and other syncs of the host need.
     if new_compute_rp or changed or forgotten or seen is not None:
         providers_db.save_sync(context, state.service_id, sync_record(
             host, changed, new_compute_rp, forgotten, seen))
@@ -333,6 +352,8 @@ def sync_record(host: str, writes: list[_Write],
     :func:`cyborg.db.providers.save_sync`)."""
     return providers_db.SyncRecord(
         providers=[write.row(host) for write in writes],
+        # Rows known at the start are updated in place; for the others
+        # _save_providers first looks for a row another conductor inserted.
         recorded={write.spec.uuid for write in writes if write.known},
         compute_rp_uuid=compute_rp_uuid, forgotten=forgotten or [],
         seen=seen)
@@ -370,10 +391,14 @@ class PlacementSync:
         if self._client is not None:
             return self._client
         with self._locks_lock:
+            # Checked again under the lock: two threads may both have seen
+            # None.
             if self._client is None:
                 try:
                     self._client = self._client_factory()
                 except Exception as e:
+                    # As PlacementUnavailable, so the host stays pending and is
+                    # synced again once [placement] is configured.
                     raise placement_client.PlacementUnavailable(
                         'cannot build the Placement client: %s' % e) from e
             return self._client
@@ -397,9 +422,13 @@ class PlacementSync:
 
     def _sync_host(self, context, host: str) -> bool:
         state = load_host_state(context, host)
+        # No agent row: the sync counters live on it, so nothing can be pending
+        # for this host.
         if state is None:
             return True
         new_compute_rp = None
+        # Top providers hang under the compute node provider that nova-compute
+        # creates; cyborg cannot create them before it exists.
         if state.compute_rp_uuid is None and state.desired:
             new_compute_rp = self._find_compute_node(host, state)
             if new_compute_rp is None:
@@ -408,6 +437,8 @@ class PlacementSync:
         writes = [write for write in (
             _Write.plan(spec, state.known.get(uuid))
             for uuid, spec in state.desired.items()) if write is not None]
+        # Removals come after the writes, each child before its parent
+        # (Placement refuses to delete a provider with children).
         forgotten: list[str] = []
         try:
             complete = self._write(state.compute_rp_uuid, writes)
@@ -418,6 +449,8 @@ class PlacementSync:
                 else:
                     complete = False
         except BaseException:
+            # BaseException, not Exception: however the sync ends, what it
+            # already wrote is recorded.
             # What Placement has now is not to be sent again.
             _record(context, host, state, new_compute_rp, writes, forgotten,
                     False)
@@ -449,13 +482,20 @@ class PlacementSync:
         self._read_generations(root_uuid, writes)
         for write in writes:
             self._attempt(write, self._prepare)
+        # The reshaper needs each provider's current generation; a provider
+        # with an unknown one is left to _put, which reads it first.
         batch = [write for write in writes if not write.failed
                  and write.inventory_pending and write.generation is not None]
+        # One provider: its own PUT costs the same one request and, unlike the
+        # reshaper, answers the new generation.
         if len(batch) > 1 and self.reshaper_allowed:
             self._reshape(batch)
         for write in writes:
             if not write.failed and write.pending:
                 self._attempt(write, self._finish)
+        # A waiting (adopted) provider does not make the sync incomplete: it is
+        # retried every [conductor] adoption_interval, not at every agent
+        # report.
         return not any(write.failed or write.pending and not write.waiting
                        for write in writes)
 
@@ -471,6 +511,8 @@ class PlacementSync:
                    if write.exists and (write.generation is None
                                         or write.adopted
                                         and not write.inspected)}
+        # A single write reads its own provider for the same one request;
+        # without a compute node provider there is no tree to read.
         if not unknown or len(writes) < 2 or root_uuid is None:
             return
         try:
@@ -478,6 +520,7 @@ class PlacementSync:
         except placement_client.PlacementUnavailable:
             raise
         except placement_client.PlacementError as e:
+            # Not fatal: _put reads each unknown generation on its own.
             LOG.debug('Cannot read the providers under %s (%s); reading '
                       'them one at a time', root_uuid, e)
             return
@@ -494,16 +537,25 @@ class PlacementSync:
         except placement_client.PlacementUnavailable:
             raise
         except placement_client.PlacementError as e:
+            # One provider's error fails only that provider (and makes the sync
+            # incomplete); PlacementUnavailable above ends the whole sync
+            # instead, since every other request would fail too.
             LOG.error('Cannot write resource provider %s (%s) to '
                       'Placement: %s', write.spec.uuid, write.spec.name, e)
             write.failed = True
 
     def _prepare(self, write: _Write) -> None:
+        # Placement refuses inventories of an unknown custom resource class and
+        # unknown traits, so they are created before any write.
         self._ensure_names(write.spec)
+        # Before the create: _adopt finds an adopted provider gone from
+        # Placement and has it created as ours.
         if write.adopted:
             self._adopt(write)
         if not write.exists:
             write.created(self._ensure_provider(write.spec))
+        # Traits are set now, inventories later: those may go in one reshape
+        # for all providers, while traits have no call for several.
         if write.traits_pending:
             write.traits_written(self._put(write, traits=True))
 
@@ -520,6 +572,9 @@ class PlacementSync:
         if not write.layout_pending:
             write.adopted, write.changed = False, True
             return
+        # Renamed and moved only once it holds no allocation (see the module
+        # docstring); until then it is waiting, which does not keep the host
+        # pending.
         if self.client.provider_allocations(spec.uuid):
             LOG.debug('Resource provider %s (%s) holds allocations; it '
                       'keeps its name and parent until it holds none',
@@ -530,6 +585,9 @@ class PlacementSync:
             provider = self.client.update_provider(spec.uuid, spec.name,
                                                    spec.parent_uuid)
         except placement_client.MicroversionUnsupported as e:
+            # Placement older than 1.37 cannot re-parent: the provider stays
+            # adopted and pending, so the sync is incomplete and the next one
+            # tries again.
             LOG.warning('Cannot give resource provider %s our name and '
                         'parent: Placement is older than microversion '
                         '%s (%s)', spec.uuid,
@@ -547,6 +605,9 @@ class PlacementSync:
             try:
                 write.inventory_written(self._put(write, inventory=True))
             except placement_client.InventoryInUse:
+                # Only a provider that was upstream's may hold allocations of a
+                # class ours lacks; on our own provider this is a failure
+                # (_attempt logs it).
                 if not write.upstream:
                     raise
                 self._keep_allocated_classes(write)
@@ -570,6 +631,8 @@ class PlacementSync:
         write.changed = write.waiting = True
         write.generation = self.client.set_inventories(spec.uuid,
                                                        generation, merged)
+        # The hash of what Placement has, not of the spec: the inventory stays
+        # pending, so a later adoption pass tries ours alone again.
         write.inventory_hash = device_tree.tree_digest(merged)
         LOG.warning('Resource provider %s holds allocations of %s, which '
                     'its deployable no longer reports; keeping them '
@@ -589,6 +652,8 @@ class PlacementSync:
                 for write in batch})
         except (placement_client.Forbidden,
                 placement_client.MicroversionUnsupported) as e:
+            # Policy and microversion do not change while the conductor runs:
+            # stop spending a refused request on every sync.
             self.reshaper_allowed = False
             LOG.info('Placement does not let cyborg set the inventories of '
                      'many providers at once (%s); setting them one '
@@ -597,6 +662,8 @@ class PlacementSync:
                      'requires (service, by default) for faster syncs.', e)
             return
         except placement_client.PlacementUnavailable as e:
+            # Placement is down: the one-at-a-time writes would fail too, so
+            # end the sync. A 5xx may be the reshaper's own failure: fall back.
             if e.status_code is None:  # no answer at all
                 raise
             LOG.warning('Placement failed to set %d inventories at once '
@@ -607,10 +674,13 @@ class PlacementSync:
                       '(%s); setting them one at a time', len(batch), e)
             return
         for write in batch:
+            # The reshaper answers no generations: unknown until read again.
             write.inventory_written(None)
 
     def _ensure_names(self, spec: ProviderSpec) -> None:
         for resource_class in spec.inventories:
+            # Remembered per conductor: cyborg never deletes resource classes
+            # or traits, so one ensure_* request each is enough.
             if resource_class not in self._known_classes:
                 self.client.ensure_resource_class(resource_class)
                 self._known_classes.add(resource_class)
@@ -629,6 +699,8 @@ class PlacementSync:
             provider = self.client.create_provider(spec.uuid, spec.name,
                                                    spec.parent_uuid)
         except placement_client.ProviderConflict:
+            # A 409 with no provider of our uuid means another provider has the
+            # name (Placement names are unique): re-raised, not resolved here.
             provider = self.client.get_provider(spec.uuid)
             if provider is None:
                 raise
@@ -660,6 +732,9 @@ class PlacementSync:
                                               spec.traits)
             except (placement_client.GenerationConflict,
                     placement_client.ProviderNotFound):
+                # Another writer (a second conductor, an operator) moved the
+                # generation, or the provider is gone: read it again (or create
+                # it).
                 if attempt == GENERATION_RETRIES:
                     raise
                 attempt += 1
@@ -673,6 +748,8 @@ class PlacementSync:
         except placement_client.PlacementUnavailable:
             raise
         except placement_client.ProviderInUse:
+            # Not forgotten: its row stays, the sync is incomplete and a later
+            # one tries the delete again.
             LOG.warning('Resource provider %s of a removed deployable still '
                         'has allocations; removing it later', uuid)
             return False
