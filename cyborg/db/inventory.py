@@ -151,9 +151,13 @@ def host_state(context, host: str) -> HostState | None:
         return None
     first = rows[0]
     return HostState(
+        # No digest: no report matches it, so the next one is applied even if
+        # unchanged, and removes what waits for removal.
         None if first.removal else first.report_hash,
         first.sync_requested > first.sync_done,
         {row.address: (row.driver, row.utilization) for row in rows
+         # The outer join gives a host without devices one row whose device
+         # columns are NULL.
          if row.address is not None})
 
 
@@ -176,6 +180,9 @@ def _store_utilization(connection, host: str,
                        values: dict[str, str | None]) -> None:
     if not values:
         return
+    # One CASE on the address: one statement for any number of devices.
+    # updated_at is set to itself, or the column's onupdate would stamp the
+    # device as changed.
     connection.execute(
         sa.update(DEVICES).where(
             DEVICES.c.hostname == host,
@@ -203,6 +210,8 @@ def apply_report(context, host: str, rp_name: str,
     the readings are stored in this transaction too, with one statement.
     """
     connection = context.connection
+    # Locked before the digest is compared: a second conductor applying the
+    # same report waits here, then finds its digest recorded.
     service = services.lock_agent(connection, host)
     if service.report_hash == digest and not connection.execute(
             sa.select(_removal_pending(host))).scalar():
@@ -302,6 +311,8 @@ class _HostDiff:
         for address, row in self.devices.items():
             if address in wanted:
                 self._update_device(row, wanted[address])
+            # A driver that failed discovery reported nothing of its devices;
+            # they are not gone, so they stay as they are.
             elif row.driver not in self.failed_drivers:
                 self._remove_device(row)
         self._add_devices([device for address, device in wanted.items()
@@ -314,6 +325,8 @@ class _HostDiff:
         if not rows:
             return []
         self.connection.execute(sa.insert(table), rows)
+        # An executemany INSERT does not give its primary keys back on every
+        # backend; the new rows' uuids find them with one more statement.
         ids = dict(self.connection.execute(
             sa.select(table.c.uuid, table.c.id).where(
                 table.c.uuid.in_([row['uuid'] for row in rows]))).all())
@@ -514,6 +527,8 @@ class _HostDiff:
         ids = []
         for cpid in wanted:
             key = device_tree.canonical_json(cpid['cpid_info'])
+            # Matched on canonical JSON, so that a report spelling the same
+            # info with another key order does not add a second row.
             ids.append(existing.get(key) or self._add_cpid(device_id, cpid))
         return ids
 
@@ -525,6 +540,7 @@ class _HostDiff:
         if parent is None:
             return {'parent_id': None, 'root_id': None}
         parent_id, parent_root = self._ids[device_id, parent]
+        # A top parent has no root_id: it is the root of its children.
         return {'parent_id': parent_id, 'root_id': parent_root or parent_id}
 
     def _relink(self, device_id: int, walked: list) -> bool:
@@ -551,6 +567,8 @@ class _HostDiff:
         path id, reported deployable, parent's name or None, depth), with
         their handles and attributes: one statement (or two) per table
         and depth, parents first."""
+        # Level by level: a child's parent_id is its parent's id, known only
+        # once the parent's level is inserted.
         for depth in sorted({item[5] for item in new}):
             self._add_level([item for item in new if item[5] == depth])
 
@@ -573,6 +591,8 @@ class _HostDiff:
                                                         links['root_id'])
             self._links_of[deployable_id] = (links['parent_id'],
                                              links['root_id'])
+            # Handles held in use by another row (adopted or retained) are not
+            # added again: the unit would be offered twice.
             held = self._held.get(device_id)
             handles += self._handle_rows(deployable_id, cpid_id, [
                 handle for handle in deployable['attach_handles']
@@ -656,6 +676,9 @@ class _HostDiff:
         return True
 
     def _delete_deployable(self, deployable_id: int) -> None:
+        # Foreign keys: what points at the row is unlinked or deleted before
+        # it. An ARQ bound to a handle holds it in use, and a deployable with a
+        # handle in use is retained, never deleted.
         self.connection.execute(sa.update(ARQS).where(
             ARQS.c.deployable_id == deployable_id,
             ARQS.c.attach_handle_id.is_(None)).values(deployable_id=None))
@@ -719,6 +742,8 @@ class _HostDiff:
             if row.attach_type != handle['attach_type']:
                 values['attach_type'] = handle['attach_type']
             info = device_tree.canonical_json(handle['attach_info'])
+            # A handle in use keeps the info Nova was given for the instance;
+            # the new spelling is taken once it is released.
             if row.attach_info != info and not row.in_use:
                 values['attach_info'] = info
             if values:
@@ -727,6 +752,8 @@ class _HostDiff:
                                                    **values))
                 changed = True
         stale = [row.id for key, row in existing.items()
+                 # A handle in use is never deleted under an instance; the
+                 # first report after its release removes it.
                  if key not in wanted_by_key and not row.in_use]
         if stale:
             self.connection.execute(sa.delete(HANDLES).where(
@@ -766,6 +793,8 @@ class _HostDiff:
                                                       updated_at=self.now))
                 changed = True
         stale = [row.id for key, row in existing.items()
+                 # Only the keys the report owns (resource class, traits) are
+                 # removed; attributes an operator set stay.
                  if key not in wanted and providers.shapes_placement(key)]
         if stale:
             self.connection.execute(sa.delete(ATTRIBUTES).where(
