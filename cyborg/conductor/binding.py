@@ -78,6 +78,7 @@ def failure_reason(error: Exception) -> str:
         reason = '%s: %s' % (error.exc_type, error.value)
     else:
         reason = str(error) or type(error).__name__
+    # First line only: what follows is a traceback (clients read bind_error).
     reason = reason.strip().splitlines()[0] if reason.strip() else reason
     if len(reason) > _REASON_LIMIT:
         reason = reason[:_REASON_LIMIT - 3] + '...'
@@ -139,9 +140,13 @@ class Binder:
         """Bind now what needs no preparation; submit jobs for the rest."""
         outcome = binding_db.bind(context, bindings, project_id,
                                   self.owner, self._lease)
+        # Only after binding_db.bind committed: Nova must never hear of a bind
+        # that rolled back.
         self._deliver(outcome.events)
         _log_binds(bindings, outcome)
         if outcome.jobs:
+            # A context of its own: the jobs run on after this call has
+            # answered.
             self.submit(cyborg_context.get_admin_context(), outcome.jobs)
 
     def unbind(self, context, uuids: list[str],
@@ -150,6 +155,8 @@ class Binder:
         handles = arq_db.arq_unbind(context, uuids, project_id)
         LOG.info('Unbound ARQs %s (%d prepared attach handles to release)',
                  ', '.join(uuids), len(handles))
+        # On the pool: the unbind answers without waiting for the agents, and a
+        # failed release is retried by the sweeper.
         self._release_later(handles)
 
     def delete(self, context, uuids: list[str] | None,
@@ -202,6 +209,8 @@ class Binder:
                             handle.uuid, handle.host, e, self._timeout)
             else:
                 released.append(handle.id)
+        # Freed only once the agent undid the preparation, so a handle is never
+        # claimed again while still prepared.
         arq_db.free_prepared(context, released)
 
     def submit(self, context, uuids: list[str]) -> None:
@@ -236,6 +245,8 @@ class Binder:
         finish."""
         claim = binding_db.job_claim(context, uuid)
         failure = None
+        # No claim: no handle to prepare; finish then fails the ARQ (or
+        # does nothing if it was unbound or deleted meanwhile).
         if claim is not None:
             failure = self._work_on(context, claim)
         outcome = binding_db.finish(context, uuid, failure, self._lease,
@@ -244,6 +255,8 @@ class Binder:
         if outcome.bound and claim is not None:
             LOG.info('Bound ARQ %s: attach handle %s prepared on %s',
                      uuid, claim.handle_uuid, claim.device_host)
+        # On failure, the handle this job prepared: released once finish has
+        # committed the ARQ's end, so no ARQ still holds it.
         self.release(context, outcome.released)
 
     def resume(self, context) -> None:
@@ -270,6 +283,8 @@ class Binder:
             LOG.warning('Nova did not act on the failed binds of %d ARQs '
                         'within %ds; they are BindFailed now: %s',
                         len(ended), self._timeout, ', '.join(ended))
+        # claim_unreleased marks the handles as of now, so that the other
+        # conductors' sweepers leave them alone while this one retries.
         self._release_later(arq_db.claim_unreleased(context, cutoff,
                                                     timeutils.utcnow()))
 
