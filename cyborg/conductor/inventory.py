@@ -58,6 +58,8 @@ def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
     reported = (None if utilization is None
                 else utilization_mod.clean_report(utilization))
     state = inventory_db.host_state(context, host)
+    # Read without a lock: most reports are unchanged, and apply_report
+    # compares the digest again under the host's lock.
     if state is None or state.digest != digest:
         summary = inventory_db.apply_report(context, host, rp_name, devices,
                                             digest, failed_drivers, reported)

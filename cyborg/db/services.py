@@ -43,6 +43,8 @@ from cyborg.db.models import SERVICES
 def service_heartbeat(context, host: str, binary: str, now) -> None:
     """Record that ``binary`` on ``host`` is alive at ``now``."""
     connection = context.connection
+    # Update first: every heartbeat but a service's first finds its row, so the
+    # usual case is one statement.
     updated = connection.execute(
         sa.update(SERVICES)
         .where(SERVICES.c.host == host, SERVICES.c.binary == binary)
@@ -50,6 +52,8 @@ def service_heartbeat(context, host: str, binary: str, now) -> None:
     if updated:
         return
     try:
+        # A savepoint: a duplicate insert then fails alone, not the whole
+        # transaction (PostgreSQL aborts a transaction on any error).
         with connection.begin_nested():
             connection.execute(sa.insert(SERVICES).values(
                 host=host, binary=binary, last_seen_up=now, created_at=now))
@@ -95,6 +99,9 @@ def record_report(connection, service_id: int, digest: str,
     connection.execute(
         sa.update(SERVICES).where(SERVICES.c.id == service_id).values(
             report_hash=digest, rp_name=rp_name,
+            # Counted up in SQL under the row lock: a sync that started before
+            # this report saw a lower count, so it cannot mark this change
+            # synced (see mark_synced).
             sync_requested=SERVICES.c.sync_requested + 1,
             last_seen_up=timeutils.utcnow(), updated_at=timeutils.utcnow()))
 
