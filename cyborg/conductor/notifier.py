@@ -79,6 +79,8 @@ def backoff(attempts: int, interval: float, max_interval: float,
     ``interval * 2 ** (attempts - 1)``, at most ``max_interval``, less a
     random jitter of up to :data:`JITTER` of it.
     """
+    # Capped: the delay is capped anyway, and 2 ** n of a huge attempt count
+    # would overflow the float product.
     exponent = min(max(attempts - 1, 0), 32)
     delay = min(max_interval, interval * 2 ** exponent)
     return delay * (1.0 - JITTER * (rng or random).random())
@@ -207,6 +209,8 @@ class Notifier:
                 continue
             self._failures = 0
         try:
+            # On stop too: what was sent but not recorded would be sent again
+            # once its lease ran out.
             self._record()
         except Exception:
             LOG.exception('Nova notifier of %s could not record the '
@@ -237,6 +241,8 @@ class Notifier:
 
     def _loop_backoff(self) -> float:
         nova = self._conf.nova
+        # Never below poll_interval: a failing loop polls no faster than a
+        # healthy one.
         return backoff(self._failures, max(nova.retry_interval,
                                            nova.poll_interval),
                        max(nova.retry_max_interval, nova.poll_interval),
@@ -267,6 +273,8 @@ class Notifier:
         nova = self._conf.nova
         client = self._get_client()
         context = cyborg_context.get_admin_context()
+        # Delivered rows first: they are leased already, so sending them costs
+        # no claim statement.
         rows = (self._take_ready(nova.events_batch_size)
                 or nova_events.claim_due(context, self.host, self._clock(),
                                          nova.claim_timeout,
@@ -303,10 +311,14 @@ class Notifier:
             LOG.warning('Sending %d event(s) to Nova took %.1fs, longer '
                         'than [nova] claim_timeout: another conductor may '
                         'have sent them too', len(events), elapsed)
+        # The delay runs from the oldest unrecorded outcome: none waits longer
+        # than record_delay (below claim_timeout, or another conductor could
+        # claim and send it again).
         if not self._unrecorded:
             self._record_at = time.monotonic() + nova.record_delay
         self._unrecorded.extend((row, results.get(tag))
                                 for tag, row in batch.items())
+        # A batch's worth waiting: record at the next turn of the loop.
         if len(self._unrecorded) >= nova.events_batch_size:
             self._record_at = 0.0
         return len(rows)
@@ -317,6 +329,8 @@ class Notifier:
         rows = []
         while self._ready and len(rows) < limit:
             row = self._ready.popleft()
+            # A lease that ran out may be another conductor's now: the row is
+            # dropped here and claim_due hands it to whoever holds it.
             if row['claimed_by'] == self.host and row['claimed_until'] > now:
                 rows.append(row)
         return rows
