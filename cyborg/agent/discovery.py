@@ -118,6 +118,9 @@ class Discovery:
         failed: list[str] = []
         utilization: dict[str, utilization_mod.Metrics] = {}
         for driver in self._drivers:
+            # Shared with the RPC endpoint: a driver that declares its calls
+            # serialized is never asked to discover while it prepares, releases
+            # or programs a device.
             with self._locks.held(driver):
                 found = self._discover(driver)
                 if found is None:
@@ -140,6 +143,8 @@ class Discovery:
                 device.health = device_tree.Health(
                     health.get(device.address, device.health))
         except Exception:
+            # None, not []: an empty list would make the conductor remove the
+            # driver's devices; a failed driver's are kept as last reported.
             LOG.exception('Driver %s failed to discover devices; '
                           'keeping its devices as last reported',
                           driver.name)
@@ -162,6 +167,8 @@ class Discovery:
                           driver.name)
             return {}
         addresses = {device.address for device in found}
+        # Only the driver's own devices: a reading for another address would
+        # land on another driver's device.
         return {address: metrics for address, metrics in
                 utilization_mod.clean_report(measured).items()
                 if address in addresses}
@@ -172,6 +179,9 @@ class Discovery:
         The digest covers the tree only: a report whose utilization
         alone changed is an unchanged tree to the conductor.
         """
+        # Held through the send too: reports of the host reach the conductor in
+        # the order they were collected, so an older tree never replaces a
+        # newer one.
         with self._lock:
             wire, failed, utilization = self._collect_all()
             digest = device_tree.tree_digest({'devices': wire,
@@ -181,6 +191,9 @@ class Discovery:
                     context, self.host, self.rp_name, wire, digest, failed,
                     utilization=utilization)
             except messaging.MessagingTimeout:
+                # The conductor may still apply it; sending it again is
+                # harmless: a tree already applied (same digest) is not applied
+                # twice.
                 LOG.warning('The conductor did not answer the inventory '
                             'report of %s in time; it is sent again '
                             'shortly', self.host)
