@@ -85,6 +85,8 @@ def pf_with_vfs(pf: pci.PCIDevice, resource_class: str,
         name=deployable_name(pf.address), num_accelerators=0,
         resource_class=resource_class,
         traits=list(pf_traits), driver_name=driver_name,
+        # The PF deployable has no attach handle: it is never attached, so
+        # there is nothing to prepare.
         preparation=device_tree.Preparation.NONE,
         children=[device_tree.Deployable(
             name=deployable_name(pf.address, pool),
@@ -134,6 +136,8 @@ def read_vfs(host: sysfs.HostRoot,
         try:
             found.append(pci.read_device(host, address))
         except errors.DeviceNotFound:
+            # VFs come and go with sriov_numvfs: one removed between the
+            # listing and the read is not an error.
             continue
     return found
 
@@ -186,6 +190,8 @@ def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
             continue
         code = pci.class_code(host, member)
         bound = pci.driver(host, member)
+        # vfio lets a group's bridges and unbound endpoints stay as they are;
+        # only an endpoint bound to a host driver makes the group unassignable.
         is_bridge = code is not None and code >> 8 == PCI_BRIDGE
         if not is_bridge and bound is not None and bound not in drivers:
             held.append('%s (%s)' % (member, bound))
@@ -201,6 +207,8 @@ def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
     held = held_group_members(host, gpu, drivers)
     if not held:
         return True
+    # Keyed by the holders too: every discovery would repeat the warning, but a
+    # new holder is worth one.
     if first('group-%s-%s' % (gpu.address, held)):
         LOG.warning('%s: device %s shares its iommu_group with %s, which '
                     'the host holds; it is not reported', driver_name,
