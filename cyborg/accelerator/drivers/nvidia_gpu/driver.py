@@ -204,6 +204,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 continue
             model = self._proc_info(gpu.address).get('Model')
             if not model:
+                # nvidia-smi only when the nvidia driver gives no model, and at
+                # most once per discovery: it is a subprocess, slow beside a
+                # /proc read.
                 if names is None:
                     names = gpu_health.gpu_names(self._runner,
                                                  self._smi_timeout)
@@ -241,6 +244,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         drivers = self._conf.nvidia_gpu.passthrough_drivers
         if (gpu.driver is not None and gpu.driver not in drivers
                 and not self._rebinds(gpu.driver)):
+            # Warned once per GPU and driver: discovery runs every period.
             if not self._once.first('bound-%s-%s' % (gpu.address, gpu.driver)):
                 return False
             if gpu.driver == rebind.HOST_DRIVER:
@@ -401,6 +405,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             return ['the GPU is gone']
         driver = pci.driver(self._host, address)
         mode = (device.std_board_info or {}).get('mode')
+        # The vGPU types (mdev or vGPU 17+ files) exist only while the host's
+        # nvidia driver holds the GPU.
         if mode in VGPU_MODES and driver != 'nvidia':
             return ['its vGPUs need the nvidia driver; it is bound to %s'
                     % driver]
@@ -423,6 +429,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         try:
             smi = gpu_health.smi_problems(self._runner, self._smi_timeout)
         except gpu_health.ToolUnusable as exc:
+            # Once per kind of failure: a host without nvidia-smi would log it
+            # at every discovery.
             if self._once.first('smi-%s' % type(exc.__cause__).__name__):
                 LOG.warning('nvidia_gpu_driver: nvidia-smi cannot be used '
                             '(%s); health comes from sysfs only', exc)
@@ -442,12 +450,14 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         try:
             return pci.driver(self._host, device.address) == 'nvidia'
         except host_errors.HostError:
+            # Gone meanwhile: _sysfs_problems reports that.
             return False
 
     def _judge(self, address: str, reasons: list[str]) -> device_tree.Health:
         """The health, logged when it changes."""
         if reasons:
             text = '; '.join(reasons)
+            # Logged on a change only: health is checked at every discovery.
             if self._unhealthy.get(address) != text:
                 LOG.warning('nvidia_gpu_driver: device %s is unhealthy: %s',
                             address, text)
