@@ -214,6 +214,8 @@ class PlacementClient:
         :class:`PlacementError` when None).
         """
         kwargs: dict[str, Any] = {
+            # keystoneauth's own HTTP exceptions would lose Placement's error
+            # code; the response is turned into a typed error below instead.
             'raise_exc': False,
             'headers': {'Accept': 'application/json'},
         }
@@ -222,6 +224,8 @@ class PlacementClient:
         if json is not None:
             kwargs['json'] = json
         context = oslo_context.get_current()
+        # The caller's global request id, so that Placement's log lines can be
+        # tied to the cyborg request that caused them.
         global_id = getattr(context, 'global_id', None)
         if global_id:
             kwargs['global_request_id'] = global_id
@@ -241,6 +245,8 @@ class PlacementClient:
         request_id = response.headers.get('x-openstack-request-id')
         message = 'Placement %s failed with HTTP %d: %s' % (what, status,
                                                             detail)
+        # A 5xx is Placement's trouble, not the request's: treated like an
+        # unreachable Placement (the host stays pending and is synced again).
         if status >= 500:
             error_class: type[PlacementError] = PlacementUnavailable
         elif status == 409:
@@ -256,6 +262,9 @@ class PlacementClient:
 
     def find_provider_by_name(self, name: str) -> dict | None:
         """The provider named ``name``, or None."""
+        # No such provider is an empty list; a 404 here is something else
+        # and raises a plain PlacementError, not ProviderNotFound (which
+        # callers take for a provider gone and retry).
         response = self.request(
             'GET', '/resource_providers?name=%s' % _quote(name),
             not_found=None)
@@ -311,6 +320,8 @@ class PlacementClient:
                 microversion=REPARENT_MICROVERSION,
                 conflict=ProviderConflict)
         except PlacementError as e:
+            # 406: Placement does not know the microversion asked for. A typed
+            # error (a 409, a gone provider) is raised as it is.
             if e.status_code != 406 or type(e) is not PlacementError:
                 raise
             raise MicroversionUnsupported(
@@ -377,6 +388,8 @@ class PlacementClient:
                 uuid: {'resource_provider_generation': generation,
                        'inventories': inventories}
                 for uuid, (generation, inventories) in providers.items()},
+            # Required by the reshaper's schema; listing no consumer leaves
+            # every allocation as it is.
             'allocations': {},
         }
         try:
@@ -421,6 +434,8 @@ class PlacementClient:
         """
         if resource_names.is_standard_resource_class(name):
             return
+        # PUT creates it or finds it there (201 or 204): one request either
+        # way, no GET first, and no race with another conductor creating it.
         self.request('PUT', '/resource_classes/%s' % _quote(name),
                      not_found=None)
 
@@ -433,6 +448,7 @@ class PlacementClient:
         """
         if resource_names.is_standard_trait(name):
             return
+        # Idempotent PUT, as for resource classes.
         self.request('PUT', '/traits/%s' % _quote(name), not_found=None)
 
     # Service --------------------------------------------------------------
@@ -443,6 +459,7 @@ class PlacementClient:
         Raises :class:`PlacementError` if it is below
         :data:`PLACEMENT_MICROVERSION`.
         """
+        # The version document takes no microversion header.
         response = self.request('GET', '/', microversion=None,
                                 not_found=None)
         try:
