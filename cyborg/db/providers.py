@@ -83,8 +83,12 @@ def host_rows(context, host: str) -> HostRows | None:
     known = {row.uuid: row for row in connection.execute(
         sa.select(PROVIDERS).where(PROVIDERS.c.host == host))}
     handles: dict[int, int] = {}
+    # Counted only on devices that hold a retained deployable: elsewhere no
+    # other row holds a unit, and the query is skipped.
     holding = {row.device_id for row in rows if row.retained}
     if holding:
+        # Zero first: GROUP BY gives no row for a deployable without handles,
+        # and a missing entry would read as "every unit has a handle".
         handles = {row.id: 0 for row in rows if row.device_id in holding}
         handles.update(connection.execute(
             sa.select(HANDLES.c.deployable_id, sa.func.count())
@@ -138,6 +142,8 @@ def _save_providers(connection, rows: list[dict[str, Any]],
                     recorded: set[str]) -> None:
     """Update ``rows``, inserting the missing ones with one statement."""
     now = timeutils.utcnow()
+    # Another conductor's sync of the host may have inserted rows this one did
+    # not know of: those are updated, not inserted twice.
     unrecorded = [row['uuid'] for row in rows if row['uuid'] not in recorded]
     found = set(connection.execute(sa.select(PROVIDERS.c.uuid).where(
         PROVIDERS.c.uuid.in_(unrecorded))).scalars()) if unrecorded else set()
@@ -148,6 +154,8 @@ def _save_providers(connection, rows: list[dict[str, Any]],
         if uuid in recorded or uuid in found:
             updated = connection.execute(sa.update(PROVIDERS).where(
                 PROVIDERS.c.uuid == uuid).values(updated_at=now, **values))
+            # No row updated: it was deleted meanwhile; what this sync wrote
+            # is inserted again.
             if updated.rowcount:
                 continue
         new.append(dict(values, uuid=uuid, created_at=now, updated_at=now))
