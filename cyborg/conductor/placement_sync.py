@@ -652,8 +652,8 @@ class PlacementSync:
                 for write in batch})
         except (placement_client.Forbidden,
                 placement_client.MicroversionUnsupported) as e:
-            # Policy and microversion do not change while the conductor runs:
-            # stop spending a refused request on every sync.
+            # Taken as lasting until the conductor restarts (policy and version
+            # seldom change): no refused request spent on every sync.
             self.reshaper_allowed = False
             LOG.info('Placement does not let cyborg set the inventories of '
                      'many providers at once (%s); setting them one '
