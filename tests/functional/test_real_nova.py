@@ -165,6 +165,16 @@ def _server(rn, server: str) -> dict:
     return rn.compute('GET', '/servers/%s' % server)['server']
 
 
+def _evacuation_ended(rn, server: str) -> bool:
+    """Whether Nova has finished (or given up on) the evacuation of
+    ``server``: its migration record is in a final state."""
+    migrations = rn.compute(
+        'GET', '/os-migrations?instance_uuid=%s' % server)['migrations']
+    return any(m['migration_type'] == 'evacuation'
+               and m['status'] in ('done', 'failed', 'error')
+               for m in migrations)
+
+
 def _wait_status(rn, server: str, status: str,
                  timeout: float = BUILD_TIMEOUT) -> dict:
     """Until ``server`` has ``status`` and no task; fails at once on an
@@ -517,6 +527,12 @@ def test_evacuate_binds_new_arqs_on_the_other_host(rn, boots):
     try:
         rn.compute('POST', '/servers/%s/action' % server,
                    json={'evacuate': {}})
+        # The server stays ACTIVE, with no task, until Nova's conductor
+        # picks the evacuation up: wait for its migration record to end
+        # first, or the check below may read the server before it moved.
+        servers.wait_for(lambda: _evacuation_ended(rn, server),
+                         BUILD_TIMEOUT, 'the evacuation of %s' % server,
+                         interval=0.5)
         after = _wait_status(rn, server, 'ACTIVE')
         # An evacuation Nova gave up on (no valid host) leaves the server
         # ACTIVE where it was: say why.
