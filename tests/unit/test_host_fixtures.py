@@ -142,6 +142,19 @@ def test_vf_addresses_follow_offset_and_stride(tree):
                 assert target == '../' + tree.vf_address(name, index)
 
 
+# What every fixture host must satisfy to look like a real sysfs: the
+# other fixture modules run these checks over their own builders.
+REAL_HOST_CHECKS = [
+    test_every_link_is_relative_and_stays_inside,
+    test_bus_links_lead_into_the_topology,
+    test_attributes_end_in_newline_and_have_kernel_formats,
+    test_bound_devices_and_their_drivers_point_at_each_other,
+    test_iommu_groups_list_their_devices,
+    test_vfs_have_physfn_and_no_sriov_files,
+    test_vf_addresses_follow_offset_and_stride,
+]
+
+
 def test_nvme_host_marks_the_boot_disk(tmp_path):
     tree = hosts.nvme_host(str(tmp_path))
     mounts = tree.read('proc/mounts')
