@@ -47,11 +47,8 @@ _HEX_ID = re.compile(r'^(?:0x)?([0-9a-f]{4})$')
 MAX_NAME = 255
 
 
-def config_error(group: str, option: str,
-                 reason: str) -> errors.DriverConfigError:
-    """The error for ``[group] option``, saying ``reason``."""
-    return errors.DriverConfigError(
-        reason='[%s] %s: %s' % (group, option, reason))
+# Where the option checks below, and the drivers, find it.
+config_error = errors.config_error
 
 
 def parse_hex_id(text: str, group: str, option: str) -> int:
