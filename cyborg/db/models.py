@@ -109,6 +109,11 @@ class Device(Base):
     # {name: value}, "reported_at": ISO time of the latest report that
     # carried them}; NULL when none was reported.
     utilization = sa.Column(sa.Text, nullable=True)
+    # Why the device has its health (a short text; NULL: not recorded) and
+    # since when (the time the health last changed; NULL: not recorded,
+    # e.g. for a device older than this column).
+    health_reason = sa.Column(sa.String(255), nullable=True)
+    health_since = sa.Column(DateTime, nullable=True)
 
 
 class Deployable(Base):

@@ -216,14 +216,17 @@ def test_datetime_precision_drift_is_detected(engine):
     migration.upgrade('0002_nova_event_repeat', engine=engine)
     changed = sorted((d[0][2], d[0][3]) for d in schema_diff(engine)
                      if isinstance(d, list) and d[0][0] == 'modify_type')
-    # The tables of 0002 (later revisions add tables with precise
-    # date/times from the start).
-    tables = set(sa.inspect(engine).get_table_names())
+    # The columns of 0002 (later revisions add tables and columns with
+    # precise date/times from the start).
+    inspector = sa.inspect(engine)
+    existing = {(table, column['name'])
+                for table in inspector.get_table_names()
+                for column in inspector.get_columns(table)}
     datetimes = sorted((table.name, column.name)
                        for table in models.Base.metadata.sorted_tables
-                       if table.name in tables
                        for column in table.columns
-                       if isinstance(column.type, sa.DateTime))
+                       if (table.name, column.name) in existing
+                       and isinstance(column.type, sa.DateTime))
     assert len(datetimes) == 26
     if engine.dialect.name == 'mysql':
         assert changed == datetimes
