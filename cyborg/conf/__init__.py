@@ -22,6 +22,8 @@ from cyborg.conf import database
 from cyborg.conf import default
 from cyborg.conf import driver_opts
 from cyborg.conf import glance
+from cyborg.conf import metrics
+from cyborg.conf import notifications
 from cyborg.conf import nova
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
@@ -29,7 +31,8 @@ from cyborg.conf import upgrade_levels
 CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, placement, nova, database,
-                upgrade_levels, glance, bitstream_cache):
+                upgrade_levels, glance, bitstream_cache, notifications,
+                metrics):
     _module.register_opts(CONF)
 # The drivers' groups, found through their entry points.
 driver_opts.register_driver_opts(CONF)

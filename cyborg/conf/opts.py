@@ -23,12 +23,14 @@ from cyborg.conf import conductor
 from cyborg.conf import default
 from cyborg.conf import driver_opts
 from cyborg.conf import glance
+from cyborg.conf import metrics
+from cyborg.conf import notifications
 from cyborg.conf import nova
 from cyborg.conf import placement
 from cyborg.conf import upgrade_levels
 
 _MODULES = (default, api, conductor, agent, placement, nova, upgrade_levels,
-            glance, bitstream_cache)
+            glance, bitstream_cache, notifications, metrics)
 
 
 def list_opts():
