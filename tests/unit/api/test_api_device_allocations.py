@@ -20,8 +20,8 @@ from oslo_utils import timeutils
 import pytest
 import webob
 
-from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg import context
+from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.api import app as api_app
 from cyborg.conductor import inventory
 from cyborg.db import arqs as arq_db
