@@ -146,11 +146,13 @@ def _host_state_query():
 _HOST_STATE = _host_state_query()
 
 
-@db_api.main_context_manager.reader.connection
 def host_state(context, host: str) -> HostState | None:
     """What a report needs to know of its host, with one statement (the
-    devices are joined); None for a host that never reported."""
-    rows = context.connection.execute(_HOST_STATE, {'host': host}).all()
+    devices are joined); None for a host that never reported. Not in a
+    transaction of the caller's (see :func:`cyborg.db.api.single_read`).
+    """
+    with db_api.single_read() as connection:
+        rows = connection.execute(_HOST_STATE, {'host': host}).all()
     if not rows:
         return None
     first = rows[0]
