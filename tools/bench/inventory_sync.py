@@ -89,6 +89,7 @@ from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 from tools.bench import hardware_trees  # noqa: E402
 from tools.bench import placement as bench_placement  # noqa: E402
+from tools.bench import placement_requests  # noqa: E402
 
 
 def bench_tree(devices: int, changed: bool = False) -> list[dict]:
@@ -313,6 +314,33 @@ class Run:
         return dict(cpu_ms, wall=elapsed)
 
 
+def _compare_with_placement_floor(args, client, meter: CPUMeter,
+                                  registration: dict[str, float]) -> None:
+    """Sends the requests of a registration straight to the same
+    Placement (``placement_requests.py``) and prints the registration
+    phase against that floor, per host."""
+    # The floor's requests are those of a host of 8 deployables (each its
+    # own provider): the bench tree of 8 devices, or 8 GPUs.
+    if (args.tree, args.devices) not in (
+            ('bench', placement_requests.DEVICES_PER_HOST),
+            ('gpu8', args.devices)):
+        print('(Placement floor: measured for hosts of %d deployables '
+              'only)' % placement_requests.DEVICES_PER_HOST)
+        return
+    print('Placement\'s own floor, same Placement:')
+    floor = placement_requests.registration_floor(placement_requests.measure(
+        client, placement_requests.Meter(
+            meter.groups['placement'], meter.groups['postgres'],
+            args.workers),
+        min(800, args.hosts * args.devices), prefix='floor-host'))
+    wall = registration['wall'] * 1000 / args.hosts
+    print('registration per host: %.1f ms wall, %.1f ms Placement CPU; '
+          'floor %.1f ms wall, %.1f ms Placement CPU: %.2f and %.2f times '
+          'the floor' % (wall, registration['placement'], floor['wall'],
+                         floor['placement'], wall / floor['wall'],
+                         registration['placement'] / floor['placement']))
+
+
 def _p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
@@ -414,7 +442,7 @@ def _run(args, cyborg_url, placement_url, transport_url, meter) -> int:
     load = 10 if args.utilization else None
     try:
         floor = run.floor(args.floor_calls)
-        run.phase('registration', len(hosts), load=load)
+        registration = run.phase('registration', len(hosts), load=load)
         steady = statistics.median(
             run.phase('steady state', len(hosts), load=load)['conductor']
             for _ in range(args.steady_rounds))
@@ -427,6 +455,7 @@ def _run(args, cyborg_url, placement_url, transport_url, meter) -> int:
             run.phase('util changed', len(hosts), load=load)
         run.phase('1% changed', len(hosts), churn=True, load=load)
         floor_after = run.floor(args.floor_calls)
+        _compare_with_placement_floor(args, client, meter, registration)
         floor_min = min(floor, floor_after)
         print('unchanged report / empty call (server-side CPU): %.2f as a '
               'digest, %.2f with its tree (floor %.2f ms before the '
