@@ -66,6 +66,10 @@ CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
 #: Every process metric; a scrape reads it through :func:`registry`.
 REGISTRY = prometheus_client.CollectorRegistry(auto_describe=True)
 
+# No ``_created`` series beside each counter and histogram (the
+# multiprocess mode has none either): one series per label set.
+prometheus_client.disable_created_metrics()
+
 # Buckets (seconds). An API request answers in milliseconds; an RPC call
 # waits up to a minute (oslo.messaging's rpc_response_timeout); a bind
 # job may program an FPGA for minutes ([conductor] bind_timeout).
@@ -336,3 +340,21 @@ def serve(conf: cfg.ConfigOpts, port: int,
     LOG.info('Serving metrics on http://%s:%s/metrics', host,
              httpd.server_port)
     return Server(httpd, thread)
+
+
+class Listener:
+    """The ``/metrics`` listener of a service on ``port``, for its
+    ``on_start`` and ``on_stop`` (see :func:`serve`)."""
+
+    def __init__(self, conf: cfg.ConfigOpts, port: int,
+                 collectors: Iterable[prometheus_registry.Collector] = ()):
+        self._conf = conf
+        self._port = port
+        self._collectors = collectors
+        self.server = Server()
+
+    def start(self) -> None:
+        self.server = serve(self._conf, self._port, self._collectors)
+
+    def stop(self) -> None:
+        self.server.stop()
