@@ -226,10 +226,11 @@ class Binder:
             self._track(self._executor.submit(self._run_logged, context,
                                               uuid, started), uuid, started)
 
-    def _run_logged(self, context, uuid: str,
-                    started: float | None = None) -> None:
+    def _run_logged(self, context, uuid: str, started: float) -> None:
         try:
-            self.run(context, uuid, started)
+            outcome = self.run(context, uuid)
+            if outcome in ('bound', 'failed'):
+                metrics.bind_job(outcome, time.monotonic() - started)
         except Exception:
             LOG.exception('Bind job of ARQ %s failed unexpectedly; the '
                           'sweeper fails it after %ds', uuid, self._timeout)
@@ -249,10 +250,10 @@ class Binder:
                 claim.handle_uuid, failure_reason(e))
         return None
 
-    def run(self, context, uuid: str, started: float | None = None) -> None:
+    def run(self, context, uuid: str) -> str | None:
         """Program and prepare what a BindStarted ARQ claimed, and
-        finish; ``started``: when the job was submitted (monotonic)."""
-        started = started or time.monotonic()
+        finish; the outcome, ``bound`` or ``failed`` (None: the ARQ was
+        unbound or deleted meanwhile)."""
         claim = binding_db.job_claim(context, uuid)
         failure = None
         # No claim: no handle to prepare; finish then fails the ARQ (or
@@ -262,15 +263,15 @@ class Binder:
         outcome = binding_db.finish(context, uuid, failure, self._lease,
                                     bind_timeout=self._timeout)
         self._deliver(outcome.events)
-        if outcome.bound or outcome.events:
-            metrics.bind_job('bound' if outcome.bound else 'failed',
-                             time.monotonic() - started)
         if outcome.bound and claim is not None:
             LOG.info('Bound ARQ %s: attach handle %s prepared on %s',
                      uuid, claim.handle_uuid, claim.device_host)
         # On failure, the handle this job prepared: released once finish has
         # committed the ARQ's end, so no ARQ still holds it.
         self.release(context, outcome.released)
+        if outcome.bound:
+            return 'bound'
+        return 'failed' if outcome.events else None
 
     def resume(self, context) -> None:
         """Restart this conductor's unfinished jobs (after a restart)."""
