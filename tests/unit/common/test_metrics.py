@@ -199,7 +199,7 @@ def test_listener_starts_and_stops_with_its_service(conf):
         _scrape(port)
 
 
-# Several processes -------------------------------------------------------------
+# Several processes ----------------------------------------------------------
 
 # A worker: counts two requests, then lives until its stdin closes.
 _WORKER = '''
