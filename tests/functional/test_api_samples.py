@@ -85,6 +85,10 @@ CHECKED_ELSEWHERE = {
         'tests/functional/test_fpga_programming.py',
         {'requests': {'deployable-program-req.json'},
          'responses': {'deployable-program-resp.json'}}),
+    # Text, not JSON: its families are checked against a two-worker API.
+    ('GET', '/metrics'): (
+        'tests/functional/test_prometheus.py',
+        {'requests': set(), 'responses': {'metrics-get-resp.txt'}}),
 }
 # The scenarios (tests using the replay fixture) that started.
 STARTED: set[str] = set()
@@ -433,6 +437,8 @@ def test_every_sample_is_documented_and_replayed():
     """Each sample file is shown by the API reference and sent or
     checked here, and everything the reference shows exists."""
     files = {f for f in os.listdir(SAMPLES) if f.endswith('.json')}
+    # The text sample of /metrics is checked elsewhere (CHECKED_ELSEWHERE).
+    files.add('metrics-get-resp.txt')
     shown = set()
     for name in os.listdir(API_REF):
         if name.endswith('.inc'):
@@ -442,6 +448,7 @@ def test_every_sample_is_documented_and_replayed():
     with open(__file__) as f:
         replayed = set(re.findall(r"'([\w-]+-(?:req|resp)\.json)'", f.read()))
     assert shown == files, (sorted(files - shown), sorted(shown - files))
+    replayed.add('metrics-get-resp.txt')
     assert replayed == files, (sorted(files - replayed),
                                sorted(replayed - files))
 
