@@ -69,13 +69,17 @@ class UsageAuditor:
         now = self._clock()
         sent = 0
         last_end = usage_db.last_audited_end(context)
-        for start, end in usage.periods_to_audit(last_end, now,
-                                                 self.period):
+        periods = usage.periods_to_audit(last_end, now, self.period)
+        if periods and last_end is not None and periods[0][0] > last_end:
+            LOG.warning('Usage periods from %s to %s are not audited: '
+                        'only the latest %d ended periods are',
+                        last_end, periods[0][0], usage.MAX_CATCH_UP)
+        for start, end in periods:
             leased = self._audit(context, start, end, now)
             if leased is None:
                 continue
-            LOG.info('Usage audit of %s to %s: %d records', start, end,
-                     len(leased))
+            LOG.info('Usage audit of %s to %s: %d records to send', start,
+                     end, len(leased))
             done = self._send(context, leased)
             sent += done
             if done < len(leased):
@@ -107,6 +111,10 @@ class UsageAuditor:
         for index, record in enumerate(records):
             payload = usage_payload.envelope(json.loads(record['payload']))
             if not self._notifier.emit(context, usage.EVENT_TYPE, payload):
+                LOG.warning('Could not send the usage record of ARQ %s for '
+                            '%s; %d records wait for the next audit run',
+                            record['arq_uuid'], record['period_start'],
+                            len(records) - index)
                 usage_db.release(context, [r['id'] for r in records[index:]],
                                  self._clock(), attempted=record['id'])
                 return index

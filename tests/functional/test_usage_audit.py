@@ -266,8 +266,8 @@ def test_one_record_per_bound_arq_per_period_across_a_sigkill(deployment):
         (c, '12:00'): 30 * 60, (b, '12:00'): 60 * 60}
     # The seconds add up to the time each ARQ was bound.
     totals = collections.Counter()
-    for (uuid, _period), value in seconds.items():
-        totals[uuid] += value
+    for (arq, _period), value in seconds.items():
+        totals[arq] += value
     assert totals == {a: (t(11, 30) - t(10, 15)).total_seconds(),
                       b: (t(10, 45) - t(10, 15) + t(13) - t(11, 20)
                           ).total_seconds(),
