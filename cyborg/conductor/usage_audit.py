@@ -30,7 +30,6 @@ from collections.abc import Callable
 import datetime
 import json
 
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
@@ -75,8 +74,9 @@ class UsageAuditor:
                         'only the latest %d ended periods are',
                         last_end, periods[0][0], usage.MAX_CATCH_UP)
         for start, end in periods:
-            leased = self._audit(context, start, end, now)
-            if leased is None:
+            leased = usage_db.audit_period(context, start, end, now,
+                                           self.host, now + self._lease)
+            if leased is None:  # audited by another conductor
                 continue
             LOG.info('Usage audit of %s to %s: %d records to send', start,
                      end, len(leased))
@@ -94,16 +94,6 @@ class UsageAuditor:
             sent += done
             if done < len(leased):
                 return sent
-
-    def _audit(self, context, start, end, now):
-        """The records of ``[start, end)`` leased to this conductor, or
-        None if another conductor audited it."""
-        try:
-            return usage_db.audit_period(context, start, end, now,
-                                         self.host, now + self._lease)
-        except db_exc.DBDuplicateEntry:
-            # Another conductor committed the same audit first.
-            return None
 
     def _send(self, context, records) -> int:
         """Send ``records`` in order until one fails; how many were

@@ -38,6 +38,7 @@ import datetime
 import functools
 from typing import Any
 
+from oslo_db import exception as db_exc
 import sqlalchemy as sa
 
 from cyborg.db import api as db_api
@@ -164,7 +165,6 @@ def last_audited_end(context) -> datetime.datetime | None:
         sa.select(sa.func.max(USAGE_AUDITS.c.period_end))).scalar()
 
 
-@db_api.connection_writer
 def audit_period(context, start: datetime.datetime, end: datetime.datetime,
                  now: datetime.datetime, owner: str,
                  lease_until: datetime.datetime
@@ -175,9 +175,17 @@ def audit_period(context, start: datetime.datetime, end: datetime.datetime,
 
     One transaction: the audit row (unique on ``period_start``) and the
     records commit together. A concurrent audit of the same period
-    waits on the unique key and then fails with DBDuplicateEntry (the
-    caller takes it as "audited by another").
+    waits on the unique key, then fails on it and rolls back: the
+    period was audited by the other.
     """
+    try:
+        return _audit_period(context, start, end, now, owner, lease_until)
+    except db_exc.DBDuplicateEntry:
+        return None
+
+
+@db_api.connection_writer
+def _audit_period(context, start, end, now, owner, lease_until):
     connection = context.connection
     done = connection.execute(
         sa.select(USAGE_AUDITS.c.id)
