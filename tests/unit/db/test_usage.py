@@ -279,3 +279,33 @@ def test_concurrent_claims_take_disjoint_records(host, admin_context,
                for owner in ('cond1', 'cond2')]
     assert [len(c) for c in claimed] == [3, 1]
     assert not {r['id'] for r in claimed[0]} & {r['id'] for r in claimed[1]}
+
+
+def _statements(database, action):
+    """The INSERT/UPDATE/DELETE statements ``action`` runs, by table."""
+    seen = []
+
+    def record(conn, cursor, statement, *args):
+        words = statement.split()
+        if words[0].upper() in ('INSERT', 'UPDATE', 'DELETE'):
+            table = words[2] if words[0].upper() != 'UPDATE' else words[1]
+            seen.append((words[0].upper(), table))
+
+    sa.event.listen(database, 'before_cursor_execute', record)
+    try:
+        action()
+    finally:
+        sa.event.remove(database, 'before_cursor_execute', record)
+    return seen
+
+
+def test_leaving_bound_costs_one_insert_and_nothing_else_does(
+        host, admin_context, clock, database):
+    [bound] = bind(admin_context, host)
+    never = arq_db.arq_create(admin_context, 'one', 'p1')[0]['uuid']
+    assert ('INSERT', 'arq_usage') not in _statements(
+        database, lambda: arq_db.arq_delete(admin_context, [never], None,
+                                            None))
+    assert _statements(database, lambda: arq_db.arq_delete(
+        admin_context, [bound], None, None)).count(('INSERT', 'arq_usage')) \
+        == 1
