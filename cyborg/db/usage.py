@@ -167,11 +167,13 @@ def last_audited_end(context) -> datetime.datetime | None:
 
 def audit_period(context, start: datetime.datetime, end: datetime.datetime,
                  now: datetime.datetime, owner: str,
-                 lease_until: datetime.datetime
+                 lease_until: datetime.datetime | None
                  ) -> list[dict[str, Any]] | None:
-    """Create the usage records of the period ``[start, end)``, leased to
-    ``owner`` until ``lease_until``; the records (rows of
-    ``usage_records``), or None if the period was audited already.
+    """Create the usage records of the period ``[start, end)``, audited
+    by ``owner`` and leased to it until ``lease_until`` (None: not
+    leased, any conductor sends them); the records (rows of
+    ``usage_records``), or None if the period (or one overlapping it)
+    was audited already.
 
     One transaction: the audit row (unique on ``period_start``) and the
     records commit together. A concurrent audit of the same period
@@ -187,30 +189,35 @@ def audit_period(context, start: datetime.datetime, end: datetime.datetime,
 @db_api.connection_writer
 def _audit_period(context, start, end, now, owner, lease_until):
     connection = context.connection
+    # Any audited period overlapping this one (the same, or one of
+    # another length): its time is counted already.
     done = connection.execute(
         sa.select(USAGE_AUDITS.c.id)
-        .where(USAGE_AUDITS.c.period_start == start)).first()
+        .where(USAGE_AUDITS.c.period_start < end,
+               USAGE_AUDITS.c.period_end > start)).first()
     if done is not None:
         return None
     found = usage.records(intervals(connection, start, end), start, end)
+    holder = owner if lease_until is not None else None
     connection.execute(sa.insert(USAGE_AUDITS).values(
         period_start=start, period_end=end, audited_by=owner,
         records=len(found), created_at=now))
     rows = [dict(arq_uuid=record['arq_uuid'], period_start=start,
                  period_end=end, payload=usage.dumps(record),
-                 claimed_by=owner, claimed_until=lease_until, attempts=0,
+                 claimed_by=holder, claimed_until=lease_until, attempts=0,
                  created_at=now)
             for record in found]
     if rows:
         connection.execute(sa.insert(USAGE_RECORDS), rows)
-    return _leased(connection, owner, lease_until, start)
+    return _leased(connection, holder, lease_until, start)
 
 
-def _leased(connection, owner: str, until: datetime.datetime,
+def _leased(connection, owner: str | None, until: datetime.datetime | None,
             period: datetime.datetime | None = None
             ) -> list[dict[str, Any]]:
-    """The unsent records leased to ``owner`` until ``until`` (of the
-    period starting at ``period`` if given), oldest first."""
+    """The unsent records leased to ``owner`` until ``until`` (None and
+    None: not leased) (of the period starting at ``period`` if given),
+    oldest first."""
     query = sa.select(USAGE_RECORDS).where(
         USAGE_RECORDS.c.claimed_by == owner,
         USAGE_RECORDS.c.claimed_until == until,

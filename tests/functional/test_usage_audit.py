@@ -237,7 +237,10 @@ def test_one_record_per_bound_arq_per_period_across_a_sigkill(deployment):
         TIMEOUT, 'the conductor to send a record of 11:00-12:00',
         d.conductor.process, d.conductor.log)
     d.conductor.kill()
-    assert [r['sent_at'] for r in _records(d.engine, t(11))] == [None] * 3
+    # Killed with the records created, leased to it and none sent.
+    assert [(r['claimed_by'], r['sent_at'])
+            for r in _records(d.engine, t(11))] == [
+        ('usage-conductor', None)] * 3
     assert d.received.count() == 2
     # A new conductor sends them once the dead one's lease has expired.
     d.proxy.release()
@@ -278,3 +281,33 @@ def test_one_record_per_bound_arq_per_period_across_a_sigkill(deployment):
                 record['vendor'], record['model'], record['host']) == (
             'p1', INSTANCE, PROFILE, 'FPGA', '8086', '0b30', HOST)
     assert all(r['sent_at'] is not None for r in _records(d.engine))
+
+
+def test_manage_usage_audit_command(tmp_path):
+    """``cyborg-manage usage audit``: one line and status 1 when refused,
+    the records created otherwise."""
+    url = 'sqlite:///%s' % (tmp_path / 'cyborg.sqlite')
+    engine = sa.create_engine(url)
+    migration.upgrade(engine=engine)
+    engine.dispose()
+    config = servers.write_config(str(tmp_path / 'cyborg.conf'),
+                                  {'database': {'connection': url}})
+
+    def manage(*args):
+        return servers.run_script('cyborg-manage', 'usage', 'audit', *args,
+                                  config_file=config)
+
+    refused = manage('--period-start', '2020-01-01T00:30:00Z')
+    assert (refused.returncode, refused.stdout) == (1, '')
+    assert refused.stderr.startswith('cyborg-manage: 2020-01-01T00:30:00Z '
+                                     'starts no audit period')
+    assert len(refused.stderr.splitlines()) == 1
+    done = manage('--period-start', '2020-01-01T00:00:00Z')
+    assert (done.returncode, done.stdout) == (
+        0, 'Created 0 usage records of 2020-01-01T00:00:00Z to '
+           '2020-01-01T01:00:00Z; the conductors send them.\n'), done.stderr
+    again = manage('--period-start', '2020-01-01T00:00:00Z')
+    assert again.returncode == 1
+    assert 'was audited already' in again.stderr
+    missing = manage()
+    assert missing.returncode == 2

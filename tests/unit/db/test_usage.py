@@ -14,6 +14,7 @@
 record per bound ARQ per period, whoever audits and whoever dies."""
 
 import datetime
+import io
 import json
 import threading
 
@@ -22,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.cmd import manage
 from cyborg.conductor import usage_audit
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
@@ -309,3 +311,46 @@ def test_leaving_bound_costs_one_insert_and_nothing_else_does(
     assert _statements(database, lambda: arq_db.arq_delete(
         admin_context, [bound], None, None)).count(('INSERT', 'arq_usage')) \
         == 1
+
+
+# cyborg-manage usage audit ---------------------------------------------------
+
+def _manage_audit(context, start, now):
+    out = io.StringIO()
+    code = manage.usage_audit_command(context, start, HOUR, now, out=out)
+    return code, out.getvalue()
+
+
+def test_manage_audits_a_period_left_out_for_the_conductors_to_send(
+        host, admin_context, clock, database):
+    clock.set(t(10, 15))
+    [uuid] = bind(admin_context, host)
+    clock.set(t(13, 0, 5))
+    # The conductors audited 12:00-13:00 only (their first audit).
+    assert auditor(clock, Notifier()).run(admin_context) == 1
+    code, out = _manage_audit(admin_context, '2030-01-01T10:00:00Z', clock())
+    assert (code, out) == (0, 'Created 1 usage records of '
+                           '2030-01-01T10:00:00Z to 2030-01-01T11:00:00Z; '
+                           'the conductors send them.\n')
+    notifier = Notifier()
+    assert auditor(clock, notifier, 'cond2').run(admin_context) == 1
+    assert [(r['arq_uuid'], r['bound_seconds'],
+             r['audit_period_beginning']) for r in notifier.sent] == [
+        (uuid, 45 * 60, '2030-01-01T10:00:00Z')]
+
+
+@pytest.mark.parametrize('start, message', [
+    ('yesterday', "'yesterday' is not a time in ISO 8601"),
+    ('2030-01-01T10:30:00Z', 'starts no audit period'),
+    ('2030-01-01T12:00:00+01:00', 'was audited already'),
+    ('2030-01-01T12:00:00Z', 'ends after the last period audited'),
+    ('2030-01-01T13:00:00Z', 'has not ended yet'),
+])
+def test_manage_refuses_what_it_cannot_audit(host, admin_context, clock,
+                                             database, start, message):
+    clock.set(t(12, 0, 5))
+    auditor(clock, Notifier()).run(admin_context)  # audits 11:00-12:00
+    clock.set(t(13, 30))
+    with pytest.raises(manage.Refused, match=message):
+        _manage_audit(admin_context, start, clock())
+    assert len(rows(database, models.USAGE_AUDITS)) == 1
