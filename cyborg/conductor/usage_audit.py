@@ -54,12 +54,14 @@ class UsageAuditor:
     """
 
     def __init__(self, host: str, period: int, notifier,
-                 clock: Callable[[], datetime.datetime] = timeutils.utcnow,
+                 clock: Callable[[], datetime.datetime] | None = None,
                  lease_seconds: float = LEASE_SECONDS):
+        """``clock``: by default oslo's ``timeutils.utcnow``, the clock
+        every row of the database is stamped with."""
         self.host = host
         self.period = period
         self._notifier = notifier
-        self._clock = clock
+        self._clock = clock or (lambda: timeutils.utcnow())
         self._lease = datetime.timedelta(seconds=lease_seconds)
 
     def run(self, context) -> int:
