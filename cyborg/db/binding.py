@@ -413,7 +413,9 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
             arq_db.swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:
-            arq_db.swap(connection, row, states.BOUND, held,
+            # bound_at: the start of its binding interval (usage).
+            arq_db.swap(connection, row, states.BOUND,
+                        dict(held, bound_at=timeutils.utcnow()),
                         via=states.BIND_STARTED)
             events.add(row, states.BOUND)
             outcome.bound.append(row.uuid)
@@ -504,7 +506,8 @@ def finish(context, uuid: str, failure: str | None = None,
         failure = 'The bind job found no claimed attach handle'
     if failure is None:
         events = _Events(connection, lease)
-        arq_db.swap(connection, row, states.BOUND, {})
+        arq_db.swap(connection, row, states.BOUND,
+                    {'bound_at': timeutils.utcnow()})
         events.add(row, states.BOUND)
         outcome.bound.append(row.uuid)
     else:
