@@ -33,6 +33,7 @@ from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.db import services as services_db
 from cyborg.domain import device_tree
+from cyborg.notifications import notifier as notifications_notifier
 
 
 class AgentHandles:
@@ -85,13 +86,20 @@ def bitstream_resolver(conf: cfg.ConfigOpts
 def create(conf: cfg.ConfigOpts, transport,
            placement_factory: Callable[
                [], placement_client.PlacementClient] | None = None,
-           notifier=None) -> service.RPCService:
+           notifier=None,
+           notifications: notifications_notifier.Notifier | None = None
+           ) -> service.RPCService:
     """The conductor.
 
     Placement comes from ``[placement]`` by default; ``notifier`` (with
-    ``start``, ``stop`` and ``deliver``) sends Nova events.
+    ``start``, ``stop`` and ``deliver``) sends Nova events;
+    ``notifications`` sends the versioned notifications (by default as
+    ``[notifications]`` says, one for every collaborator that emits).
     """
     host = conf.host
+    if notifications is None:
+        notifications = notifications_notifier.Notifier.from_conf(
+            conf, '%s:%s' % (constants.BINARY_CONDUCTOR, host))
     if placement_factory is None:
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
@@ -108,13 +116,14 @@ def create(conf: cfg.ConfigOpts, transport,
         placement_sync.PlacementSync(client_factory=placement_factory),
         conf.conductor.placement_sync_workers)
     programmer = programming.RegionProgrammer(bitstream_resolver(conf),
-                                              agents, syncer)
+                                              agents, syncer, notifications)
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        agents, deliver, lease, programmer=programmer)
+        agents, deliver, lease, programmer=programmer,
+        notifier=notifications)
     endpoint = manager.ConductorManager(
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
-        programmer=programmer)
+        programmer=programmer, notifier=notifications)
 
     def admin():
         return cyborg_context.get_admin_context()
