@@ -32,6 +32,11 @@ LOG = logging.getLogger(__name__)
 INFO = 'info'
 ERROR = 'error'
 
+#: Times a notification that could not be sent is tried again (each
+#: after [oslo_messaging_rabbit] rabbit_retry_interval and its backoff)
+#: before it is dropped.
+SEND_RETRIES = 0
+
 
 class Notifier:
     """Emits event_type notifications with a versioned payload."""
@@ -52,7 +57,10 @@ class Notifier:
             conf, url=group.transport_url)
         return cls(messaging.Notifier(
             transport, publisher_id=publisher_id, driver=group.driver,
-            topics=group.topics, serializer=rpc.RequestContextSerializer()))
+            topics=group.topics, serializer=rpc.RequestContextSerializer(),
+            # Bounded: oslo.messaging's default retries for ever, which
+            # would hang the operation while the broker is away.
+            retry=SEND_RETRIES))
 
     @property
     def enabled(self) -> bool:

@@ -103,8 +103,7 @@ ARQ = Payload(
         'device_rp_uuid': _NULLABLE_UUID,
         'attach_handle_uuid': _NULLABLE_UUID,
         'attach_handle_type': _NULLABLE_STRING,
-        'attach_handle_info': {'type': ['object', 'null'],
-                               'additionalProperties': {'type': 'string'}},
+        'attach_handle_info': {'type': ['object', 'null']},
         'bind_error': _NULLABLE_STRING,
     },
     'An accelerator request; its attach handle only while Bound.')
