@@ -101,8 +101,9 @@ def conductor(sent, agents):
     binder.stop()
 
 
-def _bind(manager, context, arqs, rp, host='host1'):
-    manager.arq_bind(context, test_binding._bindings(arqs, rp, host=host))
+def _bind(manager, context, arqs, rp, hostname='host1'):
+    manager.arq_bind(context, test_binding._bindings(arqs, rp,
+                                                     host=hostname))
 
 
 def _summary(events):
@@ -151,7 +152,7 @@ def test_a_bind_job_ends_with_bind_end(conductor, sent, agents,
                                        mdev_host, admin_context):  # noqa
     arqs = conductor.arq_create(admin_context, 'two')
     sent.take()
-    _bind(conductor, admin_context, arqs, mdev_host, host='host2')
+    _bind(conductor, admin_context, arqs, mdev_host, hostname='host2')
     conductor._binder.stop(cancel=False)
     events = sent.take()
     kinds = [event_type for event_type, _data in events]
@@ -167,7 +168,7 @@ def test_a_failed_bind_job_is_a_bind_error(sent, mdev_host,  # noqa: F811
     agents = test_binding.Recorder(refuse='no mdev left')
     manager, binder = _conductor(notifier_mod.Notifier(sent), agents)
     [arq, _other] = manager.arq_create(admin_context, 'two')
-    _bind(manager, admin_context, [arq], mdev_host, host='host2')
+    _bind(manager, admin_context, [arq], mdev_host, hostname='host2')
     binder.stop(cancel=False)
     [_create, _create2, start, (priority, event_type, payload)] = sent.sent
     assert start[1] == 'accelerator_request.bind.start'
@@ -216,9 +217,9 @@ def _wire(conf, health='healthy'):
     return wire
 
 
-def _report(context, wire, notifier, host='host9'):
+def _report(context, wire, notifier, hostname='host9'):
     return conductor_inventory.apply(
-        context, host, host, wire, device_tree.tree_digest(wire), [],
+        context, hostname, hostname, wire, device_tree.tree_digest(wire), [],
         notifier=notifier)
 
 
