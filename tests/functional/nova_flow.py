@@ -35,6 +35,7 @@ device of every agent. Test modules wrap it in a module-scoped fixture.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 import contextlib
@@ -381,12 +382,15 @@ def database_kind(server) -> str:
 def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                agents: Sequence[AgentSpec], conductor_workers: int = 16,
                nova_options: dict | None = None,
-               conductor_options: dict | None = None
+               conductor_options: dict | None = None,
+               conductor_sections: Callable[[str], dict] | None = None
                ) -> Iterator[NovaFlowDeployment]:
     """Start the deployment described in the module docstring, with
     its database on ``db_server`` (PostgreSQL or MariaDB);
     ``conductor_options`` replace the conductors' ``[conductor]``
-    defaults of this module."""
+    defaults of this module; ``conductor_sections`` gives more sections
+    of the conductors' configuration, called with their RPC transport
+    URL."""
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
     suffix = uuid_lib.uuid4().hex[:8]
@@ -428,6 +432,8 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                                    'workers': conductor_workers,
                                    **(conductor_options or {})}
             config['nova'] = nova_config
+            if conductor_sections is not None:
+                config.update(conductor_sections(transport))
             flow.conductor_configs.append(config)
             flow.conductors.append(None)  # type: ignore[arg-type]
         try:
