@@ -77,8 +77,12 @@ def emit_arqs(notifier: notifier_mod.Notifier, context, event_type: str,
     if not notifier.enabled:
         return
     for arq in arqs:
-        payloads.emit(notifier, context, event_type,
-                      payloads.arq_values(dict(arq, **overrides)))
+        try:
+            values = payloads.arq_values(dict(arq, **overrides))
+        except Exception:
+            LOG.exception('Could not build the %s notification', event_type)
+            continue
+        payloads.emit(notifier, context, event_type, values)
 
 
 def emit_devices(notifier: notifier_mod.Notifier, context, event_type: str,

@@ -323,3 +323,9 @@ def test_a_broken_transport_never_fails_the_operation(agents, host,  # noqa
     finally:
         binder.stop()
     assert arq_db.arq_list(admin_context, None) == []
+
+
+def test_an_arq_that_cannot_be_described_is_dropped_not_raised(sent):
+    notifications.emit_arqs(notifier_mod.Notifier(sent), None,
+                            notifications.ARQ_CREATE, [{'uuid': 'u'}])
+    assert sent.sent == []
