@@ -129,9 +129,9 @@ class Binder:
     programs the regions ARQs ask to be programmed (by default with no
     source of bitstreams: such binds fail); ``notifier`` sends the
     versioned notifications of binds, unbinds and deletions (none by
-    default), before the Nova events of the same transaction are
-    delivered, so that a listener hears of a bind's end before Nova can
-    act on it.
+    default), emitted before the Nova events of the same transaction are
+    delivered, so that a listener normally hears of a bind's end before
+    Nova acts on it.
     """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,

@@ -148,6 +148,7 @@ def create(conf: cfg.ConfigOpts, transport,
             # The events of the finished jobs go to Nova first.
             notifier.stop()
             notifier.wait(10)
+        notifications.flush(10)
         return not handed_back
 
     tasks = [

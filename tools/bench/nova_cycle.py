@@ -46,9 +46,12 @@ from DIR/.venv; e.g. the main branch) as "baseline", interleaved with
 this one the same way, for before/after comparisons on the same servers.
 ``--notifications`` adds a deployment of this build named "notify" with
 ``[notifications] driver = messagingv2`` on the benchmark's RabbitMQ (its
-own virtual host, drained by a notification listener in this process),
-interleaved with the others the same way: its cycles/s against ours
-without notifications is the cost of sending them.
+own virtual host), interleaved with the others the same way: its cycles/s
+against ours without notifications is the cost of sending them. Their
+consumer runs elsewhere in a deployment: here nothing consumes them
+(RabbitMQ queues them) unless ``--notifications-consumer`` adds a
+notification listener in this process that counts them (its CPU then
+competes with the services').
 """
 
 import argparse
@@ -113,10 +116,12 @@ class Deployment:
 
     def __init__(self, workdir: str, agents: int, api_workers: int,
                  api_threads: int, api_server: str, name: str = 'cyborg',
-                 venv: str | None = None, notifications: bool = False):
+                 venv: str | None = None, notifications: bool = False,
+                 consumer: bool = False):
         self.name = name
         self.venv = venv
         self.notifications = notifications
+        self.consumer = consumer
         self.listener: NotificationCounter | None = None
         if name != 'cyborg':
             workdir = os.path.join(workdir, name)
@@ -146,7 +151,8 @@ class Deployment:
                 'api': {'auth_strategy': 'noauth'}}
         if self.notifications:
             base['notifications'] = {'driver': 'messagingv2'}
-            self.listener = NotificationCounter(transport_url)
+            if self.consumer:
+                self.listener = NotificationCounter(transport_url)
         config = servers.write_config(
             os.path.join(self.workdir, 'cyborg.conf'), base)
         if self.venv is None:
@@ -516,6 +522,9 @@ def main() -> int:
                         help='also measure this build with [notifications] '
                         'driver = messagingv2 (named "notify"), interleaved '
                         'with the others on the same servers')
+    parser.add_argument('--notifications-consumer', action='store_true',
+                        help='with --notifications: count them with a '
+                        'notification listener in this process')
     args = parser.parse_args()
     if args.db == ALL_IN_ONE:
         if (args.service != 'cyborg' or args.compare_root
@@ -538,7 +547,8 @@ def main() -> int:
     if args.notifications:
         deployments.append(Deployment(
             workdir, args.agents, args.api_workers, args.api_threads,
-            args.api_server, name='notify', notifications=True))
+            args.api_server, name='notify', notifications=True,
+            consumer=args.notifications_consumer))
     if args.service in ('upstream', 'both'):
         deployments.append(upstream_lib.UpstreamDeployment(
             workdir, args.agents, args.api_workers, args.api_threads,

@@ -13,6 +13,9 @@
 """The conductor's one Notifier: as [notifications] says, handed to
 every collaborator that emits, never retrying for ever."""
 
+import threading
+import time
+
 import oslo_messaging as messaging
 
 from cyborg.conductor import manager as conductor_manager
@@ -64,3 +67,50 @@ def test_the_conductor_builds_one_notifier_for_every_emitter(conf,
     notifier = manager._notifier
     assert manager._binder._notifier is notifier
     assert manager._programmer._notifier is notifier
+
+
+class Recording:
+    def __init__(self, gate=None):
+        self.sent = []
+        self.gate = gate
+        self.threads = set()
+
+    def info(self, context, event_type, payload):
+        if self.gate is not None:
+            self.gate.wait(10)
+        self.threads.add(threading.current_thread().name)
+        self.sent.append(event_type)
+
+
+def test_from_conf_sends_from_a_thread_of_its_own(conf):
+    conf.set_override('driver', 'messagingv2', group='notifications')
+    conf.set_override('transport_url', 'fake:/', group='notifications')
+    assert notifier_mod.Notifier.from_conf(conf, 'x:y')._queue is not None
+
+
+def test_in_the_background_notifications_go_in_order_off_the_caller():
+    recording = Recording()
+    notifier = notifier_mod.Notifier(recording, background=True)
+    for index in range(50):
+        assert notifier.emit(None, 'e%d' % index, {})
+    assert notifier.flush(10)
+    assert recording.sent == ['e%d' % index for index in range(50)]
+    assert recording.threads == {'notifications'}
+
+
+def test_a_full_queue_drops_and_flush_gives_up_in_time():
+    gate = threading.Event()
+    recording = Recording(gate)
+    notifier = notifier_mod.Notifier(recording, background=True,
+                                     queue_size=1)
+    assert notifier.emit(None, 'held', {})
+    # The thread holds the first (blocked by the broker); one waits.
+    deadline = time.monotonic() + 10
+    while notifier._queue.qsize() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert notifier.emit(None, 'waiting', {})
+    assert not notifier.emit(None, 'dropped', {})
+    assert not notifier.flush(0.1)
+    gate.set()
+    assert notifier.flush(10)
+    assert recording.sent == ['held', 'waiting']
