@@ -96,7 +96,7 @@ def create(conf: cfg.ConfigOpts, transport,
     Placement comes from ``[placement]`` by default; ``notifier`` (with
     ``start``, ``stop`` and ``deliver``) sends Nova events;
     ``notifications`` sends the versioned notifications (by default as
-    ``[notifications]`` says).
+    ``[notifications]`` says, one for every collaborator that emits).
     """
     host = conf.host
     if notifications is None:
@@ -118,13 +118,14 @@ def create(conf: cfg.ConfigOpts, transport,
         placement_sync.PlacementSync(client_factory=placement_factory),
         conf.conductor.placement_sync_workers)
     programmer = programming.RegionProgrammer(bitstream_resolver(conf),
-                                              agents, syncer)
+                                              agents, syncer, notifications)
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        agents, deliver, lease, programmer=programmer)
+        agents, deliver, lease, programmer=programmer,
+        notifier=notifications)
     endpoint = manager.ConductorManager(
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
-        programmer=programmer)
+        programmer=programmer, notifier=notifications)
 
     def admin():
         return cyborg_context.get_admin_context()
@@ -156,6 +157,7 @@ def create(conf: cfg.ConfigOpts, transport,
             # The events of the finished jobs go to Nova first.
             notifier.stop()
             notifier.wait(10)
+        notifications.flush(10)
         listener.stop()
         return not handed_back
 

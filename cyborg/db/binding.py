@@ -151,9 +151,10 @@ class Lease:
 class BindOutcome:
     """What a binding transaction leaves to do once committed: jobs to
     run, events to send, prepared handles to release; and the ARQs it
-    made Bound."""
+    made Bound, and those it failed."""
     jobs: list[str] = dataclasses.field(default_factory=list)
     bound: list[str] = dataclasses.field(default_factory=list)
+    failed: list[str] = dataclasses.field(default_factory=list)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     released: list[arq_db.PreparedHandle] = dataclasses.field(
         default_factory=list)
@@ -196,6 +197,7 @@ def _fail(connection, row, target: str, reason: str, events: _Events,
                 dict(bind_error=reason, attach_handle_id=None,
                      deployable_id=None))
     events.add(row, target)
+    outcome.failed.append(row.uuid)
     LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
 
 
