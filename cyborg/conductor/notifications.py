@@ -48,6 +48,8 @@ DEVICE_ENABLE = 'device.enable'
 DEVICE_DISABLE = 'device.disable'
 PROGRAM_END = 'deployable.program.end'
 PROGRAM_ERROR = 'deployable.program.error'
+# Sent by the usage audit (cyborg.conductor.usage_audit).
+ARQ_EXISTS = 'accelerator_request.exists'
 
 
 def disabled() -> notifier_mod.Notifier:

@@ -139,6 +139,38 @@ DEPLOYABLE = Payload(
     'programmed with; error: why the programming failed.')
 
 
+_TIME = {'type': 'string', 'format': 'date-time'}
+
+EXISTS = Payload(
+    'AcceleratorRequestExistsPayload', '1.0', {
+        'arq_uuid': _UUID,
+        'project_id': _NULLABLE_STRING,
+        'instance_uuid': _NULLABLE_UUID,
+        'device_profile_name': _NULLABLE_STRING,
+        'resource_class': _NULLABLE_STRING,
+        'vendor': _NULLABLE_STRING,
+        'model': _NULLABLE_STRING,
+        'host': _NULLABLE_STRING,
+        'audit_period_beginning': _TIME,
+        'audit_period_ending': _TIME,
+        # Seconds bound within the period: never more than the period.
+        'bound_seconds': {'type': 'number', 'minimum': 0,
+                          'exclusiveMinimum': 0},
+        # The device's latest reading while the ARQ still held it at the
+        # end of the period (see cyborg.domain.usage.records), else null.
+        'latest_utilization': {
+            'type': ['object', 'null'],
+            'required': ['metrics', 'reported_at'],
+            'properties': {
+                'metrics': {'type': 'object',
+                            'additionalProperties': {'type': 'number'}},
+                'reported_at': {'type': ['string', 'null']},
+            },
+        },
+    },
+    'The usage of one accelerator request during one audit period.')
+
+
 @dataclasses.dataclass(frozen=True)
 class Event:
     payload: Payload
@@ -160,6 +192,7 @@ EVENTS: dict[str, Event] = {
     'device.disable': Event(DEVICE, notifier_mod.INFO),
     'deployable.program.end': Event(DEPLOYABLE, notifier_mod.INFO),
     'deployable.program.error': Event(DEPLOYABLE, notifier_mod.ERROR),
+    'accelerator_request.exists': Event(EXISTS, notifier_mod.INFO),
 }
 
 

@@ -14,8 +14,8 @@
 
 Its data is the record as :func:`cyborg.domain.usage.records` computes
 it and the database keeps it (sent to the byte as created, whenever it
-is sent); this module wraps it in the versioned envelope of Nova's
-notifications with the ``cyborg_object.`` prefix and gives its JSON
+is sent); this module wraps it in the versioned envelope
+(:data:`cyborg.notifications.payloads.EXISTS`) and gives its JSON
 Schema (draft 2020-12). ``doc/notification_samples/
 accelerator_request.exists.json`` is a sample the tests validate.
 """
@@ -23,74 +23,19 @@ accelerator_request.exists.json`` is a sample the tests validate.
 from typing import Any
 
 from cyborg.domain import usage
+from cyborg.notifications import payloads
 
-NAME = 'AcceleratorRequestExistsPayload'
-VERSION = '1.0'
-PREFIX = 'cyborg_object.'
-NAMESPACE = 'cyborg'
 EVENT_TYPE = usage.EVENT_TYPE
-
-_NULLABLE_STRING = {'type': ['string', 'null']}
-_TIME = {'type': 'string', 'format': 'date-time'}
-
 #: Each field of the data and its JSON Schema.
-FIELDS: dict[str, dict[str, Any]] = {
-    'arq_uuid': {'type': 'string', 'format': 'uuid'},
-    'project_id': _NULLABLE_STRING,
-    'instance_uuid': {'type': ['string', 'null'], 'format': 'uuid'},
-    'device_profile_name': _NULLABLE_STRING,
-    'resource_class': _NULLABLE_STRING,
-    'vendor': _NULLABLE_STRING,
-    'model': _NULLABLE_STRING,
-    'host': _NULLABLE_STRING,
-    'audit_period_beginning': _TIME,
-    'audit_period_ending': _TIME,
-    # Seconds bound within the period: never more than the period.
-    'bound_seconds': {'type': 'number', 'minimum': 0,
-                      'exclusiveMinimum': 0},
-    # The device's latest reading while the ARQ still held it at the end
-    # of the period (see cyborg.domain.usage.records), else null.
-    'latest_utilization': {
-        'type': ['object', 'null'],
-        'required': ['metrics', 'reported_at'],
-        'properties': {
-            'metrics': {'type': 'object',
-                        'additionalProperties': {'type': 'number'}},
-            'reported_at': {'type': ['string', 'null']},
-        },
-    },
-}
+FIELDS = payloads.EXISTS.fields
 
 
 def envelope(data: dict[str, Any]) -> dict[str, Any]:
     """The versioned payload carrying ``data`` (a stored record)."""
-    return {PREFIX + 'name': NAME, PREFIX + 'namespace': NAMESPACE,
-            PREFIX + 'version': VERSION,
-            PREFIX + 'data': {field: data[field] for field in FIELDS}}
+    return payloads.EXISTS.build(data)
 
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the enveloped payload: every field present,
     none other."""
-    keys = [PREFIX + key for key in ('name', 'namespace', 'version',
-                                     'data')]
-    return {
-        '$schema': 'https://json-schema.org/draft/2020-12/schema',
-        'title': '%s %s' % (NAME, VERSION),
-        'description': 'The usage of one accelerator request during one '
-                       'audit period.',
-        'type': 'object',
-        'required': keys,
-        'additionalProperties': False,
-        'properties': {
-            PREFIX + 'name': {'const': NAME},
-            PREFIX + 'namespace': {'const': NAMESPACE},
-            PREFIX + 'version': {'const': VERSION},
-            PREFIX + 'data': {
-                'type': 'object',
-                'required': list(FIELDS),
-                'additionalProperties': False,
-                'properties': FIELDS,
-            },
-        },
-    }
+    return payloads.EXISTS.schema()
