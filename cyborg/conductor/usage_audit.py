@@ -102,7 +102,9 @@ class UsageAuditor:
         sent. The lease of those not sent is dropped."""
         for index, record in enumerate(records):
             payload = usage_payload.envelope(json.loads(record['payload']))
-            if not self._notifier.emit(context, usage.EVENT_TYPE, payload):
+            # Now, not queued: a record is marked sent only once the broker
+            # has it.
+            if not self._notifier.send(context, usage.EVENT_TYPE, payload):
                 LOG.warning('Could not send the usage record of ARQ %s for '
                             '%s; %d records wait for the next audit run',
                             record['arq_uuid'], record['period_start'],

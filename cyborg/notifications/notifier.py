@@ -107,6 +107,16 @@ class Notifier:
             return False
         return True
 
+    def send(self, context, event_type: str, payload: dict[str, Any],
+             priority: str = INFO) -> bool:
+        """Send one notification now, in the caller's thread, whatever
+        the background sending; whether the transport took it (the broker
+        confirmed it). Never raises. For what must be sent until it is
+        (a usage record, marked sent only once this says so)."""
+        if self._notifier is None:
+            return False
+        return self._send(context, event_type, payload, priority)
+
     def _send(self, context, event_type: str, payload: dict[str, Any],
               priority: str) -> bool:
         try:

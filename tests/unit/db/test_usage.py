@@ -76,7 +76,7 @@ class Notifier:
         self.sent: list[dict] = []
         self._lock = threading.Lock()
 
-    def emit(self, context, event_type, payload, priority='info'):
+    def send(self, context, event_type, payload, priority='info'):
         assert event_type == usage.EVENT_TYPE
         if self.fail:
             return False

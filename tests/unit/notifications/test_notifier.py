@@ -114,3 +114,22 @@ def test_a_full_queue_drops_and_flush_gives_up_in_time():
     gate.set()
     assert notifier.flush(10)
     assert recording.sent == ['held', 'waiting']
+
+
+class Refusing(Recording):
+    def info(self, context, event_type, payload):
+        raise RuntimeError('the broker is away')
+
+
+def test_send_is_synchronous_and_says_whether_the_transport_took_it():
+    """A usage record is marked sent only once it is: send() runs in the
+    caller's thread even on a background notifier, and says False (never
+    raises) when the transport refuses."""
+    recording = Recording()
+    notifier = notifier_mod.Notifier(recording, background=True)
+    assert notifier.send(None, 'record', {})
+    assert recording.sent == ['record']
+    assert recording.threads == {threading.current_thread().name}
+    assert not notifier_mod.Notifier(Refusing(), background=True).send(
+        None, 'record', {})
+    assert not notifier_mod.Notifier(None).send(None, 'record', {})
