@@ -237,7 +237,6 @@ def emit(notifier: notifier_mod.Notifier, context, event_type: str,
     try:
         payload = event.payload.build(values)
     except Exception:
-        LOG.exception('Could not build the %s notification',
-                                   event_type)
+        LOG.exception('Could not build the %s notification', event_type)
         return False
     return notifier.emit(context, event_type, payload, event.priority)

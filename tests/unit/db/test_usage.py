@@ -147,7 +147,7 @@ def test_unbind_keeps_the_interval_and_what_it_was_bound_to(
 
 
 def test_the_interval_of_a_deleted_arq_survives_it(host, admin_context,
-                                                    clock, database):
+                                                   clock, database):
     clock.set(t(10, 15))
     [uuid] = bind(admin_context, host)
     clock.set(t(10, 50))
