@@ -63,6 +63,7 @@ from cyborg import context as cyborg_context
 from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
+from cyborg.domain import bind_errors
 
 LOG = logging.getLogger(__name__)
 
@@ -231,13 +232,13 @@ class Binder:
         try:
             self._programmer.program_for_arq(context, claim)
         except Exception as e:
-            return 'Programming the device of attach handle %s failed: ' \
-                '%s' % (claim.handle_uuid, failure_reason(e))
+            return bind_errors.programming_failed(claim.handle_uuid,
+                                                  failure_reason(e))
         try:
             self._agents.prepare(context, claim)
         except Exception as e:
-            return 'Preparing attach handle %s failed: %s' % (
-                claim.handle_uuid, failure_reason(e))
+            return bind_errors.preparing_failed(claim.handle_uuid,
+                                                failure_reason(e))
         return None
 
     def run(self, context, uuid: str) -> None:
@@ -274,8 +275,8 @@ class Binder:
             seconds=self._timeout)
         for uuid in binding_db.unfinished(context, older_than=cutoff):
             outcome = binding_db.finish(
-                context, uuid, 'The bind did not finish within %d seconds'
-                % self._timeout, self._lease)
+                context, uuid, bind_errors.timed_out(self._timeout),
+                self._lease)
             self._deliver(outcome.events)
             self.release(context, outcome.released)
         ended = binding_db.end_failures(context, cutoff)
