@@ -1,0 +1,151 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The reads behind the conductor's fleet metrics.
+
+:func:`fleet_snapshot` reads everything one scrape reports in one read
+transaction of :data:`STATEMENTS` statements, whatever the number of
+hosts, devices and accelerator requests: counts are GROUP BY queries,
+and the per-device and per-deployable series come from one query each.
+The statements are built once; a scrape only runs them.
+"""
+
+import dataclasses
+import datetime
+import functools
+
+import sqlalchemy as sa
+
+from cyborg.common import constants
+from cyborg.db import api as db_api
+from cyborg.db.models import ARQS
+from cyborg.db.models import ATTRIBUTES
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
+from cyborg.db.models import EVENTS
+from cyborg.db.models import SERVICES
+from cyborg.domain import arq_states
+from cyborg.domain import providers
+
+#: Statements one :func:`fleet_snapshot` runs.
+STATEMENTS = 7
+
+
+@dataclasses.dataclass
+class FleetSnapshot:
+    """What one scrape reports, as read (rows are tuples, in the column
+    order their query's docstring gives)."""
+
+    #: (hostname, driver, vendor, model, type, health, status, count)
+    devices: list
+    #: (hostname, address, name, resource_class, total, allocated)
+    deployables: list
+    #: (state, bind_error of a failed bind else None, count)
+    arqs: list
+    #: (project_id or None when not asked for, resource_class, count)
+    bound: list
+    #: (hostname, address, utilization text)
+    utilization: list
+    #: (host, last_seen_up, sync_requested, sync_done)
+    agents: list
+    #: unsent Nova events
+    outbox_depth: int
+    #: creation time of the oldest one that is late (see _OUTBOX)
+    outbox_oldest: datetime.datetime | None
+
+
+_DEVICE_LABELS = (DEVICES.c.hostname, DEVICES.c.driver, DEVICES.c.vendor,
+                  DEVICES.c.model, DEVICES.c.type, DEVICES.c.health,
+                  DEVICES.c.status)
+_DEVICES = (sa.select(*_DEVICE_LABELS, sa.func.count())
+            .group_by(*_DEVICE_LABELS))
+
+
+def _resource_class(deployable_id):
+    """The ``rc`` attribute of the deployable ``deployable_id`` names,
+    to outer join (:mod:`cyborg.domain.providers`)."""
+    rc = ATTRIBUTES.alias('rc')
+    return rc, sa.and_(rc.c.deployable_id == deployable_id,
+                       rc.c.key == providers.RESOURCE_CLASS_KEY)
+
+
+# An ARQ holds an accelerator of its deployable while it holds one of
+# its attach handles: the handle is claimed in the transaction that
+# binds the ARQ and given back in the one that fails, unbinds or
+# deletes it (so the column, not a list of states, is the truth).
+_HELD = (sa.select(ARQS.c.deployable_id, sa.func.count().label('held'))
+         .where(ARQS.c.attach_handle_id.is_not(None))
+         .group_by(ARQS.c.deployable_id).subquery('held'))
+_DEPLOYABLE_RC, _DEPLOYABLE_RC_ON = _resource_class(DEPLOYABLES.c.id)
+_DEPLOYABLES = (
+    sa.select(DEVICES.c.hostname, DEVICES.c.address, DEPLOYABLES.c.name,
+              _DEPLOYABLE_RC.c.value, DEPLOYABLES.c.num_accelerators,
+              sa.func.coalesce(_HELD.c.held, 0))
+    .select_from(DEPLOYABLES)
+    .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+    .outerjoin(_DEPLOYABLE_RC, _DEPLOYABLE_RC_ON)
+    .outerjoin(_HELD, _HELD.c.deployable_id == DEPLOYABLES.c.id))
+
+# The bind error only of failed binds: others group by state alone.
+_FAILURE = sa.case((ARQS.c.state.in_(sorted(arq_states.FAILED)),
+                    ARQS.c.bind_error), else_=sa.null())
+_ARQS = sa.select(ARQS.c.state, _FAILURE, sa.func.count()).group_by(
+    ARQS.c.state, _FAILURE)
+
+
+@functools.cache
+def _bound(by_project: bool):
+    """Bound ARQs per resource class of their deployable (and per
+    project)."""
+    rc, on = _resource_class(ARQS.c.deployable_id)
+    project = ARQS.c.project_id if by_project else sa.null()
+    query = (sa.select(project, rc.c.value, sa.func.count())
+             .select_from(ARQS).outerjoin(rc, on)
+             .where(ARQS.c.state == arq_states.BOUND))
+    if by_project:
+        return query.group_by(ARQS.c.project_id, rc.c.value)
+    return query.group_by(rc.c.value)
+
+
+_UTILIZATION = (sa.select(DEVICES.c.hostname, DEVICES.c.address,
+                          DEVICES.c.utilization)
+                .where(DEVICES.c.utilization.is_not(None)))
+
+_AGENTS = (sa.select(SERVICES.c.host, SERVICES.c.last_seen_up,
+                     SERVICES.c.sync_requested, SERVICES.c.sync_done)
+           .where(SERVICES.c.binary == constants.BINARY_AGENT))
+
+# Every unsent event counts in the depth; the oldest age is that of the
+# oldest one that should have gone by now. A failed bind's event that is
+# repeated until Nova acts on it (``repeat_until``) waits by design once
+# it was tried: it is not late.
+_LATE = sa.or_(EVENTS.c.repeat_until.is_(None), EVENTS.c.attempts == 0)
+_OUTBOX = (sa.select(sa.func.count(),
+                     sa.func.min(sa.case((_LATE, EVENTS.c.created_at),
+                                         else_=sa.null())))
+           .where(EVENTS.c.sent_at.is_(None)))
+
+
+@db_api.main_context_manager.reader.connection
+def fleet_snapshot(context, by_project: bool = False) -> FleetSnapshot:
+    """Everything the fleet metrics report, read in one transaction;
+    bound ARQs per project too if ``by_project``."""
+    connection = context.connection
+    depth, oldest = connection.execute(_OUTBOX).one()
+    return FleetSnapshot(
+        devices=connection.execute(_DEVICES).all(),
+        deployables=connection.execute(_DEPLOYABLES).all(),
+        arqs=connection.execute(_ARQS).all(),
+        bound=connection.execute(_bound(by_project)).all(),
+        utilization=connection.execute(_UTILIZATION).all(),
+        agents=connection.execute(_AGENTS).all(),
+        outbox_depth=depth, outbox_oldest=oldest)
