@@ -25,6 +25,7 @@ from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import service
 from cyborg.conductor import binding
+from cyborg.conductor import fleet_metrics
 from cyborg.conductor import manager
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
@@ -80,6 +81,15 @@ def bitstream_resolver(conf: cfg.ConfigOpts
         return programming.GlanceBitstreams(
             lambda: glance_client.GlanceClient.from_conf(conf))
     return programming.NoBitstreamSource()
+
+
+def metrics_collectors(conf: cfg.ConfigOpts,
+                       context_factory: Callable[[], Any]) -> list:
+    """What the conductor's /metrics serves besides the process metrics
+    (``cyborg.common.metrics.serve(conf, conf.metrics.conductor_port,
+    collectors=...)``, started with the service): the fleet metrics,
+    read with contexts from ``context_factory``."""
+    return [fleet_metrics.FleetCollector(conf, context_factory)]
 
 
 def create(conf: cfg.ConfigOpts, transport,

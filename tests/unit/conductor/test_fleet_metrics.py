@@ -25,6 +25,7 @@ from prometheus_client import parser
 import pytest
 
 from cyborg.conductor import fleet_metrics
+from cyborg.conductor import service as conductor_service
 from cyborg.db import fleet_metrics as fleet_db
 from cyborg.domain import utilization
 
@@ -221,3 +222,10 @@ def test_ages_are_never_negative(conf):
         'cyborg_agent_last_report_age_seconds'].samples] == [0]
     assert [s.value for s in families[
         'cyborg_nova_event_outbox_oldest_age_seconds'].samples] == [0]
+
+
+def test_the_conductor_serves_the_fleet_metrics(conf, database):
+    collectors = conductor_service.metrics_collectors(conf, lambda: CONTEXT)
+    assert [type(c) for c in collectors] == [fleet_metrics.FleetCollector]
+    assert collectors[0].collect()
+    assert database.reads == 1
