@@ -13,7 +13,7 @@
 """The reads behind the conductor's fleet metrics.
 
 :func:`fleet_snapshot` reads everything one scrape reports in one read
-transaction of :data:`STATEMENTS` statements, whatever the number of
+transaction of :func:`statements` statements, whatever the number of
 hosts, devices and accelerator requests: counts are GROUP BY queries,
 and the per-device and per-deployable series come from one query each.
 The statements are built once; a scrape only runs them.
@@ -21,7 +21,6 @@ The statements are built once; a scrape only runs them.
 
 import dataclasses
 import datetime
-import functools
 
 import sqlalchemy as sa
 
@@ -36,22 +35,26 @@ from cyborg.db.models import SERVICES
 from cyborg.domain import arq_states
 from cyborg.domain import providers
 
-#: Statements one :func:`fleet_snapshot` runs.
-STATEMENTS = 7
+
+def statements(by_project: bool) -> int:
+    """The statements one :func:`fleet_snapshot` runs."""
+    return 7 if by_project else 6
 
 
 @dataclasses.dataclass
 class FleetSnapshot:
-    """What one scrape reports, as read (rows are tuples, in the column
-    order their query's docstring gives)."""
+    """What one scrape reports, as read (rows are tuples of the columns
+    listed here)."""
 
     #: (hostname, driver, vendor, model, type, health, status, count)
     devices: list
-    #: (hostname, address, name, resource_class, total, allocated)
+    #: (hostname, address, name, resource_class, total, allocated,
+    #: allocated to Bound ARQs)
     deployables: list
     #: (state, bind_error of a failed bind else None, count)
     arqs: list
-    #: (project_id or None when not asked for, resource_class, count)
+    #: Bound ARQs: (project_id, resource_class, count); only when asked
+    #: for by project (per resource class, see ``deployables``)
     bound: list
     #: (hostname, address, utilization text)
     utilization: list
@@ -81,15 +84,20 @@ def _resource_class(deployable_id):
 # An ARQ holds an accelerator of its deployable while it holds one of
 # its attach handles: the handle is claimed in the transaction that
 # binds the ARQ and given back in the one that fails, unbinds or
-# deletes it (so the column, not a list of states, is the truth).
-_HELD = (sa.select(ARQS.c.deployable_id, sa.func.count().label('held'))
+# deletes it (so the column, not a list of states, is the truth). A
+# Bound ARQ always holds one: counted here too, the bound ARQs per
+# resource class cost no statement of their own.
+_HELD = (sa.select(ARQS.c.deployable_id, sa.func.count().label('held'),
+                   sa.func.count(sa.case(
+                       (ARQS.c.state == arq_states.BOUND, 1))).label('bound'))
          .where(ARQS.c.attach_handle_id.is_not(None))
          .group_by(ARQS.c.deployable_id).subquery('held'))
 _DEPLOYABLE_RC, _DEPLOYABLE_RC_ON = _resource_class(DEPLOYABLES.c.id)
 _DEPLOYABLES = (
     sa.select(DEVICES.c.hostname, DEVICES.c.address, DEPLOYABLES.c.name,
               _DEPLOYABLE_RC.c.value, DEPLOYABLES.c.num_accelerators,
-              sa.func.coalesce(_HELD.c.held, 0))
+              sa.func.coalesce(_HELD.c.held, 0),
+              sa.func.coalesce(_HELD.c.bound, 0))
     .select_from(DEPLOYABLES)
     .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
     .outerjoin(_DEPLOYABLE_RC, _DEPLOYABLE_RC_ON)
@@ -102,18 +110,12 @@ _ARQS = sa.select(ARQS.c.state, _FAILURE, sa.func.count()).group_by(
     ARQS.c.state, _FAILURE)
 
 
-@functools.cache
-def _bound(by_project: bool):
-    """Bound ARQs per resource class of their deployable (and per
-    project)."""
-    rc, on = _resource_class(ARQS.c.deployable_id)
-    project = ARQS.c.project_id if by_project else sa.null()
-    query = (sa.select(project, rc.c.value, sa.func.count())
-             .select_from(ARQS).outerjoin(rc, on)
-             .where(ARQS.c.state == arq_states.BOUND))
-    if by_project:
-        return query.group_by(ARQS.c.project_id, rc.c.value)
-    return query.group_by(rc.c.value)
+_BOUND_RC, _BOUND_RC_ON = _resource_class(ARQS.c.deployable_id)
+_BOUND_BY_PROJECT = (
+    sa.select(ARQS.c.project_id, _BOUND_RC.c.value, sa.func.count())
+    .select_from(ARQS).outerjoin(_BOUND_RC, _BOUND_RC_ON)
+    .where(ARQS.c.state == arq_states.BOUND)
+    .group_by(ARQS.c.project_id, _BOUND_RC.c.value))
 
 
 _UTILIZATION = (sa.select(DEVICES.c.hostname, DEVICES.c.address,
@@ -145,7 +147,8 @@ def fleet_snapshot(context, by_project: bool = False) -> FleetSnapshot:
         devices=connection.execute(_DEVICES).all(),
         deployables=connection.execute(_DEPLOYABLES).all(),
         arqs=connection.execute(_ARQS).all(),
-        bound=connection.execute(_bound(by_project)).all(),
+        bound=(connection.execute(_BOUND_BY_PROJECT).all() if by_project
+               else []),
         utilization=connection.execute(_UTILIZATION).all(),
         agents=connection.execute(_AGENTS).all(),
         outbox_depth=depth, outbox_oldest=oldest)

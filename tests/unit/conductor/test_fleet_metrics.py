@@ -44,7 +44,7 @@ def _snapshot(**changes) -> fleet_db.FleetSnapshot:
     values = dict(
         devices=[('h1', 'nvidia_gpu', '0x10de', 'T4', 'GPU', 'healthy',
                   'enabled', 2)],
-        deployables=[('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1)],
+        deployables=[('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1, 1)],
         arqs=[('Bound', None, 1), ('BindFailed', 'ProgramFailed: x', 2)],
         bound=[('p1', 'PGPU', 1)],
         utilization=[('h1', '0000:3b:00.0', utilization.stored_form(

@@ -299,7 +299,4 @@ def test_a_scrape_costs_the_same_statements_for_2_and_20_hosts(
     assert series['cyborg_placement_sync_pending_hosts', ()] == 20
     twenty = _statements_per_scrape(database, collector)
     assert twenty == two
-    # The snapshot's statements, and the pool's check of the connection
-    # (oslo.db's ping) at most.
-    print("STATEMENTS", two)
-    assert fleet_db.STATEMENTS <= two <= fleet_db.STATEMENTS + 1
+    assert two == fleet_db.statements(project_label)
