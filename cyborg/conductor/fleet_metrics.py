@@ -40,6 +40,7 @@ from prometheus_client import samples
 from cyborg.db import fleet_metrics as fleet_db
 from cyborg.domain import arq_states
 from cyborg.domain import bind_errors
+from cyborg.domain import devices
 from cyborg.domain import utilization
 
 LOG = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         ('host', 'driver', 'vendor', 'model', 'type', 'health', 'status')),
     'cyborg_deployable_accelerators': (
         'Accelerators of each deployable: total, allocated (held by an '
-        'accelerator request) and free.',
+        'accelerator request) and free (neither allocated nor on a '
+        'device that is disabled, unhealthy or missing).',
         ('host', 'device', 'deployable', 'resource_class', 'state')),
     'cyborg_arqs': (
         'Accelerator requests per state (BindFailing included: a failed '
@@ -219,9 +221,10 @@ class FleetCollector(registry.Collector):
         """The families of ``snapshot``, ages as of ``now`` (the scrape
         duration left without a sample)."""
         families = _families(self.names())
-        devices = families['cyborg_devices']
+        device_counts = families['cyborg_devices']
         for *labels, count in snapshot.devices:
-            devices.add_metric([value or '' for value in labels], count)
+            device_counts.add_metric([value or '' for value in labels],
+                                     count)
         bound = self._deployables(
             families['cyborg_deployable_accelerators'], snapshot)
         for rc, count in sorted(bound.items()):
@@ -251,17 +254,25 @@ class FleetCollector(registry.Collector):
     def _deployables(family: core.GaugeMetricFamily,
                      snapshot: fleet_db.FleetSnapshot) -> dict[str, int]:
         """Total, allocated and free per deployable; the Bound ARQs per
-        resource class (0 for a class no Bound ARQ holds)."""
+        resource class (0 for a class no Bound ARQ holds).
+
+        Free accelerators are those a new request could get: none on a
+        device the scheduler is not offered (disabled, unhealthy or
+        missing) or of a deployable only retained for its ARQ.
+        """
         # The hot loops (a series or more per deployable and device) make
         # their samples themselves: add_metric costs three times as much.
         name, append = family.name, family.samples.append
         bound: dict[str, int] = {}
-        for host, address, deployable, rc, total, held, held_bound in (
-                snapshot.deployables):
+        for (host, address, deployable, rc, total, held, held_bound, status,
+             health, missing, retained) in snapshot.deployables:
             rc = rc or ''
             bound[rc] = bound.get(rc, 0) + held_bound
+            offered = (not retained
+                       and devices.is_schedulable(status, health, missing))
+            free = max(total - held, 0) if offered else 0
             for state, value in (('total', total), ('allocated', held),
-                                 ('free', max(total - held, 0))):
+                                 ('free', free)):
                 append(samples.Sample(name, {
                     'host': host, 'device': address,
                     'deployable': deployable, 'resource_class': rc,

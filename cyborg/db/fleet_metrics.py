@@ -49,7 +49,8 @@ class FleetSnapshot:
     #: (hostname, driver, vendor, model, type, health, status, count)
     devices: list
     #: (hostname, address, name, resource_class, total, allocated,
-    #: allocated to Bound ARQs)
+    #: allocated to Bound ARQs, device status, device health, device
+    #: missing, deployable retained)
     deployables: list
     #: (state, bind_error of a failed bind else None, count)
     arqs: list
@@ -93,11 +94,16 @@ _HELD = (sa.select(ARQS.c.deployable_id, sa.func.count().label('held'),
          .where(ARQS.c.attach_handle_id.is_not(None))
          .group_by(ARQS.c.deployable_id).subquery('held'))
 _DEPLOYABLE_RC, _DEPLOYABLE_RC_ON = _resource_class(DEPLOYABLES.c.id)
+# Offered: its device is schedulable (cyborg.domain.devices; its
+# status, health and whether it went missing come along, the rule is
+# applied by the caller) and the deployable is still reported (a
+# retained one is only kept for the ARQ that holds it).
 _DEPLOYABLES = (
     sa.select(DEVICES.c.hostname, DEVICES.c.address, DEPLOYABLES.c.name,
               _DEPLOYABLE_RC.c.value, DEPLOYABLES.c.num_accelerators,
               sa.func.coalesce(_HELD.c.held, 0),
-              sa.func.coalesce(_HELD.c.bound, 0))
+              sa.func.coalesce(_HELD.c.bound, 0), DEVICES.c.status,
+              DEVICES.c.health, DEVICES.c.missing, DEPLOYABLES.c.retained)
     .select_from(DEPLOYABLES)
     .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
     .outerjoin(_DEPLOYABLE_RC, _DEPLOYABLE_RC_ON)

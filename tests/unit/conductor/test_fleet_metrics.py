@@ -44,7 +44,8 @@ def _snapshot(**changes) -> fleet_db.FleetSnapshot:
     values = dict(
         devices=[('h1', 'nvidia_gpu', '0x10de', 'T4', 'GPU', 'healthy',
                   'enabled', 2)],
-        deployables=[('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1, 1)],
+        deployables=[('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1, 1,
+                      'enabled', 'healthy', False, False)],
         arqs=[('Bound', None, 1), ('BindFailed', 'ProgramFailed: x', 2)],
         bound=[('p1', 'PGPU', 1)],
         utilization=[('h1', '0000:3b:00.0', utilization.stored_form(
@@ -229,3 +230,20 @@ def test_the_conductor_serves_the_fleet_metrics(conf, database):
     assert [type(c) for c in collectors] == [fleet_metrics.FleetCollector]
     assert collectors[0].collect()
     assert database.reads == 1
+
+
+@pytest.mark.parametrize('status, health, missing, retained, free', [
+    ('enabled', 'healthy', False, False, 3),
+    ('maintaining', 'healthy', False, False, 0),
+    ('enabled', 'unhealthy', False, False, 0),
+    ('enabled', 'healthy', True, False, 0),
+    ('enabled', 'healthy', False, True, 0),
+])
+def test_only_accelerators_offered_to_the_scheduler_are_free(
+        conf, status, health, missing, retained, free):
+    families = _collector(conf).build(_snapshot(deployables=[
+        ('h1', 'a', 'd', 'FPGA', 4, 1, 1, status, health, missing,
+         retained)]), NOW)
+    assert {s.labels['state']: s.value for s in families[
+        'cyborg_deployable_accelerators'].samples} == {
+        'total': 4, 'allocated': 1, 'free': free}

@@ -60,17 +60,17 @@ def _collector(conf, admin_context, project_label=False):
                                         utcnow=lambda: NOW)
 
 
-def _deployable(connection, device, name, total, rc=None):
+def _deployable(connection, device, name, total, rc=None, **kw):
     deployable = factories.create_test_deployable(
         connection, device_id=device['id'], name=name,
-        num_accelerators=total)
+        num_accelerators=total, **kw)
     if rc is not None:
         factories.create_test_attribute(
             connection, deployable_id=deployable['id'],
             key=providers.RESOURCE_CLASS_KEY, value=rc)
     # The control path of the handles ARQs hold.
     deployable['cpid_id'] = factories.create_test_controlpath_id(
-        connection, device_id=device['id'])['id']
+        connection, device_id=device['id'], cpid_info='"%s"' % name)['id']
     return deployable
 
 
@@ -117,15 +117,19 @@ def _small_fleet(engine, profile):
             utilization=vf_reading)
         fpga2 = factories.create_test_device(
             c, hostname='h2', address='0000:5e:00.0', vendor='0x8086',
-            model='N3000', driver='intel_fpga', status='maintaining')
+            model='N3000', driver='intel_fpga')
         fpga3 = factories.create_test_device(
             c, hostname='h2', address='0000:af:00.0', vendor='0x8086',
             model='N3000', driver='intel_fpga', status='maintaining',
             utilization='not json')
+        factories.create_test_device(
+            c, hostname='h2', address='0000:d8:00.0', vendor='0x8086',
+            model='N3000', driver='intel_fpga', status='maintaining')
         dep_gpu = _deployable(c, gpu, 'gpu0', 1, 'PGPU')
         dep1 = _deployable(c, fpga1, 'region0', 4, 'CUSTOM_FPGA')
         dep2 = _deployable(c, fpga2, 'region0', 4, 'CUSTOM_FPGA')
         _deployable(c, fpga3, 'region0', 2)  # no resource class
+        _deployable(c, fpga2, 'region1', 2, 'CUSTOM_FPGA', retained=True)
         _arq(c, profile, states.BOUND, 'p1', dep_gpu)
         _arq(c, profile, states.BOUND, 'p2', dep1)
         _arq(c, profile, states.BIND_STARTED, 'p1', dep1)
@@ -151,13 +155,13 @@ def _expected(project_label: bool) -> dict[tuple, float]:
     def key(name, **labels):
         return name, tuple(sorted(labels.items()))
 
-    def accelerators(host, device, deployable, rc, total, allocated):
+    def accelerators(host, device, deployable, rc, total, allocated, free):
         return {key('cyborg_deployable_accelerators', host=host,
                     device=device, deployable=deployable, resource_class=rc,
                     state=state): value
                 for state, value in (('total', total),
                                      ('allocated', allocated),
-                                     ('free', total - allocated))}
+                                     ('free', free))}
 
     fpga = dict(driver='intel_fpga', vendor='0x8086', model='N3000',
                 type='FPGA')
@@ -168,11 +172,20 @@ def _expected(project_label: bool) -> dict[tuple, float]:
         key('cyborg_devices', host='h1', health='unhealthy',
             status='enabled', **fpga): 1,
         key('cyborg_devices', host='h2', health='healthy',
+            status='enabled', **fpga): 1,
+        key('cyborg_devices', host='h2', health='healthy',
             status='maintaining', **fpga): 2,
-        **accelerators('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1),
-        **accelerators('h1', '0000:5e:00.0', 'region0', 'CUSTOM_FPGA', 4, 2),
-        **accelerators('h2', '0000:5e:00.0', 'region0', 'CUSTOM_FPGA', 4, 1),
-        **accelerators('h2', '0000:af:00.0', 'region0', '', 2, 0),
+        **accelerators('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1, 0),
+        # Unhealthy: none free.
+        **accelerators('h1', '0000:5e:00.0', 'region0', 'CUSTOM_FPGA', 4, 2,
+                       0),
+        **accelerators('h2', '0000:5e:00.0', 'region0', 'CUSTOM_FPGA', 4, 1,
+                       3),
+        # Retained (gone from the reports): none free.
+        **accelerators('h2', '0000:5e:00.0', 'region1', 'CUSTOM_FPGA', 2, 0,
+                       0),
+        # Maintaining: none free.
+        **accelerators('h2', '0000:af:00.0', 'region0', '', 2, 0, 0),
         **{key('cyborg_arqs', state=state): count for state, count in (
             ('Initial', 1), ('BindStarted', 1), ('Bound', 3),
             ('BindFailing', 1), ('BindFailed', 2), ('Unbound', 1),
