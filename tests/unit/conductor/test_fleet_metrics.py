@@ -35,8 +35,10 @@ CONTEXT = object()
 
 
 def golden() -> dict:
+    """{name: family} of the golden file (a list of families: name,
+    type, label names, and the option it needs if any)."""
     with open(GOLDEN, encoding='utf-8') as f:
-        return json.load(f)
+        return {family['name']: family for family in json.load(f)}
 
 
 def _snapshot(**changes) -> fleet_db.FleetSnapshot:
