@@ -141,11 +141,11 @@ def _cycle_collector_paused():
     """Python's cycle collector off for the ``with`` body (if it was
     on).
 
-    Building the families makes tens of thousands of objects on a large
-    fleet (a sample, its labels), none of them in a cycle, and each few
-    hundred of them start a collection; the full ones walk every object
-    of the process, which on 8,000 devices took more time than building
-    the families did.
+    Reading the fleet and building its families make tens of thousands
+    of objects on a large fleet (rows, samples, their labels), none of
+    them in a cycle, and each few hundred of them start a collection;
+    the full ones walk every object of the process, which on 8,000
+    devices took more time than building the families did.
     """
     if not gc.isenabled():
         yield
@@ -201,16 +201,16 @@ class FleetCollector(registry.Collector):
 
     def _compute(self) -> list[core.Metric] | None:
         begun = time.perf_counter()
-        try:
-            snapshot = fleet_db.fleet_snapshot(self._context_factory(),
-                                               by_project=self._by_project)
-        except Exception:
-            # The process metrics of the same /metrics still answer; the
-            # next scrape tries again.
-            LOG.exception('Could not read the fleet metrics from the '
-                          'database')
-            return None
         with _cycle_collector_paused():
+            try:
+                snapshot = fleet_db.fleet_snapshot(
+                    self._context_factory(), by_project=self._by_project)
+            except Exception:
+                # The process metrics of the same /metrics still answer;
+                # the next scrape tries again.
+                LOG.exception('Could not read the fleet metrics from the '
+                              'database')
+                return None
             families = self.build(snapshot, self._utcnow())
         families['cyborg_fleet_scrape_duration_seconds'].add_metric(
             [], time.perf_counter() - begun)

@@ -16,6 +16,7 @@ golden file, its cache, and a database that fails
 database in tests/unit/db/test_fleet_metrics.py)."""
 
 import datetime
+import gc
 import json
 import os
 import threading
@@ -249,3 +250,24 @@ def test_only_accelerators_offered_to_the_scheduler_are_free(
     assert {s.labels['state']: s.value for s in families[
         'cyborg_deployable_accelerators'].samples} == {
         'total': 4, 'allocated': 1, 'free': free}
+
+
+def test_the_cycle_collector_is_paused_only_while_computing(
+        conf, database, monkeypatch):
+    paused = []
+
+    def read(context, by_project=False):
+        paused.append(not gc.isenabled())
+        return database(context, by_project)
+
+    monkeypatch.setattr(fleet_db, 'fleet_snapshot', read)
+    clock = _Clock()
+    collector = _collector(conf, cache_seconds=0, clock=clock)
+    assert gc.isenabled()
+    assert collector.collect()
+    assert gc.isenabled()
+    clock.now += 1
+    database.error = RuntimeError('the database is down')
+    assert collector.collect() == []
+    assert gc.isenabled()
+    assert paused == [True, True]
