@@ -14,10 +14,11 @@
 
 1. Generation (not measured): a migrated PostgreSQL database with
    ``--hosts`` agents of ``--devices`` GPUs each (one deployable of one
-   accelerator, its resource class attribute, its attach handle and a
-   utilization reading per device), ``--bound`` Bound ARQs holding one
-   handle each, a few failed binds and unsent Nova events, inserted
-   with one multi-row statement per table and batch.
+   accelerator, its resource class attribute, its attach handle, and a
+   utilization reading on ``--readings`` of them, all by default),
+   ``--bound`` Bound ARQs holding one handle each, a few failed binds
+   and unsent Nova events, inserted with one multi-row statement per
+   table and batch.
 2. Measurement: ``--scrapes`` scrapes of the fleet metrics collector
    with its cache off (``[metrics] fleet_cache_seconds = 0``), each the
    collector's computation (``collect``: the database reads and the
@@ -66,8 +67,11 @@ BATCH = 2000
 
 
 def fleet_rows(hosts: int, devices: int, bound: int, failed: int,
-               events: int, now: datetime.datetime) -> dict[str, list]:
-    """Rows of every table, ids given (parents before children)."""
+               events: int, readings: int, now: datetime.datetime
+               ) -> dict[str, list]:
+    """Rows of every table, ids given (parents before children); the
+    last ``readings`` devices have a utilization reading (the first
+    ``bound`` are bound)."""
     rows: dict[str, list] = {name: [] for name in (
         'services', 'devices', 'controlpath_ids', 'deployables',
         'attributes', 'attach_handles', 'device_profiles',
@@ -87,11 +91,13 @@ def fleet_rows(hosts: int, devices: int, bound: int, failed: int,
         for index in range(devices):
             number += 1
             address = '0000:%02x:00.0' % (0x10 + index)
-            reading = utilization.stored_form(
-                {'gpu_percent': float(number % 101),
-                 'memory_used_mib': number % 16384,
-                 'memory_total_mib': 16384},
-                now - datetime.timedelta(seconds=number % 30))
+            reading = None
+            if number > hosts * devices - readings:
+                reading = utilization.stored_form(
+                    {'gpu_percent': float(number % 101),
+                     'memory_used_mib': number % 16384,
+                     'memory_total_mib': 16384},
+                    now - datetime.timedelta(seconds=number % 30))
             rows['devices'].append(dict(
                 id=number, uuid=str(uuid.uuid4()), type='GPU',
                 vendor='0x10de', model='Tesla T4', hostname=host,
@@ -237,6 +243,10 @@ def main() -> int:
                         help='BindFailed ARQs (100)')
     parser.add_argument('--events', type=int, default=50,
                         help='unsent Nova events (50)')
+    parser.add_argument('--readings', type=int,
+                        help='devices with a utilization reading (default: '
+                        'all; a GPU passed through to an instance has '
+                        'none)')
     parser.add_argument('--scrapes', type=int, default=100)
     parser.add_argument('--warmup', type=int, default=5)
     parser.add_argument('--project-label', action='store_true',
@@ -244,6 +254,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.bound > args.hosts * args.devices:
         parser.error('--bound is more than the accelerators')
+    if args.readings is None:
+        args.readings = args.hosts * args.devices
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-metrics-')
     with servers.PostgreSQLServer(base_dir=workdir) as pg:
         url = pg.create_database('cyborg')
@@ -258,13 +270,15 @@ def main() -> int:
         begun = time.perf_counter()
         count = insert(engine, fleet_rows(
             args.hosts, args.devices, args.bound, args.failed, args.events,
-            timeutils.utcnow()))
+            args.readings, timeutils.utcnow()))
         with engine.begin() as connection:
             connection.execute(sa.text('ANALYZE'))
         print('generated %d rows in %.1f s (not measured): %d hosts x %d '
-              'GPUs, %d Bound ARQs, %d BindFailed, %d unsent events' % (
+              'GPUs (%d with a utilization reading), %d Bound ARQs, %d '
+              'BindFailed, %d unsent events' % (
                   count, time.perf_counter() - begun, args.hosts,
-                  args.devices, args.bound, args.failed, args.events))
+                  args.devices, args.readings, args.bound, args.failed,
+                  args.events))
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
         collector = fleet_metrics.FleetCollector(
             CONF, cyborg_context.get_admin_context)
