@@ -99,6 +99,9 @@ class Discovery:
         self.preparations = preparations or driver_calls.Preparations()
         # Held for a whole discovery and its report.
         self._lock = threading.Lock()
+        # The digest of the last report the conductor answered: while the
+        # tree keeps it, a report sends the digest alone.
+        self._acknowledged: str | None = None
 
     def collect(self) -> tuple[list[dict], list[str]]:
         """The host's tree in wire form and the drivers that failed."""
@@ -177,7 +180,10 @@ class Discovery:
         """Discover and send one report; None if the conductor is away.
 
         The digest covers the tree only: a report whose utilization
-        alone changed is an unchanged tree to the conductor.
+        alone changed is an unchanged tree to the conductor. Once the
+        conductor has answered a report, the next ones of the same tree
+        send its digest without the tree (see
+        :meth:`cyborg.conductor.rpcapi.ConductorAPI.report_inventory`).
         """
         # Held through the send too: reports of the host reach the conductor in
         # the order they were collected, so an older tree never replaces a
@@ -187,9 +193,10 @@ class Discovery:
             digest = device_tree.tree_digest({'devices': wire,
                                               'failed': failed})
             try:
-                return self._conductor.report_inventory(
+                answer = self._conductor.report_inventory(
                     context, self.host, self.rp_name, wire, digest, failed,
-                    utilization=utilization)
+                    utilization=utilization,
+                    acknowledged=digest == self._acknowledged)
             except messaging.MessagingTimeout:
                 # The conductor may still apply it; sending it again is
                 # harmless: a tree already applied (same digest) is not applied
@@ -198,3 +205,5 @@ class Discovery:
                             'report of %s in time; it is sent again '
                             'shortly', self.host)
                 return None
+            self._acknowledged = digest
+            return answer

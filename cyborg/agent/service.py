@@ -22,6 +22,7 @@ from cyborg.agent import discovery
 from cyborg.agent import driver_calls
 from cyborg.agent import manager
 from cyborg.common import constants
+from cyborg.common import metrics
 from cyborg.common import service
 from cyborg.conductor import rpcapi as conductor_rpcapi
 
@@ -65,5 +66,8 @@ def create(conf: cfg.ConfigOpts, transport,
         service.PeriodicTask('agent-discovery', discover_and_report,
                              interval),
     ]
+    listener = metrics.Listener(conf, conf.metrics.agent_port)
     return service.RPCService(transport, constants.AGENT_TOPIC, host,
-                              endpoint, periodic_tasks=tasks)
+                              endpoint, periodic_tasks=tasks,
+                              on_start=listener.start,
+                              on_stop=lambda timeout: listener.stop())

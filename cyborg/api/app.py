@@ -26,6 +26,7 @@ from cyborg.api import middleware
 from cyborg.api import profile_cache as profile_cache_lib
 from cyborg.api import request_body
 from cyborg.api import request_log
+from cyborg.api import request_metrics
 from cyborg.api.controllers import root
 from cyborg.common import patches
 from cyborg.common import rpc
@@ -84,6 +85,7 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
     app = middleware.ErrorEnvelopeMiddleware(app)
     app = middleware.PathDispatcher(
         app, {HEALTHCHECK_PATH: healthcheck.Healthcheck(None, conf)})
+    app = request_metrics.RequestMetrics(app)
     if conf.api.access_log:
         app = request_log.RequestLog(app)
     app = request_id.RequestId(app)

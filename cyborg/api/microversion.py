@@ -42,7 +42,11 @@ ARQ_BIND_ERROR = (2, 5)
 #: 2.6 - devices show ``utilization``: the latest metrics their agent
 #: reported (``metrics``, ``reported_at``), or null.
 DEVICE_UTILIZATION = (2, 6)
-MAX_VERSION = DEVICE_UTILIZATION
+#: 2.7 - devices show why they have their health and since when
+#: (``health_reason``, ``health_since``) and, to admins, their
+#: ``deployables`` with the ARQs holding them (``allocations``).
+DEVICE_ALLOCATIONS = (2, 7)
+MAX_VERSION = DEVICE_ALLOCATIONS
 
 # ASCII digits, few enough to convert (a longer number names no version).
 _VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)

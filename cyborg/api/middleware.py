@@ -22,6 +22,7 @@ from webob import acceptparse
 
 from cyborg.api import errors
 from cyborg.api import microversion
+from cyborg.api import request_metrics
 from cyborg.common import constants
 
 LOG = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ class VersionMiddleware:
 
     def __call__(self, environ, start_response):
         path = environ.get('PATH_INFO', '')
-        if path in ('', '/', '/.json'):
+        # The version documents and /metrics are not versioned.
+        if path in ('', '/', '/.json', request_metrics.METRICS_PATH):
             return self.app(environ, _version_headers_on_errors(
                 start_response))
         if path != '/v2' and not path.startswith(('/v2/', '/v2.')):
@@ -126,8 +128,10 @@ class JSONOnly:
             return self._refuse(start_response, environ, 404,
                                 'The resource could not be found.')
         accept = environ.get('HTTP_ACCEPT')
-        if accept and not acceptparse.create_accept_header(
-                accept).acceptable_offers([errors.JSON]):
+        # /metrics answers Prometheus' text format.
+        if (accept and path != request_metrics.METRICS_PATH
+                and not acceptparse.create_accept_header(
+                    accept).acceptable_offers([errors.JSON])):
             return self._refuse(start_response, environ, 406,
                                 'The API answers application/json only, '
                                 'which the Accept header excludes.')
@@ -263,5 +267,9 @@ class PathDispatcher:
         self._paths = paths
 
     def __call__(self, environ, start_response):
-        app = self._paths.get(environ.get('PATH_INFO'), self.app)
+        path = environ.get('PATH_INFO')
+        app = self._paths.get(path)
+        if app is None:
+            return self.app(environ, start_response)
+        environ[request_metrics.ROUTE_KEY] = path
         return app(environ, start_response)

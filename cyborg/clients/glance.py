@@ -54,6 +54,7 @@ from oslo_log import log as logging
 
 from cyborg.clients import ksa
 from cyborg.common import exception
+from cyborg.common import metrics
 from cyborg.domain import bitstream
 
 LOG = logging.getLogger(__name__)
@@ -184,14 +185,17 @@ class GlanceClient:
                 actual = self._stream(image, out, algo)
                 out.flush()
                 os.fsync(out.fileno())
+                size = out.tell()
             if actual != expected.lower():
                 raise exception.BitstreamChecksumMismatch(
                     image=image.id, reason='its %s is %s, Glance says %s'
                     % (algo, actual, expected))
             os.replace(temp, dest_path)
         except BaseException:
+            metrics.glance_download(False)
             _remove(temp)
             raise
+        metrics.glance_download(True, size)
 
     def _stream(self, image: Image, out, algo: str) -> str:
         hasher = hashlib.new(algo)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 import re
 import threading
+import time
 from typing import Any
 from urllib import parse
 
@@ -44,6 +45,7 @@ from keystoneauth1 import token_endpoint
 from oslo_context import context as oslo_context
 
 from cyborg.clients import ksa
+from cyborg.common import metrics
 from cyborg.domain import resource_names
 
 PLACEMENT_MICROVERSION = '1.26'
@@ -232,13 +234,19 @@ class PlacementClient:
         with self._count_lock:
             self._request_count += 1
         what = '%s %s' % (method, path)
+        started = time.monotonic()
         try:
             response = self._adapter.request(path, method, **kwargs)
         except _UNAVAILABLE as e:
+            metrics.placement_request(method, 'error',
+                                      time.monotonic() - started)
             raise PlacementUnavailable('Placement %s failed: %s' % (what, e))
         except ks_exc.ClientException as e:
+            metrics.placement_request(method, 'error',
+                                      time.monotonic() - started)
             raise PlacementError('Placement %s failed: %s' % (what, e))
         status = response.status_code
+        metrics.placement_request(method, status, time.monotonic() - started)
         if status < 400 or (status == 404 and ok_not_found):
             return response
         code, detail = _error_text(response)

@@ -20,6 +20,7 @@ from cyborg import policies
 from cyborg.api import app as api_app
 from cyborg.api import wsgi_server
 from cyborg.common import config
+from cyborg.common import metrics
 from cyborg.common import signals
 from cyborg.conf import CONF
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
     handler = signals.install('cyborg-api', CONF,
                               {'policy file': authorizer.reload})
+    metrics.prepare_multiprocess_dir()
     server.set_app(api_app.setup_app(CONF, authorizer=authorizer))
     server.start()
     LOG.info('cyborg-api listening on http://%s:%s', CONF.api.host_ip,

@@ -36,6 +36,7 @@ from oslo_serialization import jsonutils
 from cyborg import context as cyborg_context
 from cyborg.common import constants
 from cyborg.common import exception
+from cyborg.common import metrics
 from cyborg.common import patches
 
 LOG = logging.getLogger(__name__)
@@ -228,13 +229,38 @@ def get_transport(conf: cfg.ConfigOpts):
 def get_client(transport, topic: str, version: str = '1.0',
                version_cap: str | None = None):
     """A client of the API on ``topic``; its messages carry ``version``
-    unless prepared with another, never one above ``version_cap``."""
+    unless prepared with another, never one above ``version_cap``. Its
+    calls are measured (:class:`MeasuredClient`)."""
     if isinstance(transport, LocalTransport):
-        return _LocalClient(transport, topic)
+        return MeasuredClient(_LocalClient(transport, topic), topic)
     target = messaging.Target(topic=topic, version=version)
-    return messaging.get_rpc_client(transport, target,
-                                    version_cap=version_cap,
-                                    serializer=RequestContextSerializer())
+    return MeasuredClient(messaging.get_rpc_client(
+        transport, target, version_cap=version_cap,
+        serializer=RequestContextSerializer()), topic)
+
+
+class MeasuredClient:
+    """An RPC client whose calls count in the caller's metrics: the
+    seconds a call waits for its answer, and the calls and casts that
+    fail, by error class (:func:`metrics.rpc_call`)."""
+
+    def __init__(self, client, topic: str):
+        self._client = client
+        self._topic = topic
+
+    def prepare(self, **kwargs) -> 'MeasuredClient':
+        return MeasuredClient(self._client.prepare(**kwargs), self._topic)
+
+    def can_send_version(self, version: str) -> bool:
+        return self._client.can_send_version(version)
+
+    def call(self, context, method: str, **kwargs):
+        with metrics.rpc_call(self._topic, method):
+            return self._client.call(context, method, **kwargs)
+
+    def cast(self, context, method: str, **kwargs) -> None:
+        with metrics.rpc_call(self._topic, method, timed=False):
+            self._client.cast(context, method, **kwargs)
 
 
 class RPCVersionCapped(messaging.RPCVersionCapError):

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from concurrent import futures
 import datetime
 import threading
+import time
 from typing import Any
 from typing import Protocol
 
@@ -60,6 +61,7 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from cyborg import context as cyborg_context
+from cyborg.common import metrics
 from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
@@ -132,19 +134,23 @@ class Binder:
         self._executor = futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix='bind-job')
         # What runs or waits on the executor: a job's ARQ uuid, None for
-        # a release. A future leaves it once done.
-        self._work: dict[futures.Future, str | None] = {}
+        # a release, and when it was submitted. A future leaves it once
+        # done.
+        self._work: dict[futures.Future, tuple[str | None, float]] = {}
         self._work_lock = threading.Lock()
 
     def bind(self, context, bindings: dict[str, dict[str, str]],
              project_id: str | None) -> None:
         """Bind now what needs no preparation; submit jobs for the rest."""
+        started = time.monotonic()
         outcome = binding_db.bind(context, bindings, project_id,
                                   self.owner, self._lease)
         # Only after binding_db.bind committed: Nova must never hear of a bind
         # that rolled back.
         self._deliver(outcome.events)
         _log_binds(bindings, outcome)
+        for _uuid in outcome.bound:
+            metrics.bind_job('bound', time.monotonic() - started)
         if outcome.jobs:
             # A context of its own: the jobs run on after this call has
             # answered.
@@ -177,9 +183,10 @@ class Binder:
                 self._release_logged, cyborg_context.get_admin_context(),
                 handles), None)
 
-    def _track(self, future: futures.Future, uuid: str | None) -> None:
+    def _track(self, future: futures.Future, uuid: str | None,
+               started: float | None = None) -> None:
         with self._work_lock:
-            self._work[future] = uuid
+            self._work[future] = (uuid, started or time.monotonic())
         # Called at once when the future is done already.
         future.add_done_callback(self._forget)
 
@@ -216,12 +223,15 @@ class Binder:
 
     def submit(self, context, uuids: list[str]) -> None:
         for uuid in uuids:
+            started = time.monotonic()
             self._track(self._executor.submit(self._run_logged, context,
-                                              uuid), uuid)
+                                              uuid, started), uuid, started)
 
-    def _run_logged(self, context, uuid: str) -> None:
+    def _run_logged(self, context, uuid: str, started: float) -> None:
         try:
-            self.run(context, uuid)
+            outcome = self.run(context, uuid)
+            if outcome in ('bound', 'failed'):
+                metrics.bind_job(outcome, time.monotonic() - started)
         except Exception:
             LOG.exception('Bind job of ARQ %s failed unexpectedly; the '
                           'sweeper fails it after %ds', uuid, self._timeout)
@@ -241,9 +251,10 @@ class Binder:
                                                 failure_reason(e))
         return None
 
-    def run(self, context, uuid: str) -> None:
+    def run(self, context, uuid: str) -> str | None:
         """Program and prepare what a BindStarted ARQ claimed, and
-        finish."""
+        finish; the outcome, ``bound`` or ``failed`` (None: the ARQ was
+        unbound or deleted meanwhile)."""
         claim = binding_db.job_claim(context, uuid)
         failure = None
         # No claim: no handle to prepare; finish then fails the ARQ (or
@@ -259,6 +270,9 @@ class Binder:
         # On failure, the handle this job prepared: released once finish has
         # committed the ARQ's end, so no ARQ still holds it.
         self.release(context, outcome.released)
+        if outcome.bound:
+            return 'bound'
+        return 'failed' if outcome.events else None
 
     def resume(self, context) -> None:
         """Restart this conductor's unfinished jobs (after a restart)."""
@@ -277,6 +291,9 @@ class Binder:
             outcome = binding_db.finish(
                 context, uuid, bind_errors.timed_out(self._timeout),
                 self._lease)
+            if outcome.events:
+                # A job of any conductor: it ran at least this long.
+                metrics.bind_job('failed', self._timeout)
             self._deliver(outcome.events)
             self.release(context, outcome.released)
         ended = binding_db.end_failures(context, cutoff)
@@ -305,9 +322,13 @@ class Binder:
             work = dict(self._work)
         self._executor.shutdown(wait=timeout is None, cancel_futures=cancel)
         futures.wait(work, timeout=timeout)
-        handed_back = sorted(
-            uuid for future, uuid in work.items()
-            if uuid is not None and (future.cancelled() or not future.done()))
+        handed = {uuid: started for future, (uuid, started) in work.items()
+                  if uuid is not None
+                  and (future.cancelled() or not future.done())}
+        now = time.monotonic()
+        for started in handed.values():
+            metrics.bind_job('handed_back', now - started)
+        handed_back = sorted(handed)
         if handed_back:
             LOG.warning('Handing back %d unfinished bind jobs (ARQs %s): '
                         'they stay BindStarted and are resumed when this '

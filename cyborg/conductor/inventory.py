@@ -17,6 +17,9 @@
 A report reads the host's row once (:func:`cyborg.db.inventory.host_state`,
 one statement). An unchanged report (same digest as the last one applied)
 stops there, or writes its utilization readings with one statement more.
+An agent that knows its tree unchanged sends the digest alone (no
+devices): if the host's row holds another digest, nothing is applied and
+the agent is asked to send the tree (``resend``).
 A changed one is diffed against the host's rows in one transaction (see
 :mod:`cyborg.db.inventory`) that also stores its readings and counts a
 Placement sync request; the sync itself is the caller's to start (see
@@ -38,13 +41,17 @@ LOG = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class ReportOutcome:
     """``changed``: the report was applied; ``sync_pending``: the host's
-    providers are not all in Placement yet."""
+    providers are not all in Placement yet; ``resend``: a report without
+    its devices did not match the host's digest, so nothing was done and
+    the agent must send its tree."""
 
     changed: bool
     sync_pending: bool
+    resend: bool = False
 
 
-def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
+def apply(context, host: str, rp_name: str,
+          devices: list[dict[str, Any]] | None,
           digest: str, failed_drivers: list[str],
           utilization: dict[str, Any] | None = None) -> ReportOutcome:
     """Apply ``host``'s report unless it was applied already.
@@ -53,7 +60,9 @@ def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
     not send it) is kept outside the tree: a report with readings costs
     one write more than the one read of an unchanged tree (the readings
     of all its devices, with the report's time, in one statement), never
-    a diff or a Placement sync.
+    a diff or a Placement sync. ``devices`` None (RPC 1.3): the tree of
+    ``digest``, which the agent had acknowledged; if the host's row holds
+    another digest the outcome is ``resend`` and nothing is written.
     """
     reported = (None if utilization is None
                 else utilization_mod.clean_report(utilization))
@@ -61,6 +70,13 @@ def apply(context, host: str, rp_name: str, devices: list[dict[str, Any]],
     # Read without a lock: most reports are unchanged, and apply_report
     # compares the digest again under the host's lock.
     if state is None or state.digest != digest:
+        if devices is None:
+            # The agent's tree is not the one applied last (or a removal
+            # waits for the next tree): it must send it.
+            LOG.info('Inventory of %s: its agent sent a digest that is not '
+                     'the applied one; asking for its tree', host)
+            return ReportOutcome(False, state is not None
+                                 and state.sync_pending, resend=True)
         summary = inventory_db.apply_report(context, host, rp_name, devices,
                                             digest, failed_drivers, reported)
         if summary is not None:

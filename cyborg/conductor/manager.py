@@ -124,7 +124,7 @@ class ConductorManager:
 
     @_expected
     def report_inventory(self, context, host: str, rp_name: str,
-                         devices: list[dict[str, Any]], digest: str,
+                         devices: list[dict[str, Any]] | None, digest: str,
                          failed_drivers: list[str],
                          utilization: dict[str, Any] | None = None
                          ) -> dict[str, bool]:
@@ -133,10 +133,14 @@ class ConductorManager:
         An unchanged report that left nothing pending costs one read;
         a changed ``utilization`` (RPC 1.2) one write more. ``synced``:
         whether the host's providers were all in Placement when this
-        answered.
+        answered. ``devices`` None (RPC 1.3): the agent's tree is the one
+        of ``digest``; the answer has ``resend: True`` when that is not
+        the host's applied tree (then nothing was done).
         """
         outcome = inventory.apply(context, host, rp_name, devices, digest,
                                   failed_drivers, utilization)
+        if outcome.resend:
+            return {'changed': False, 'synced': False, 'resend': True}
         synced = not outcome.sync_pending or self._sync_later(host)
         return {'changed': outcome.changed, 'synced': synced}
 

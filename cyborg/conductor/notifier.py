@@ -54,6 +54,7 @@ from oslo_utils import timeutils
 
 from cyborg import context as cyborg_context
 from cyborg.clients import nova as nova_client
+from cyborg.common import metrics
 from cyborg.db import nova_events
 
 LOG = logging.getLogger(__name__)
@@ -307,6 +308,8 @@ class Notifier:
                 nova_client.RETRY, '%s: %s' % (type(e).__name__, e))
                 for tag in batch}
         elapsed = time.monotonic() - started
+        for tag, row in batch.items():
+            metrics.nova_event(row['status'], result_label(results.get(tag)))
         if elapsed >= nova.claim_timeout:
             LOG.warning('Sending %d event(s) to Nova took %.1fs, longer '
                         'than [nova] claim_timeout: another conductor may '
@@ -403,6 +406,17 @@ class Notifier:
                      dropped, repeated)
         else:
             LOG.debug('Nova events: %d sent', len(sent))
+
+
+def result_label(result) -> str:
+    """The ``result`` label of an event's outcome: accepted, refused
+    (Nova will not take it: rejected, or no host yet) or error (no
+    answer for it)."""
+    if result == nova_client.SENT:
+        return 'accepted'
+    if result in (nova_client.REJECTED, nova_client.UNHOSTED):
+        return 'refused'
+    return 'error'
 
 
 def _repeat_detail(result, detail: str | None) -> str:

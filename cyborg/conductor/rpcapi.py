@@ -43,6 +43,11 @@ class ConductorAPI:
     * 1.2 - report_inventory takes ``utilization`` (``{device address:
       {metric: value}}``, outside the digest). Capped below 1.2, the
       agent sends its reports without it.
+    * 1.3 - report_inventory takes ``devices=None`` for a tree whose
+      ``digest`` the conductor acknowledged before (an unchanged report
+      is then a digest, not a tree); it answers ``resend: True`` when it
+      does not hold that digest. Capped below 1.3, every report carries
+      its tree.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -101,23 +106,36 @@ class ConductorAPI:
     def report_inventory(self, context, host: str, rp_name: str,
                          devices: list[dict[str, Any]], digest: str,
                          failed_drivers: list[str],
-                         utilization: dict[str, dict[str, Any]] | None = None
-                         ) -> dict[str, bool]:
+                         utilization: dict[str, dict[str, Any]] | None = None,
+                         acknowledged: bool = False) -> dict[str, bool]:
         """Apply an agent's device tree; see cyborg.conductor.inventory.
 
         ``utilization`` goes with version 1.2; below a cap of 1.2 (a
         conductor not upgraded yet) the report goes without it.
+        ``acknowledged``: the conductor answered a report of this
+        ``digest`` before, so (version 1.3) the digest goes alone, and
+        the tree follows only if the conductor asks for it.
         """
+        if acknowledged and self._client.can_send_version('1.3'):
+            answer = self._report('1.3', context, host=host,
+                                  rp_name=rp_name, devices=None,
+                                  digest=digest, failed_drivers=failed_drivers,
+                                  utilization=utilization or {})
+            if not answer.get('resend'):
+                return answer
         kwargs: dict[str, Any] = {}
+        version = '1.0'
         if self._client.can_send_version('1.2'):
-            client = self._prepare('report_inventory', '1.2')
+            version = '1.2'
             kwargs['utilization'] = utilization or {}
-        else:
-            client = self._prepare('report_inventory', '1.0')
+        return self._report(version, context, host=host, rp_name=rp_name,
+                            devices=devices, digest=digest,
+                            failed_drivers=failed_drivers, **kwargs)
+
+    def _report(self, version: str, context, **kwargs) -> dict[str, bool]:
+        client = self._prepare('report_inventory', version)
         return client.prepare(timeout=REPORT_TIMEOUT).call(
-            context, 'report_inventory', host=host, rp_name=rp_name,
-            devices=devices, digest=digest, failed_drivers=failed_drivers,
-            **kwargs)
+            context, 'report_inventory', **kwargs)
 
     def device_set_status(self, context, uuid: str, status: str) -> None:
         return self._prepare('device_set_status', '1.0').call(

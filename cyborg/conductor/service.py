@@ -23,6 +23,7 @@ from cyborg.agent import rpcapi as agent_rpcapi
 from cyborg.clients import glance as glance_client
 from cyborg.clients import placement as placement_client
 from cyborg.common import constants
+from cyborg.common import metrics
 from cyborg.common import service
 from cyborg.conductor import binding
 from cyborg.conductor import fleet_metrics
@@ -129,12 +130,19 @@ def create(conf: cfg.ConfigOpts, transport,
     def admin():
         return cyborg_context.get_admin_context()
 
+    # The /metrics listener, started with the service: the process
+    # metrics and these collectors.
+    collectors = metrics_collectors(conf, admin)
+    listener = metrics.Listener(conf, conf.metrics.conductor_port,
+                                collectors)
+
     def heartbeat():
         services_db.service_heartbeat(admin(), host,
                                       constants.BINARY_CONDUCTOR,
                                       timeutils.utcnow())
 
     def on_start():
+        listener.start()
         if notifier is not None:
             notifier.start()
         binder.resume(admin())
@@ -149,6 +157,7 @@ def create(conf: cfg.ConfigOpts, transport,
             # The events of the finished jobs go to Nova first.
             notifier.stop()
             notifier.wait(10)
+        listener.stop()
         return not handed_back
 
     tasks = [

@@ -23,6 +23,7 @@ transaction (or joins the caller's). Reads return plain dicts or rows so
 callers never hold ORM state across a transaction boundary.
 """
 
+from collections.abc import Iterator
 import contextlib
 import functools
 import threading
@@ -241,3 +242,20 @@ def configure(conf) -> None:
 
 def get_engine() -> sa.engine.Engine:
     return main_context_manager.writer.get_engine()
+
+
+@contextlib.contextmanager
+def single_read() -> Iterator[sa.engine.Connection]:
+    """A pooled connection for one read statement, outside any
+    enginefacade transaction context (never call it inside one: it would
+    not see that transaction's writes).
+
+    For the hottest read only, an agent's unchanged report (thousands per
+    minute on a large cloud): enginefacade's transaction scope around a
+    single statement costs a third of the statement's own client CPU. The
+    statement runs in the DBAPI's implicit transaction, which the pool's
+    rollback ends on return, as it ends enginefacade's readers; errors are
+    translated by oslo.db's filters on the engine all the same.
+    """
+    with get_engine().connect() as connection:
+        yield connection

@@ -12,8 +12,8 @@
 
 """Queries behind the devices, deployables and attributes APIs.
 
-Lists are one query each (deployables' attributes: one more query for the
-whole page), never a query per row.
+Lists are one query each (deployables' attributes, devices' allocations:
+one more query for the whole page), never a query per row.
 """
 
 from typing import Any
@@ -26,9 +26,11 @@ import sqlalchemy as sa
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import services
+from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
+from cyborg.db.models import HANDLES
 from cyborg.domain import providers
 
 
@@ -55,22 +57,81 @@ def _not_found(resource: str, key: str, value) -> exception.ResourceNotFound:
 
 @db_api.main_context_manager.reader.connection
 def device_list(context, filters: dict[str, str], sort_key=None,
-                sort_dir=None, limit=None) -> list[dict[str, Any]]:
+                sort_dir=None, limit=None, allocations: bool = False
+                ) -> list[dict[str, Any]]:
+    """The devices matching ``filters``; with ``allocations``, each with
+    its ``deployables`` (see :func:`_with_allocations`), read with one
+    more statement for the whole page."""
     query = sa.select(DEVICES)
     for key, value in filters.items():
         query = query.where(DEVICES.c[key] == value)
     query = _page(query, DEVICES, sort_key, sort_dir, limit,
                   default_desc=bool(filters or sort_key or limit))
-    return [dict(row._mapping) for row in context.connection.execute(query)]
+    devices = [dict(row._mapping)
+               for row in context.connection.execute(query)]
+    if allocations:
+        _with_allocations(context.connection, devices)
+    return devices
 
 
 @db_api.main_context_manager.reader.connection
-def device_get(context, uuid: str) -> dict[str, Any]:
+def device_get(context, uuid: str, allocations: bool = False
+               ) -> dict[str, Any]:
+    """A device; with ``allocations``, with its ``deployables`` (see
+    :func:`_with_allocations`)."""
     row = context.connection.execute(
         sa.select(DEVICES).where(DEVICES.c.uuid == uuid)).first()
     if row is None:
         raise _not_found('Device', 'uuid', uuid)
-    return dict(row._mapping)
+    device = dict(row._mapping)
+    if allocations:
+        _with_allocations(context.connection, [device])
+    return device
+
+
+def _with_allocations(connection, devices: list[dict[str, Any]]) -> None:
+    """Give each of ``devices`` its ``deployables``, in the order they
+    were added: dicts of ``uuid``, ``name``, ``parent_uuid``,
+    ``num_accelerators`` and ``allocations``, the ARQs holding one of the
+    deployable's attach handles (``uuid``, ``state`` as stored,
+    ``instance_uuid``, ``project_id``). One statement for all the
+    devices."""
+    by_device: dict[int, list[dict[str, Any]]] = {
+        device['id']: [] for device in devices}
+    if not by_device:
+        return
+    held = HANDLES.join(ARQS, ARQS.c.attach_handle_id == HANDLES.c.id)
+    query = (sa.select(
+        DEPLOYABLES.c.id, DEPLOYABLES.c.device_id, DEPLOYABLES.c.uuid,
+        DEPLOYABLES.c.name, DEPLOYABLES.c.parent_id,
+        DEPLOYABLES.c.num_accelerators, ARQS.c.uuid.label('arq_uuid'),
+        ARQS.c.state, ARQS.c.instance_uuid, ARQS.c.project_id)
+        .select_from(DEPLOYABLES.outerjoin(
+            held, HANDLES.c.deployable_id == DEPLOYABLES.c.id))
+        .where(DEPLOYABLES.c.device_id.in_(list(by_device)))
+        .order_by(DEPLOYABLES.c.id, ARQS.c.id))
+    deployables: dict[int, dict[str, Any]] = {}
+    parents: dict[int, int] = {}
+    for row in connection.execute(query):
+        deployable = deployables.get(row.id)
+        if deployable is None:
+            deployable = deployables[row.id] = {
+                'uuid': row.uuid, 'name': row.name, 'parent_uuid': None,
+                'num_accelerators': row.num_accelerators,
+                'allocations': []}
+            by_device[row.device_id].append(deployable)
+            if row.parent_id is not None:
+                parents[row.id] = row.parent_id
+        if row.arq_uuid is not None:
+            deployable['allocations'].append({
+                'uuid': row.arq_uuid, 'state': row.state,
+                'instance_uuid': row.instance_uuid,
+                'project_id': row.project_id})
+    # A parent is a deployable of the same device, so it was read too.
+    for child, parent in parents.items():
+        deployables[child]['parent_uuid'] = deployables[parent]['uuid']
+    for device in devices:
+        device['deployables'] = by_device[device['id']]
 
 
 @db_api.connection_writer

@@ -25,6 +25,9 @@ that disappears while one of its attach handles is in use is kept and
 marked ``missing`` until the handle is released; the first report after
 that removes it, even a report unchanged since (see :func:`host_state`).
 Devices of a driver that failed during discovery are left as they are.
+Why a device has its health, and since when, is stamped in the INSERT or
+UPDATE that adds the device or changes its health or presence (reasons:
+:mod:`cyborg.domain.devices`).
 
 Deployables imported from an upstream Cyborg are adopted by the reported
 deployables of their device (see :mod:`cyborg.domain.adoption`): the
@@ -69,6 +72,7 @@ from cyborg.db.models import SERVICES
 from cyborg.domain import adoption
 from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
+from cyborg.domain import devices as device_rules
 from cyborg.domain import providers
 from cyborg.domain import utilization as utilization_mod
 
@@ -142,11 +146,13 @@ def _host_state_query():
 _HOST_STATE = _host_state_query()
 
 
-@db_api.main_context_manager.reader.connection
 def host_state(context, host: str) -> HostState | None:
     """What a report needs to know of its host, with one statement (the
-    devices are joined); None for a host that never reported."""
-    rows = context.connection.execute(_HOST_STATE, {'host': host}).all()
+    devices are joined); None for a host that never reported. Not in a
+    transaction of the caller's (see :func:`cyborg.db.api.single_read`).
+    """
+    with db_api.single_read() as connection:
+        rows = connection.execute(_HOST_STATE, {'host': host}).all()
     if not rows:
         return None
     first = rows[0]
@@ -349,10 +355,16 @@ class _HostDiff:
     def _add_devices(self, devices: list[dict[str, Any]]) -> None:
         """Add new devices and everything under them, with one statement
         (or two) per table whatever their number."""
-        device_ids = self._insert(DEVICES, [dict(
-            self._device_values(device), uuid=uuidutils.generate_uuid(),
-            hostname=self.host, address=device['address'],
-            created_at=self.now) for device in devices])
+        rows = []
+        for device in devices:
+            values = self._device_values(device)
+            rows.append(dict(
+                values, uuid=uuidutils.generate_uuid(), hostname=self.host,
+                address=device['address'], health_since=self.now,
+                health_reason=device_rules.health_reason(values['health'],
+                                                         False),
+                created_at=self.now))
+        device_ids = self._insert(DEVICES, rows)
         cpids = [(device_id, cpid) for device, device_id
                  in zip(devices, device_ids, strict=True)
                  for cpid in device['controlpath_ids']]
@@ -374,6 +386,12 @@ class _HostDiff:
         values = self._device_values(device)
         changes = {key: value for key, value in values.items()
                    if getattr(row, key) != value}
+        reason = device_rules.health_reason(
+            values['health'], values['missing'],
+            (row.health, row.missing, row.health_reason))
+        if reason is not None:
+            # Stamped in the row's UPDATE: no statement of its own.
+            changes.update(health_reason=reason, health_since=self.now)
         if changes:
             self.connection.execute(sa.update(DEVICES).where(
                 DEVICES.c.id == row.id).values(updated_at=self.now,
@@ -415,8 +433,10 @@ class _HostDiff:
                                             dep.id)):
             if not row.missing:
                 self.connection.execute(sa.update(DEVICES).where(
-                    DEVICES.c.id == row.id).values(missing=True,
-                                                   updated_at=self.now))
+                    DEVICES.c.id == row.id).values(
+                        missing=True, updated_at=self.now,
+                        health_reason=device_rules.REASON_VANISHED,
+                        health_since=self.now))
                 LOG.warning('Device %s of host %s vanished while in use; '
                             'keeping it until it is released', row.address,
                             self.host)

@@ -224,7 +224,8 @@ def _plan_devices(source, plan: Plan, report) -> dict[int, str]:
             hostname=row['hostname'], address=address,
             status=row.get('status') or device_rules.ENABLED,
             health=device_tree.Health.HEALTHY.value, driver=None,
-            missing=False, **_stamps(row)))
+            missing=False, health_reason=device_rules.REASON_IMPORTED,
+            **_stamps(row)))
     _duplicates(report, 'devices', addresses,
                 'have the same host and PCI address:')
     return uuids
@@ -473,7 +474,9 @@ def write(connection, new: Plan, report: upstream.ImportReport,
     step('device_profiles')
     profiles = _ids(connection, models.PROFILES,
                     (row['uuid'] for row in rows['device_profiles']))
-    _insert(connection, models.DEVICES, rows['devices'])
+    # Assumed healthy (see the plan) since the import.
+    _insert(connection, models.DEVICES, [dict(row, health_since=started_at)
+                                         for row in rows['devices']])
     step('devices')
     devices = _ids(connection, models.DEVICES)
     by_device = {'_device': ('device_id', devices)}

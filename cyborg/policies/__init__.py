@@ -30,12 +30,13 @@ from cyborg.policies import checks
 from cyborg.policies import deployable
 from cyborg.policies import device
 from cyborg.policies import device_profile
+from cyborg.policies import metrics
 
 
 def list_rules():
     return list(itertools.chain(base.rules, device_profile.rules, arq.rules,
                                 device.rules, deployable.rules,
-                                attribute.rules))
+                                attribute.rules, metrics.rules))
 
 
 def get_enforcer(conf: cfg.ConfigOpts | None = None) -> policy.Enforcer:

@@ -20,6 +20,7 @@ import os
 
 from cyborg.api import app as api_app
 from cyborg.common import config
+from cyborg.common import metrics
 from cyborg.conf import CONF
 from cyborg.db import api as db_api
 
@@ -29,6 +30,8 @@ def init_application():
     default_files = files.split(',') if files else None
     config.prepare_service(['cyborg-api'], default_config_files=default_files)
     db_api.configure(CONF)
+    # Several worker processes: see cyborg.common.metrics.
+    metrics.prepare_multiprocess_dir()
     return api_app.setup_app(CONF)
 
 

@@ -74,7 +74,9 @@ def sections() -> list[Section]:
                 method, path, name,
                 [int(c) for c in codes.group(1).split(',')] if codes else [],
                 [s for s in samples if s.endswith('-req.json')],
-                [s for s in samples if s.endswith('-resp.json')],
+                # /metrics answers text.
+                [s for s in samples
+                 if s.endswith(('-resp.json', '-resp.txt'))],
                 'has no body' in body))
     return found
 

@@ -99,6 +99,9 @@ class NovaFlowDeployment:
         self.api: servers.CyborgProcess | None = None
         self.agents: list[servers.CyborgProcess] = []
         self.devices: dict[str, list[Device]] = {}
+        #: The port of each conductor's and agent's /metrics, by process
+        #: name (conductor-0, agent-0, ...).
+        self.metrics_ports: dict[str, int] = {}
 
     # Processes ----------------------------------------------------------
 
@@ -428,6 +431,8 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                                    'workers': conductor_workers,
                                    **(conductor_options or {})}
             config['nova'] = nova_config
+            config['metrics'] = _metrics_options(
+                flow, 'conductor-%d' % index, 'conductor_port')
             flow.conductor_configs.append(config)
             flow.conductors.append(None)  # type: ignore[arg-type]
         try:
@@ -459,6 +464,8 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                 agent_config['fake_driver'] = dict(
                     agent.fake_driver, devices_file=devices_file,
                     handle_type=agent.handle_type)
+                agent_config['metrics'] = _metrics_options(
+                    flow, 'agent-%d' % number, 'agent_port')
                 flow.agents.append(servers.CyborgProcess(
                     'cyborg-agent', agent_config, directory,
                     name='agent-%d' % number).start())
@@ -469,6 +476,15 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                 flow.stop()
             finally:
                 db_server.drop_database(db_name)
+
+
+def _metrics_options(flow: NovaFlowDeployment, name: str,
+                     port_option: str) -> dict[str, Any]:
+    """``[metrics]`` of process ``name``: /metrics on a port of its own
+    (several conductors and agents share the loopback address)."""
+    flow.metrics_ports[name] = servers.free_port()
+    return {'listen_host': servers.LOOPBACK,
+            port_option: flow.metrics_ports[name]}
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):

@@ -48,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 API_REF = os.path.join(ROOT, 'api-ref', 'source')
 SAMPLES = os.path.join(API_REF, 'samples')
 WRITE = os.environ.get('CYBORG_WRITE_API_SAMPLES') == '1'
-MICROVERSION = 'accelerator 2.6'
+MICROVERSION = 'accelerator 2.7'
 # What the response samples show as the API's base URL.
 SAMPLE_BASE_URL = 'https://cloud.example.com/accelerator'
 SAMPLE_TIMESTAMP = '2026-01-15T09:30:00.000000+00:00'
@@ -85,6 +85,10 @@ CHECKED_ELSEWHERE = {
         'tests/functional/test_fpga_programming.py',
         {'requests': {'deployable-program-req.json'},
          'responses': {'deployable-program-resp.json'}}),
+    # Text, not JSON: its families are checked against a two-worker API.
+    ('GET', '/metrics'): (
+        'tests/functional/test_prometheus.py',
+        {'requests': set(), 'responses': {'metrics-get-resp.txt'}}),
 }
 # The scenarios (tests using the replay fixture) that started.
 STARTED: set[str] = set()
@@ -344,11 +348,57 @@ def test_accelerator_requests(replay):
                 + replay.real['profile_name'], 204)
 
 
+def _hold_device(replay: Replay) -> dict:
+    """An ARQ of a project of its own bound to the device (recorded by
+    :func:`_device`), so that its samples show who holds it; the user's
+    headers."""
+    replay.real['profile_name'] = 'samples-devices-' + uuid.uuid4().hex[:8]
+    _create_profile(replay, replay.real['profile_name'])
+    replay.real['instance_uuid'] = str(uuid.uuid4())
+    replay.real['project_id'] = uuid.uuid4().hex
+    user = {'x-roles': 'member', 'x-project-id': replay.real['project_id'],
+            'openstack-api-version': MICROVERSION}
+    body = substitute(load('arq-create-req.json'), replay._to_real())
+    replay.real['arq_uuid'] = replay.call(
+        'POST', '/v2/accelerator_requests', 201, body=body,
+        headers=user)['arqs'][0]['uuid']
+    replay.call('PATCH', '/v2/accelerator_requests', 202,
+                body=substitute(load('arqs-bind-req.json'),
+                                replay._to_real()),
+                headers=dict(user, **SERVICE_TOKEN))
+    bound = replay.call(
+        'GET', '/v2/accelerator_requests?instance=%s&bind_state=resolved'
+        % replay.real['instance_uuid'], 200, headers=user)
+    assert [a['state'] for a in bound['arqs']] == ['Bound']
+    return user
+
+
 def test_devices(replay):
-    device = _device(replay)
-    replay.call('GET', '/v2/devices', 200, response='devices-list-resp.json')
-    path = '/v2/devices/' + device['uuid']
-    replay.call('GET', path, 200, response='device-get-resp.json')
+    _device(replay)
+    user = _hold_device(replay)
+    try:
+        listed = replay.call('GET', '/v2/devices', 200,
+                             response='devices-list-resp.json')
+        # The device of the deployable the ARQ is bound to.
+        [device] = [d for d in listed['devices'] if any(
+            deployable['uuid'] == replay.real['deployable_uuid']
+            for deployable in d['deployables'])]
+        replay.real['device_uuid'] = device['uuid']
+        path = '/v2/devices/' + device['uuid']
+        shown = replay.call('GET', path, 200, response='device-get-resp.json')
+    finally:
+        replay.call('DELETE', '/v2/accelerator_requests?instance='
+                    + replay.real['instance_uuid'], 204,
+                    headers=dict(user, **SERVICE_TOKEN))
+        replay.call('DELETE', '/v2/device_profiles/'
+                    + replay.real['profile_name'], 204)
+    # Admins see who holds the device (microversion 2.7).
+    [held] = [deployable['allocations'] for deployable
+              in shown['deployables'] if deployable['allocations']]
+    assert held == [{'arq_uuid': replay.real['arq_uuid'], 'state': 'Bound',
+                     'instance_uuid': replay.real['instance_uuid'],
+                     'project_id': replay.real['project_id']}]
+    assert shown == device
     replay.call('POST', path + '/disable', 204)
     try:
         assert replay.call('GET', path, 200)['status'] == 'maintaining'
@@ -387,6 +437,8 @@ def test_every_sample_is_documented_and_replayed():
     """Each sample file is shown by the API reference and sent or
     checked here, and everything the reference shows exists."""
     files = {f for f in os.listdir(SAMPLES) if f.endswith('.json')}
+    # The text sample of /metrics is checked elsewhere (CHECKED_ELSEWHERE).
+    files.add('metrics-get-resp.txt')
     shown = set()
     for name in os.listdir(API_REF):
         if name.endswith('.inc'):
@@ -396,6 +448,7 @@ def test_every_sample_is_documented_and_replayed():
     with open(__file__) as f:
         replayed = set(re.findall(r"'([\w-]+-(?:req|resp)\.json)'", f.read()))
     assert shown == files, (sorted(files - shown), sorted(shown - files))
+    replayed.add('metrics-get-resp.txt')
     assert replayed == files, (sorted(files - replayed),
                                sorted(replayed - files))
 

@@ -564,6 +564,38 @@ def test_steady_state_makes_no_placement_requests(baseline):
     assert set(cluster.pending_syncs().values()) == {0}
 
 
+def test_an_unknown_digest_is_answered_with_the_tree(baseline):
+    """Agents send an unchanged tree as its digest alone (conductor RPC
+    1.3). When the host's row holds another digest (here changed by hand,
+    as after a database restore), the conductor asks for the tree, the
+    agent sends it at once, and the host is as before."""
+    cluster = baseline
+    conductor_log = next(p for p in cluster.processes
+                         if p.name == 'cyborg-conductor').log
+    asked = 'Inventory of %s: its agent sent a digest' % HOST_A
+
+    def asked_count():
+        with open(conductor_log, errors='replace') as f:
+            return f.read().count(asked)
+    binary = ('`binary`' if cluster.engine.dialect.name == 'mysql'
+              else '"binary"')
+    where = "host = :host AND %s = 'cyborg-agent'" % binary
+    cluster.wait_cycles(1)
+    [(applied,)] = cluster.db('SELECT report_hash FROM services WHERE '
+                              + where, host=HOST_A)
+    before = asked_count()
+    with cluster.engine.begin() as connection:
+        connection.execute(sa.text(
+            "UPDATE services SET report_hash = :bad WHERE " + where),
+            {'bad': '0' * 64, 'host': HOST_A})
+    cluster.wait(lambda: cluster.db('SELECT report_hash FROM services '
+                                    'WHERE ' + where, host=HOST_A)
+                 == [(applied,)], 'the tree of %s applied again' % HOST_A)
+    assert asked_count() > before
+    cluster.wait_db(HOST_A, BASELINE[HOST_A])
+    cluster.wait_placement(HOST_A, BASELINE[HOST_A])
+
+
 def test_device_changes(baseline):
     cluster = baseline
     agent = cluster.agents[HOST_A]

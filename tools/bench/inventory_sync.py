@@ -18,7 +18,10 @@ over RabbitMQ (the agents: threads of a child process, no agent
 processes) with a real Placement and PostgreSQL, in three phases:
 
 1. registration: every host reports its devices for the first time;
-2. steady state: every host reports the same tree again;
+2. steady state: every host reports the same tree again, as its digest
+   alone (as an agent does once the conductor answered a report of that
+   tree: conductor RPC 1.3), then once more with the tree (as agents
+   capped below 1.3 do: ``steady, trees``);
 3. churn: 1% of the hosts change one device.
 
 With ``--utilization`` every report also carries a utilization reading of
@@ -49,6 +52,7 @@ two runs back to back compare the builds.
 
 import argparse
 import concurrent.futures
+import contextlib
 import copy
 import multiprocessing
 import os
@@ -85,6 +89,7 @@ from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402
 from tools.bench import hardware_trees  # noqa: E402
 from tools.bench import placement as bench_placement  # noqa: E402
+from tools.bench import placement_requests  # noqa: E402
 
 
 def bench_tree(devices: int, changed: bool = False) -> list[dict]:
@@ -139,17 +144,34 @@ class StatementCounter:
 
 
 class CPUMeter:
-    """CPU seconds of this process, Placement and PostgreSQL."""
+    """CPU seconds of this process, Placement and PostgreSQL.
+
+    The conductor's figure leaves out what the harness itself spends in
+    this process (the scans of the other processes' CPU, the polls for
+    pending hosts: see :meth:`harness`): a scan walks every process of the
+    machine, which on a busy machine costs as much as tens of reports.
+    """
 
     def __init__(self, placement_pids, pg_pids):
         self.groups = {'conductor': [os.getpid()],
                        'placement': list(placement_pids),
                        'postgres': list(pg_pids)}
+        self._harness_cpu = 0.0
+
+    @contextlib.contextmanager
+    def harness(self):
+        """Leave the CPU of this block out of the conductor's."""
+        started = cpu.own_cpu()
+        try:
+            yield
+        finally:
+            self._harness_cpu += cpu.own_cpu() - started
 
     def sample(self) -> dict[str, float]:
-        result = {name: cpu.process_cpu(pids) for name, pids in
-                  self.groups.items() if name != 'conductor'}
-        result['conductor'] = cpu.own_cpu()
+        with self.harness():
+            result = {name: cpu.process_cpu(pids) for name, pids in
+                      self.groups.items() if name != 'conductor'}
+        result['conductor'] = cpu.own_cpu() - self._harness_cpu
         return result
 
 
@@ -189,15 +211,20 @@ def _sender(args, transport_url: str, commands, answers) -> None:
     hosts = host_names(args)
     trees = {host: host_tree(args) for host in hosts}
     changed = set(hosts[::100])
+    # The digest of each host's last answered report: as an agent does, a
+    # tree the conductor answered goes as its digest alone (RPC 1.3).
+    acknowledged: dict[str, str] = {}
 
-    def report(host, churn, load):
+    def report(host, churn, load, full):
         wire = (host_tree(args, changed=True) if churn and host in changed
                 else trees[host])
         readings = None if load is None else host_utilization(wire, load)
+        digest = device_tree.tree_digest({'devices': wire, 'failed': []})
         started = time.monotonic()
         conductor_api.report_inventory(
-            context, host, host, wire, device_tree.tree_digest(
-                {'devices': wire, 'failed': []}), [], utilization=readings)
+            context, host, host, wire, digest, [], utilization=readings,
+            acknowledged=not full and acknowledged.get(host) == digest)
+        acknowledged[host] = digest
         return time.monotonic() - started
 
     def empty(number):
@@ -210,13 +237,13 @@ def _sender(args, transport_url: str, commands, answers) -> None:
             command = commands.get()
             if command is None:
                 break
-            kind, churn, load = command
+            kind, churn, load, full = command
             if kind == 'ping':
                 answers.put(list(pool.map(empty, range(args.floor_calls))))
             else:
                 answers.put(list(pool.map(
                     report, hosts, [churn] * len(hosts),
-                    [load] * len(hosts))))
+                    [load] * len(hosts), [full] * len(hosts))))
     rpc.cleanup(transport)
 
 
@@ -233,10 +260,14 @@ def _pending(engine) -> int:
             "'cyborg-agent' AND sync_requested > sync_done")).scalar()
 
 
-def _wait_synced(engine, timeout: float = 3600) -> None:
-    """Until no host waits for a Placement sync."""
+def _wait_synced(engine, meter: CPUMeter, timeout: float = 3600) -> None:
+    """Until no host waits for a Placement sync (the polls are the
+    harness's CPU, not the conductor's)."""
     deadline = time.monotonic() + timeout
-    while _pending(engine) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        with meter.harness():
+            if not _pending(engine):
+                return
         time.sleep(0.05)
 
 
@@ -251,7 +282,7 @@ class Run:
     def floor(self, calls: int) -> float:
         """Server-side CPU milliseconds of an empty call; prints it."""
         before = self.meter.sample()['conductor']
-        self.commands.put(('ping', False, None))
+        self.commands.put(('ping', False, None, False))
         waits = self.answers.get()
         cpu_ms = (self.meter.sample()['conductor'] - before) * 1000 / calls
         print('%-13s %7d %9s %12s %14s %9.2f %7.2f %9.2f' % (
@@ -260,14 +291,15 @@ class Run:
         return cpu_ms
 
     def phase(self, name: str, reports: int, churn: bool = False,
-              load: int | None = None) -> dict[str, float]:
+              load: int | None = None, full: bool = False
+              ) -> dict[str, float]:
         statements = self.counter.count
         requests = self.client.request_count
         cpu_before = self.meter.sample()
         started = time.monotonic()
-        self.commands.put(('report', churn, load))
+        self.commands.put(('report', churn, load, full))
         waits = self.answers.get()
-        _wait_synced(self.engine)
+        _wait_synced(self.engine, self.meter)
         elapsed = time.monotonic() - started
         cpu_after = self.meter.sample()
         cpu_ms = {key: (cpu_after[key] - cpu_before[key]) * 1000 / reports
@@ -280,6 +312,33 @@ class Run:
                  cpu_ms['conductor'], cpu_ms['placement'],
                  cpu_ms['postgres']), flush=True)
         return dict(cpu_ms, wall=elapsed)
+
+
+def _compare_with_placement_floor(args, client, meter: CPUMeter,
+                                  registration: dict[str, float]) -> None:
+    """Sends the requests of a registration straight to the same
+    Placement (``placement_requests.py``) and prints the registration
+    phase against that floor, per host."""
+    # The floor's requests are those of a host of 8 deployables (each its
+    # own provider): the bench tree of 8 devices, or 8 GPUs.
+    if (args.tree, args.devices) not in (
+            ('bench', placement_requests.DEVICES_PER_HOST),
+            ('gpu8', args.devices)):
+        print('(Placement floor: measured for hosts of %d deployables '
+              'only)' % placement_requests.DEVICES_PER_HOST)
+        return
+    print('Placement\'s own floor, same Placement:')
+    floor = placement_requests.registration_floor(placement_requests.measure(
+        client, placement_requests.Meter(
+            meter.groups['placement'], meter.groups['postgres'],
+            args.workers),
+        min(800, args.hosts * args.devices), prefix='floor-host'))
+    wall = registration['wall'] * 1000 / args.hosts
+    print('registration per host: %.1f ms wall, %.1f ms Placement CPU; '
+          'floor %.1f ms wall, %.1f ms Placement CPU: %.2f and %.2f times '
+          'the floor' % (wall, registration['placement'], floor['wall'],
+                         floor['placement'], wall / floor['wall'],
+                         registration['placement'] / floor['placement']))
 
 
 def _p95(values: list[float]) -> float:
@@ -305,6 +364,9 @@ def main() -> int:
                         help='reports sent concurrently (8)')
     parser.add_argument('--floor-calls', type=int, default=2000,
                         help='empty calls that measure the floor (2000)')
+    parser.add_argument('--steady-rounds', type=int, default=1,
+                        help='steady-state phases in a row (1); the '
+                        'unchanged report\'s CPU is their median')
     parser.add_argument('--root', metavar='DIR',
                         help="bench DIR's cyborg package (another "
                         'checkout) with this harness')
@@ -380,16 +442,25 @@ def _run(args, cyborg_url, placement_url, transport_url, meter) -> int:
     load = 10 if args.utilization else None
     try:
         floor = run.floor(args.floor_calls)
-        run.phase('registration', len(hosts), load=load)
-        steady = run.phase('steady state', len(hosts), load=load)
+        registration = run.phase('registration', len(hosts), load=load)
+        steady = statistics.median(
+            run.phase('steady state', len(hosts), load=load)['conductor']
+            for _ in range(args.steady_rounds))
+        trees = statistics.median(
+            run.phase('steady, trees', len(hosts), load=load,
+                      full=True)['conductor']
+            for _ in range(args.steady_rounds))
         if load is not None:
             load = 90
             run.phase('util changed', len(hosts), load=load)
         run.phase('1% changed', len(hosts), churn=True, load=load)
         floor_after = run.floor(args.floor_calls)
-        print('unchanged report / empty call (server-side CPU): %.2f '
-              '(floor %.2f ms before the phases, %.2f ms after)' % (
-                  steady['conductor'] / min(floor, floor_after), floor,
+        _compare_with_placement_floor(args, client, meter, registration)
+        floor_min = min(floor, floor_after)
+        print('unchanged report / empty call (server-side CPU): %.2f as a '
+              'digest, %.2f with its tree (floor %.2f ms before the '
+              'phases, %.2f ms after)' % (
+                  steady / floor_min, trees / floor_min, floor,
                   floor_after))
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
     finally:

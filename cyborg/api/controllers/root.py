@@ -13,9 +13,11 @@
 """The root controller: version documents and v2 dispatch."""
 
 import pecan
+import webob
 from webob import exc as webob_exc
 
 from cyborg.api import microversion
+from cyborg.api import request_metrics
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.controllers.v2 import arqs
@@ -23,6 +25,8 @@ from cyborg.api.controllers.v2 import attributes
 from cyborg.api.controllers.v2 import deployables
 from cyborg.api.controllers.v2 import device_profiles
 from cyborg.api.controllers.v2 import devices
+from cyborg.common import metrics
+from cyborg.policies import metrics as metrics_policy
 
 DESCRIPTION = ('Cyborg is the OpenStack project for lifecycle management '
                'of hardware accelerators, such as GPUs, FPGAs, AI chips, '
@@ -39,7 +43,8 @@ def _version_fields() -> dict:
 
 def endpoints(member: str = '{id}') -> list[tuple[str, str]]:
     """(method, path template) of every endpoint of the API."""
-    return [('GET', '/'), ('GET', '/v2')] + routing.endpoints(
+    return [('GET', '/'), ('GET', '/v2'),
+            ('GET', request_metrics.METRICS_PATH)] + routing.endpoints(
         RootController().collections, member)
 
 
@@ -55,21 +60,42 @@ class RootController:
             attributes.COLLECTION: attributes.AttributesController(),
             arqs.COLLECTION: arqs.ARQsController(),
         }
+        #: The paths outside the collections, each to its handler.
+        self._fixed = {'/': 'root_document', '/v2': 'v2_document',
+                       request_metrics.METRICS_PATH: 'metrics'}
 
     @pecan.expose()
     def _route(self, args, request):
         path = [segment for segment in args if segment]
         method = request.method
-        if not path or path == ['v2']:
+        fixed = '/' + '/'.join(path)
+        if fixed in self._fixed:
+            request.environ[request_metrics.ROUTE_KEY] = fixed
             if method != 'GET':
                 raise routing._method_not_allowed(['GET'])
-            return (self.root_document if not path
-                    else self.v2_document), []
+            return getattr(self, self._fixed[fixed]), []
         if path[0] != 'v2' or path[1] not in self.collections:
             raise webob_exc.HTTPNotFound()
         trailing = [''] if args and args[-1] == '' else []
-        return routing.dispatch(self.collections[path[1]], method,
-                                path[2:] + trailing)
+        resource = self.collections[path[1]]
+        route = routing.template(path[1], resource, path[2:] + trailing)
+        if route is not None:
+            request.environ[request_metrics.ROUTE_KEY] = route
+        return routing.dispatch(resource, method, path[2:] + trailing)
+
+    # Exposed as JSON, which JSONHook makes every request ask for; the
+    # response it returns carries its own content type.
+    @pecan.expose('json')
+    def metrics(self):
+        """The metrics of every API worker process, with ``[metrics]
+        api_enabled`` (else 404), for ``cyborg:metrics:get``."""
+        request = pecan.request
+        if not request.conf.metrics.api_enabled:
+            raise webob_exc.HTTPNotFound()
+        request.authorizer.authorize(metrics_policy.GET, request.context)
+        return webob.Response(
+            body=metrics.exposition(),
+            headerlist=[('Content-Type', metrics.CONTENT_TYPE)])
 
     @pecan.expose('json')
     def root_document(self):

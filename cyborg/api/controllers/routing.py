@@ -73,6 +73,26 @@ def endpoints(collections: dict[str, Resource],
     return found
 
 
+def template(name: str, resource: Resource, rest: list[str],
+             member: str = '{uuid}') -> str | None:
+    """The path template of the route ``rest`` (the path below
+    ``/v2/<name>``) takes, as :func:`dispatch` routes it, ``member``
+    standing for a member's identifier; None where no route matches."""
+    if rest and rest[-1] == '':
+        rest = rest[:-1]
+    base = '/v2/' + name
+    if not rest:
+        return base
+    if len(rest) == 1:
+        return '%s/%s' % (base, member)
+    if len(rest) == 2 and rest[1] in resource.actions:
+        return '%s/%s/%s' % (base, member, rest[1])
+    if (len(rest) == 3 and rest[1] in resource.repeated_id_actions
+            and rest[2] == rest[0]):
+        return '%s/%s/%s/%s' % (base, member, rest[1], member)
+    return None
+
+
 def _allowed(resource: Resource, table) -> list[str]:
     return [method for method, name in table if hasattr(resource, name)]
 

@@ -100,6 +100,34 @@ def test_digest_changes_with_the_tree_only(conf):
     conf.clear_override('num_devices', group='fake_driver')
 
 
+def test_a_tree_the_conductor_answered_is_sent_as_acknowledged(conf):
+    """Once the conductor answered a report, the next reports of the same
+    tree say so (the client then sends the digest alone); a new tree, or
+    one whose report went unanswered, does not."""
+    conductor = mock.Mock()
+    conductor.report_inventory.return_value = {'changed': True,
+                                               'synced': True}
+    finder = discovery.Discovery(
+        'h1', 'h1', [fake.FakeDriver(conf)], conductor
+    )
+
+    def acknowledged():
+        finder.report(mock.sentinel.context)
+        return conductor.report_inventory.call_args[1]['acknowledged']
+    assert acknowledged() is False
+    assert acknowledged() is True
+    conf.set_override('num_devices', 2, group='fake_driver')
+    try:
+        conductor.report_inventory.side_effect = messaging.MessagingTimeout()
+        assert acknowledged() is False
+        conductor.report_inventory.side_effect = None
+        assert acknowledged() is False
+        assert acknowledged() is True
+    finally:
+        conf.clear_override('num_devices', group='fake_driver')
+    assert acknowledged() is False
+
+
 def test_conductor_timeout_is_survived(conf):
     conductor = mock.Mock()
     conductor.report_inventory.side_effect = messaging.MessagingTimeout()

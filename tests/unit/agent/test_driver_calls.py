@@ -66,7 +66,7 @@ class _Conductor:
         self.reports = []
 
     def report_inventory(self, context, host, rp_name, wire, digest,
-                         failed, utilization=None):
+                         failed, utilization=None, acknowledged=False):
         self.reports.append(digest)
         return {}
 

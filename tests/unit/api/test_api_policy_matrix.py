@@ -120,6 +120,7 @@ RULES = {
     'cyborg:attribute:get_one': MANAGERS,
     'cyborg:attribute:create': ADMINS,
     'cyborg:attribute:delete': ADMINS,
+    'cyborg:metrics:get': ADMINS | {'service_role'},
 }
 
 DP_UUID = '66666666-6666-4666-8666-666666666666'
@@ -223,6 +224,7 @@ CASES = [
          body={'deployable_id': 1, 'key': 'k2', 'value': 'v'}),
     Case('delete an attribute', 'DELETE', '/v2/attributes/' + ATTRIBUTE_UUID,
          'cyborg:attribute:delete', 204),
+    Case('read the metrics', 'GET', '/metrics', 'cyborg:metrics:get', 200),
 ]
 
 
@@ -348,6 +350,7 @@ def seeded(request, conf, tmp_path):
 @pytest.fixture
 def app(conf, conductor, seeded):
     conf.set_override('auth_strategy', 'noauth', group='api')
+    conf.set_override('api_enabled', True, group='metrics')
     with mock.patch(
         'cyborg.conductor.rpcapi.ConductorAPI', return_value=conductor
     ):
@@ -409,6 +412,8 @@ def test_every_registered_rule_is_in_the_matrix():
 def _route(method: str, path: str):
     """The handler ``method path`` dispatches to (404/405 raise)."""
     segments = path.split('?')[0].split('/')[1:]
+    if segments == ['metrics']:
+        return root.RootController().metrics, []
     assert segments[0] == 'v2'
     resource = root.RootController().collections[segments[1]]
     return routing.dispatch(resource, method, segments[2:])

@@ -36,7 +36,7 @@ from cyborg.conductor import rpcapi as conductor_rpcapi
 #: in a later version goes here with it.
 CONDUCTOR_METHODS = {
     'device_profile_create': '1.0', 'device_profile_delete': '1.0',
-    'service_heartbeat': '1.0', 'report_inventory': '1.2',
+    'service_heartbeat': '1.0', 'report_inventory': '1.3',
     'device_set_status': '1.0', 'attribute_create': '1.0',
     'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
     'arq_unbind': '1.0', 'arq_delete': '1.0',
@@ -103,6 +103,7 @@ class _Recorder:
     def call(self, context, method, **kwargs):
         self._send(method)
         self.options.setdefault('kwargs', []).append(kwargs)
+        return self.options.get('answers', {}).get(method, {})
 
     def cast(self, context, method, **kwargs):
         self._send(method)
@@ -192,6 +193,47 @@ def test_report_inventory_sends_utilization_from_1_2(monkeypatch, cap,
     [kwargs] = options['kwargs']
     assert {k: v for k, v in kwargs.items() if k == 'utilization'} == sent
     assert kwargs['digest'] == 'digest'
+
+
+def _sent_reports(clients) -> list[tuple[str, dict]]:
+    return [(version, kwargs) for (_m, version, options) in clients[0].sent
+            for kwargs in options['kwargs']]
+
+
+@pytest.mark.parametrize('resend', [False, True])
+def test_an_acknowledged_report_sends_its_digest_alone(monkeypatch, resend):
+    """From 1.3 a tree the conductor answered before goes as its digest;
+    the tree follows (at 1.2) only when the conductor asks for it."""
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object())
+    answer = {'changed': False, 'synced': True}
+    clients[0].options['answers'] = {'report_inventory': {
+        'changed': False, 'synced': False, 'resend': True}
+        if resend else answer}
+    result = api.report_inventory(None, 'h', 'h.example', [{'a': 1}],
+                                  'digest', [], utilization={},
+                                  acknowledged=True)
+    sent = _sent_reports(clients)
+    assert sent[0][0] == '1.3'
+    assert sent[0][1]['devices'] is None
+    assert sent[0][1]['digest'] == 'digest'
+    if resend:
+        assert [(v, k['devices']) for v, k in sent[1:]] == [
+            ('1.2', [{'a': 1}])]
+    else:
+        assert len(sent) == 1
+        assert result == answer
+
+
+@pytest.mark.parametrize('cap', ['1.2', '1.0'])
+def test_below_1_3_every_report_carries_its_tree(monkeypatch, cap):
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
+    api.report_inventory(None, 'h', 'h.example', [{'a': 1}], 'digest', [],
+                         acknowledged=True)
+    [(version, kwargs)] = _sent_reports(clients)
+    assert version == ('1.2' if cap == '1.2' else '1.0')
+    assert kwargs['devices'] == [{'a': 1}]
 
 
 @pytest.mark.parametrize('method', ['prepare_attach_handle',

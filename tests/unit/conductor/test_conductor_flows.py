@@ -84,6 +84,37 @@ def test_unchanged_report_costs_one_read(monkeypatch, records):
     assert not records
 
 
+def test_digest_only_report_of_the_applied_tree_costs_one_read(monkeypatch):
+    """RPC 1.3: a report without devices whose digest is the host's."""
+    fake = FakeInventoryDB([('d1', False)])
+    _use(monkeypatch, fake)
+    outcome = inventory.apply(CONTEXT, 'h1', 'h1', None, 'd1', [])
+    assert outcome == inventory.ReportOutcome(changed=False,
+                                              sync_pending=False)
+    assert fake.calls == [('host_state', 'h1')]
+
+
+@pytest.mark.parametrize('state', [None, ('d0', True), (None, False)])
+def test_digest_only_report_of_another_tree_asks_for_it(monkeypatch, state):
+    """A host never applied, another digest, or a removal waiting for the
+    next tree (digest None): nothing is applied, the agent must send its
+    tree."""
+    fake = FakeInventoryDB([state])
+    _use(monkeypatch, fake)
+    outcome = inventory.apply(CONTEXT, 'h1', 'h1', None, 'd1', [],
+                              utilization={'0000:3b:00.0': {
+                                  'gpu_percent': 5.0}})
+    assert outcome.resend and not outcome.changed
+    assert fake.calls == [('host_state', 'h1')]
+
+
+def test_manager_answers_resend(monkeypatch):
+    _use(monkeypatch, FakeInventoryDB([('d0', False)]))
+    manager = conductor_manager.ConductorManager('c1', None)
+    assert manager.report_inventory(CONTEXT, 'h1', 'h1', None, 'd1', []) == {
+        'changed': False, 'synced': False, 'resend': True}
+
+
 def test_unchanged_report_tells_a_pending_sync(monkeypatch):
     _use(monkeypatch, FakeInventoryDB([('d1', True)]))
     assert inventory.apply(CONTEXT, 'h1', 'h1', [], 'd1', []).sync_pending

@@ -21,7 +21,10 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.common import constants
+from cyborg.common import rpc
 from cyborg.conductor import manager as conductor_manager
+from cyborg.conductor import rpcapi as conductor_rpcapi
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
@@ -271,3 +274,96 @@ def test_a_held_deployable_and_handle_stay_until_released(
         (KEPT, False): {'0000_10_00_0': [('10.2', False), ('10.3', False)]},
         (HELD, False): {}}
     assert set(placement.providers) == {_rp(KEPT)}
+
+
+@pytest.fixture
+def agent_api(conductor):
+    """The conductor's RPC API as an agent uses it, over the in-process
+    transport (the real client and its 1.3 digest-only protocol)."""
+    transport = rpc.LocalTransport()
+    server = rpc.get_server(transport, constants.CONDUCTOR_TOPIC, 'c1',
+                            conductor)
+    server.start()
+    yield conductor_rpcapi.ConductorAPI(transport)
+    server.stop()
+    rpc.cleanup(transport)
+
+
+class _Agent:
+    """Reports as :class:`cyborg.agent.discovery.Discovery` does: the
+    digest alone once the conductor answered a report of that tree."""
+
+    def __init__(self, api, context):
+        self.api, self.context = api, context
+        self.acknowledged = None
+        self.sent_trees = 0
+
+    def report(self, wire):
+        digest = device_tree.tree_digest(wire)
+        acknowledged = digest == self.acknowledged
+        answer = self.api.report_inventory(
+            self.context, 'host1', 'host1.example', wire, digest, [],
+            utilization={device['address']: {'gpu_percent': 10.0}
+                         for device in wire},
+            acknowledged=acknowledged)
+        self.acknowledged = digest
+        return answer
+
+
+@pytest.mark.parametrize('release', ['unbind', 'delete'])
+def test_a_missing_device_goes_once_released_with_digest_only_reports(
+        agent_api, placement, admin_context, database, full, release,
+        monkeypatch):
+    """The path agents take from RPC 1.3: an unchanged tree is sent as
+    its digest alone. While a removal waits (the handle of a vanished
+    device was released), the conductor asks for the tree, and the
+    device goes."""
+    sent = []
+    original = conductor_manager.ConductorManager.report_inventory
+
+    def recording(self, context, host, rp_name, devices, *args, **kwargs):
+        sent.append(devices is not None)
+        return original(self, context, host, rp_name, devices, *args,
+                        **kwargs)
+    monkeypatch.setattr(conductor_manager.ConductorManager,
+                        'report_inventory', recording)
+    agent = _Agent(agent_api, admin_context)
+    assert agent.report(full)['changed'] is True
+    arq = _bind_one(admin_context, HELD)
+    partial = copy.deepcopy(full[:1])
+    assert agent.report(partial)['changed'] is True
+    assert agent.report(partial) == {'changed': False, 'synced': True}
+    # Two trees, then a digest alone.
+    assert sent == [True, True, False]
+    assert (HELD, True) in _rows(database)
+
+    if release == 'unbind':
+        arq_db.arq_unbind(admin_context, [arq], None)
+    else:
+        arq_db.arq_delete(admin_context, [arq], None, None)
+    sent.clear()
+    assert agent.report(partial) == {'changed': True, 'synced': True}
+    # The digest, refused (a removal waits), then the tree.
+    assert sent == [False, True]
+    assert _rows(database) == {(KEPT, False): FREE_10}
+    assert set(placement.providers) == {_rp(KEPT)}
+    sent.clear()
+    assert agent.report(partial) == {'changed': False, 'synced': True}
+    assert sent == [False]
+
+
+def test_a_digest_only_report_of_another_tree_writes_nothing(
+        agent_api, admin_context, database, full):
+    """A digest the host's row does not hold (here: its row was changed
+    behind the agent's back) writes nothing and asks for the tree, which
+    the client sends at once."""
+    agent = _Agent(agent_api, admin_context)
+    agent.report(full)
+    with database.begin() as connection:
+        connection.execute(sa.update(models.Service.__table__).where(
+            models.Service.__table__.c.host == 'host1').values(
+            report_hash='0' * 64))
+    assert inventory.host_state(admin_context, 'host1').digest == '0' * 64
+    assert agent.report(full) == {'changed': True, 'synced': True}
+    assert inventory.host_state(admin_context, 'host1').digest == (
+        device_tree.tree_digest(full))

@@ -33,6 +33,7 @@ from cyborg.db import migration
 from cyborg.db import models
 from cyborg.db import upstream_import
 from cyborg.domain import arq_states
+from cyborg.domain import devices as device_rules
 from cyborg.domain import upstream
 from tests.functional import upstream_db
 from tests.unit import conftest
@@ -101,6 +102,17 @@ def _ids_to_uuids(engine, table) -> dict[int, str]:
 
 
 # The import ------------------------------------------------------------------
+
+def test_imported_devices_are_assumed_healthy_since_the_import(
+        source, database):
+    upstream_import.import_database(source, database)
+    with database.connect() as connection:
+        started_at = connection.execute(sa.select(
+            models.UPSTREAM_IMPORTS.c.started_at)).scalar_one()
+    stamps = {(d.health, d.health_reason, d.health_since)
+              for d in _rows(database, models.DEVICES).values()}
+    assert stamps == {('healthy', device_rules.REASON_IMPORTED, started_at)}
+
 
 def test_import_keeps_every_identity(source, database):
     before = upstream_db.dump(source)

@@ -43,6 +43,7 @@ EXPECTED = {
     'cyborg:attribute:get_one': {'manager', 'admin'},
     'cyborg:attribute:create': {'admin'},
     'cyborg:attribute:delete': {'admin'},
+    'cyborg:metrics:get': {'admin', 'service'},
 }
 
 # Keystone's implied roles, as a token carries them.

@@ -39,9 +39,11 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from typing import Protocol
 
 from cyborg.accelerator.drivers.utils import errors
+from cyborg.common import metrics
 
 DEFAULT_TIMEOUT = 30.0
 EXTRA_PATH = ('/usr/local/sbin', '/usr/sbin', '/sbin')
@@ -123,12 +125,16 @@ class CommandRunner:
         except OSError as exc:
             raise errors.ToolNotAvailable(list(argv),
                                           exc.strerror or str(exc))
+        started = time.monotonic()
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             stdout, stderr = _kill(proc)
+            metrics.vendor_tool(argv[0], 'timeout', time.monotonic() - started)
             raise errors.ToolTimeout(list(argv), timeout, _text(stdout),
                                      _text(stderr))
+        metrics.vendor_tool(argv[0], 'ok' if proc.returncode == 0
+                            else 'failed', time.monotonic() - started)
         return CommandResult(tuple(command), proc.returncode,
                              _text(stdout), _text(stderr))
 

@@ -21,6 +21,7 @@ from cyborg.api.controllers import routing
 from cyborg.api.schemas import device as schema
 from cyborg.db import hardware
 from cyborg.db import models
+from cyborg.domain import arq_states
 from cyborg.domain import devices
 from cyborg.domain import utilization
 from cyborg.policies import device as policy
@@ -32,6 +33,9 @@ _COLUMNS = frozenset(c.name for c in models.Device.__table__.columns
 
 
 def view(device: dict) -> dict:
+    """A device as the request's version shows it; ``deployables``
+    (from 2.7) only when ``device`` was read with its allocations (see
+    :func:`_shows_allocations`)."""
     result = {
         'uuid': device['uuid'], 'type': device['type'],
         'vendor': device['vendor'], 'model': device['model'],
@@ -50,7 +54,33 @@ def view(device: dict) -> dict:
     if base.version_at_least(microversion.DEVICE_UTILIZATION):
         result['utilization'] = utilization.from_stored(
             device.get('utilization'))
+    if base.version_at_least(microversion.DEVICE_ALLOCATIONS):
+        result['health_reason'] = device['health_reason']
+        result['health_since'] = base.timestamp(device['health_since'])
+        if 'deployables' in device:
+            result['deployables'] = [_deployable_view(deployable)
+                                     for deployable in device['deployables']]
     return result
+
+
+def _deployable_view(deployable: dict) -> dict:
+    return {
+        'uuid': deployable['uuid'], 'name': deployable['name'],
+        'parent_uuid': deployable['parent_uuid'],
+        'num_accelerators': deployable['num_accelerators'],
+        'allocations': [
+            {'arq_uuid': arq['uuid'], 'state': arq_states.shown(arq['state']),
+             'instance_uuid': arq['instance_uuid'],
+             'project_id': arq['project_id']}
+            for arq in deployable['allocations']],
+    }
+
+
+def _shows_allocations(context) -> bool:
+    """Whether the request shows who holds the devices: from 2.7, to
+    admins only (they name other projects and their instances)."""
+    return (context.is_admin
+            and base.version_at_least(microversion.DEVICE_ALLOCATIONS))
 
 
 def _list_query(*_path: str) -> dict:
@@ -69,13 +99,15 @@ class DevicesController(routing.Resource):
     def get_all(self, *, context, query):
         filters = query.pop('filters')
         rows = hardware.device_list(
-            context, query, **filters_lib.paging(filters, _COLUMNS))
+            context, query, allocations=_shows_allocations(context),
+            **filters_lib.paging(filters, _COLUMNS))
         return base.render({COLLECTION: [view(d) for d in rows]})
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
-        return base.render(view(hardware.device_get(context, uuid)))
+        return base.render(view(hardware.device_get(
+            context, uuid, allocations=_shows_allocations(context))))
 
     @pecan.expose('json')
     @base.endpoint(policy.DISABLE)
