@@ -86,10 +86,9 @@ def bitstream_resolver(conf: cfg.ConfigOpts
 
 def metrics_collectors(conf: cfg.ConfigOpts,
                        context_factory: Callable[[], Any]) -> list:
-    """What the conductor's /metrics serves besides the process metrics
-    (``cyborg.common.metrics.serve(conf, conf.metrics.conductor_port,
-    collectors=...)``, started with the service): the fleet metrics,
-    read with contexts from ``context_factory``."""
+    """What the conductor's /metrics listener serves besides the process
+    metrics: the fleet metrics, read with contexts from
+    ``context_factory``."""
     return [fleet_metrics.FleetCollector(conf, context_factory)]
 
 
@@ -131,10 +130,9 @@ def create(conf: cfg.ConfigOpts, transport,
         return cyborg_context.get_admin_context()
 
     # The /metrics listener, started with the service: the process
-    # metrics and these collectors.
-    collectors = metrics_collectors(conf, admin)
+    # metrics and the fleet's.
     listener = metrics.Listener(conf, conf.metrics.conductor_port,
-                                collectors)
+                                metrics_collectors(conf, admin))
 
     def heartbeat():
         services_db.service_heartbeat(admin(), host,
