@@ -17,10 +17,14 @@
 agent is gone (see :func:`delete_host`).
 ``cyborg-manage upstream-import --source URL [--dry-run]`` copies an
 upstream OpenStack Cyborg database into this service's (see
-:mod:`cyborg.db.upstream_import`). Exit status: 0 done, 1 refused or
+:mod:`cyborg.db.upstream_import`).
+``cyborg-manage usage audit --period-start TIME`` creates the usage
+records of an ended audit period the conductors left out (see
+:func:`usage_audit_command`). Exit status: 0 done, 1 refused or
 failed (one line saying why), 2 bad arguments.
 """
 
+import datetime
 import sys
 
 from oslo_config import cfg
@@ -34,6 +38,8 @@ from cyborg.db import api as db_api
 from cyborg.db import errors as db_errors
 from cyborg.db import hosts
 from cyborg.db import upstream_import
+from cyborg.db import usage as usage_db
+from cyborg.domain import usage
 
 PROG = 'cyborg-manage'
 
@@ -158,6 +164,66 @@ def _upstream_import() -> int:
     return upstream_import_command(CONF.command.source, CONF.command.dry_run)
 
 
+def _utc(text: str) -> datetime.datetime:
+    """``text`` (ISO 8601; UTC unless it has an offset) as naive UTC."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise Refused('%r is not a time in ISO 8601 (e.g. '
+                      '2030-01-01T10:00:00Z)' % text)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(
+            tzinfo=None)
+    return moment
+
+
+def usage_audit_command(context, period_start: str, length: int,
+                        now: datetime.datetime, out=sys.stdout) -> int:
+    """Create the usage records of the ended period of ``length``
+    seconds starting at ``period_start``, for the conductors to send.
+
+    For periods the conductors did not audit (they catch up with the
+    latest ones only): refused for a time that starts no period, a
+    period that has not ended, and one that overlaps an audited period
+    or ends after the last one audited (the conductors audit from
+    there on).
+    """
+    start = _utc(period_start)
+    if usage.period_start(start, length) != start:
+        raise Refused('%s starts no audit period: periods of %d seconds '
+                      '([notifications] audit_period) start at multiples '
+                      'of it since the Unix epoch, e.g. %s' % (
+                          period_start, length, usage.timestamp(
+                              usage.period_start(start, length))))
+    end = start + datetime.timedelta(seconds=length)
+    if end > now:
+        raise Refused('the period %s to %s has not ended yet' % (
+            usage.timestamp(start), usage.timestamp(end)))
+    last_end = usage_db.last_audited_end(context)
+    if last_end is not None and end > last_end:
+        raise Refused('the period %s to %s ends after the last period '
+                      'audited (which ended %s): the conductors audit it' % (
+                          usage.timestamp(start), usage.timestamp(end),
+                          usage.timestamp(last_end)))
+    # Not leased: any conductor's next audit run sends them.
+    records = usage_db.audit_period(context, start, end, now, PROG, None)
+    if records is None:
+        raise Refused('the period %s to %s, or one overlapping it, was '
+                      'audited already' % (usage.timestamp(start),
+                                           usage.timestamp(end)))
+    print('Created %d usage records of %s to %s; the conductors send them.'
+          % (len(records), usage.timestamp(start), usage.timestamp(end)),
+          file=out)
+    return 0
+
+
+def _usage_audit() -> int:
+    return usage_audit_command(cyborg_context.get_admin_context(),
+                               CONF.command.period_start,
+                               CONF.notifications.audit_period,
+                               timeutils.utcnow())
+
+
 def _add_commands(subparsers):
     host = subparsers.add_parser('host', help='Manage compute hosts.')
     actions = host.add_subparsers(title='Host commands', dest='action')
@@ -185,6 +251,19 @@ def _add_commands(subparsers):
                           help='Print what would be imported and what '
                                'cannot be; write nothing.')
     upstream.set_defaults(func=_upstream_import)
+    usage_parser = subparsers.add_parser(
+        'usage', help='Manage the usage records (accelerator_request.exists).')
+    usage_actions = usage_parser.add_subparsers(title='Usage commands',
+                                                dest='action')
+    usage_actions.required = True
+    audit = usage_actions.add_parser(
+        'audit', help='Create the usage records of an ended audit period '
+                      'that the conductors left out; the conductors send '
+                      'them.')
+    audit.add_argument('--period-start', required=True, metavar='TIME',
+                       help='The start of the period, ISO 8601 (UTC unless '
+                            'an offset is given), e.g. 2030-01-01T10:00:00Z.')
+    audit.set_defaults(func=_usage_audit)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,11 +61,15 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from cyborg import context as cyborg_context
+from cyborg.common import exception
 from cyborg.common import metrics
+from cyborg.conductor import notifications
 from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
+from cyborg.domain import arq_states
 from cyborg.domain import bind_errors
+from cyborg.notifications import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -86,6 +90,15 @@ def failure_reason(error: Exception) -> str:
     if len(reason) > _REASON_LIMIT:
         reason = reason[:_REASON_LIMIT - 3] + '...'
     return reason
+
+
+def _scoped(arqs: list[dict[str, Any]], project_id: str | None
+            ) -> list[dict[str, Any]]:
+    """The ARQs of ``arqs`` a caller limited to ``project_id`` (None:
+    every project) may change."""
+    if project_id is None:
+        return arqs
+    return [arq for arq in arqs if arq['project_id'] == project_id]
 
 
 def _log_binds(bindings: dict[str, dict[str, str]],
@@ -117,15 +130,21 @@ class Binder:
     ``deliver`` receives the events each transaction queued, once it has
     committed (the conductor's notifier sends them); ``programmer``
     programs the regions ARQs ask to be programmed (by default with no
-    source of bitstreams: such binds fail).
+    source of bitstreams: such binds fail); ``notifier`` sends the
+    versioned notifications of binds, unbinds and deletions (none by
+    default), emitted before the Nova events of the same transaction are
+    delivered, so that a listener normally hears of a bind's end before
+    Nova acts on it.
     """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,
                  agents: HandlePreparer,
                  deliver: Callable[[list[dict[str, Any]]], None],
                  lease: binding_db.Lease | None = None,
-                 programmer: programming.RegionProgrammer | None = None):
+                 programmer: programming.RegionProgrammer | None = None,
+                 notifier: notifier_mod.Notifier | None = None):
         self.owner = owner
+        self._notifier = notifier or notifications.disabled()
         self._programmer = programmer or programming.refusing_programmer()
         self._timeout = bind_timeout
         self._agents = agents
@@ -143,8 +162,16 @@ class Binder:
              project_id: str | None) -> None:
         """Bind now what needs no preparation; submit jobs for the rest."""
         started = time.monotonic()
-        outcome = binding_db.bind(context, bindings, project_id,
-                                  self.owner, self._lease)
+        try:
+            outcome = binding_db.bind(context, bindings, project_id,
+                                      self.owner, self._lease)
+        except exception.CyborgException as e:
+            if self._notifier.enabled:
+                self._notify_refused(context, list(bindings), project_id, e)
+            raise
+        if self._notifier.enabled:
+            # Before the jobs start: a job's end never precedes its start.
+            self._notify_started(context, outcome)
         # Only after binding_db.bind committed: Nova must never hear of a bind
         # that rolled back.
         self._deliver(outcome.events)
@@ -156,10 +183,63 @@ class Binder:
             # answered.
             self.submit(cyborg_context.get_admin_context(), outcome.jobs)
 
+    def _notify_refused(self, context, uuids: list[str],
+                        project_id: str | None,
+                        error: exception.CyborgException) -> None:
+        """bind.error for the caller's ARQs of a bind refused at once
+        (they are as they were; ``bind_error``: the refusal)."""
+        notifications.emit_arqs(
+            self._notifier, context, notifications.ARQ_BIND_ERROR,
+            _scoped(notifications.read_arqs(uuids=uuids), project_id),
+            bind_error=str(error))
+
+    def _notify_started(self, context,
+                        outcome: binding_db.BindOutcome) -> None:
+        """bind.start for every ARQ whose bind started, then bind.end for
+        those bound at once."""
+        arqs = notifications.read_arqs(uuids=outcome.bound + outcome.jobs)
+        notifications.emit_arqs(self._notifier, context,
+                                notifications.ARQ_BIND_START, arqs,
+                                state=arq_states.BIND_STARTED)
+        notifications.emit_arqs(
+            self._notifier, context, notifications.ARQ_BIND_END,
+            [arq for arq in arqs if arq['state'] == arq_states.BOUND])
+
+    def _notify_finished(self, context,
+                         outcome: binding_db.BindOutcome) -> None:
+        """bind.end or bind.error for the ARQs a job (or the sweeper)
+        finished."""
+        if not (outcome.bound or outcome.failed):
+            return
+        for arq in notifications.read_arqs(
+                uuids=outcome.bound + outcome.failed):
+            notifications.emit_arqs(
+                self._notifier, context,
+                notifications.ARQ_BIND_END if arq['uuid'] in outcome.bound
+                else notifications.ARQ_BIND_ERROR, [arq])
+
+    def _changing(self, uuids: list[str] | None,
+                  instance_uuid: str | None, project_id: str | None,
+                  unchanged: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """The caller's ARQs an unbind or deletion is about to change,
+        read before it (their binding is gone after); none when
+        notifications are off."""
+        if not self._notifier.enabled:
+            return []
+        return [arq for arq in _scoped(notifications.read_arqs(
+            uuids=uuids, instance_uuid=instance_uuid), project_id)
+            if arq['state'] not in unchanged]
+
     def unbind(self, context, uuids: list[str],
                project_id: str | None) -> None:
         """Unbind ARQs; their prepared handles are released after."""
+        # An unbound ARQ is left as it is (Nova repeats unbinds).
+        changing = self._changing(uuids, None, project_id,
+                                  (arq_states.INITIAL, arq_states.UNBOUND))
         handles = arq_db.arq_unbind(context, uuids, project_id)
+        notifications.emit_arqs(self._notifier, context,
+                                notifications.ARQ_UNBIND, changing,
+                                state=arq_states.UNBOUND)
         LOG.info('Unbound ARQs %s (%d prepared attach handles to release)',
                  ', '.join(uuids), len(handles))
         # On the pool: the unbind answers without waiting for the agents, and a
@@ -169,8 +249,12 @@ class Binder:
     def delete(self, context, uuids: list[str] | None,
                instance_uuid: str | None, project_id: str | None) -> None:
         """Delete ARQs; their prepared handles are released after."""
+        changing = self._changing(uuids, instance_uuid, project_id)
         handles = arq_db.arq_delete(context, uuids, instance_uuid,
                                     project_id)
+        notifications.emit_arqs(self._notifier, context,
+                                notifications.ARQ_DELETE, changing,
+                                state=arq_states.DELETING)
         LOG.info('Deleted %s (%d prepared attach handles to release)',
                  'ARQs ' + ', '.join(uuids) if uuids is not None
                  else 'the ARQs of instance %s' % instance_uuid,
@@ -263,6 +347,8 @@ class Binder:
             failure = self._work_on(context, claim)
         outcome = binding_db.finish(context, uuid, failure, self._lease,
                                     bind_timeout=self._timeout)
+        if self._notifier.enabled:
+            self._notify_finished(context, outcome)
         self._deliver(outcome.events)
         if outcome.bound and claim is not None:
             LOG.info('Bound ARQ %s: attach handle %s prepared on %s',
@@ -294,6 +380,8 @@ class Binder:
             if outcome.events:
                 # A job of any conductor: it ran at least this long.
                 metrics.bind_job('failed', self._timeout)
+            if self._notifier.enabled:
+                self._notify_finished(context, outcome)
             self._deliver(outcome.events)
             self.release(context, outcome.released)
         ended = binding_db.end_failures(context, cutoff)

@@ -32,8 +32,10 @@ from typing import Any
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from cyborg.conductor import notifications
 from cyborg.db import inventory as inventory_db
 from cyborg.domain import utilization as utilization_mod
+from cyborg.notifications import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -53,7 +55,8 @@ class ReportOutcome:
 def apply(context, host: str, rp_name: str,
           devices: list[dict[str, Any]] | None,
           digest: str, failed_drivers: list[str],
-          utilization: dict[str, Any] | None = None) -> ReportOutcome:
+          utilization: dict[str, Any] | None = None,
+          notifier: notifier_mod.Notifier | None = None) -> ReportOutcome:
     """Apply ``host``'s report unless it was applied already.
 
     ``utilization`` (None from an agent older than RPC 1.2, which does
@@ -63,6 +66,9 @@ def apply(context, host: str, rp_name: str,
     a diff or a Placement sync. ``devices`` None (RPC 1.3): the tree of
     ``digest``, which the agent had acknowledged; if the host's row holds
     another digest the outcome is ``resend`` and nothing is written.
+    ``notifier`` sends the device.create, device.delete and
+    device.health_change notifications of a changed report, once it is
+    committed.
     """
     reported = (None if utilization is None
                 else utilization_mod.clean_report(utilization))
@@ -81,6 +87,8 @@ def apply(context, host: str, rp_name: str,
                                             digest, failed_drivers, reported)
         if summary is not None:
             _log_summary(host, summary)
+            if notifier is not None and notifier.enabled:
+                _notify(notifier, context, summary)
             # Its transaction counted a sync request: the host is pending.
             return ReportOutcome(True, True)
         # Another conductor applied this report meanwhile: read again.
@@ -91,6 +99,19 @@ def apply(context, host: str, rp_name: str,
         if values:
             inventory_db.store_utilization(context, host, values)
     return ReportOutcome(False, state.sync_pending)
+
+
+def _notify(notifier: notifier_mod.Notifier, context,
+            summary: inventory_db.DiffSummary) -> None:
+    notifications.emit_devices(notifier, context,
+                               notifications.DEVICE_CREATE,
+                               summary.added_devices)
+    notifications.emit_devices(notifier, context,
+                               notifications.DEVICE_DELETE,
+                               summary.removed_devices)
+    notifications.emit_devices(notifier, context,
+                               notifications.DEVICE_HEALTH_CHANGE,
+                               summary.health_changed)
 
 
 def _log_summary(host: str, summary) -> None:

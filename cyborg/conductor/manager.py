@@ -24,6 +24,7 @@ from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
+from cyborg.conductor import notifications
 from cyborg.conductor import programming
 from cyborg.conductor import sync_worker
 from cyborg.db import arqs as arq_db
@@ -32,7 +33,9 @@ from cyborg.db import errors as db_errors
 from cyborg.db import hardware
 from cyborg.db import services as services_db
 from cyborg.domain import arqs as arq_rules
+from cyborg.domain import devices as device_rules
 from cyborg.domain import providers
+from cyborg.notifications import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -83,7 +86,9 @@ class ConductorManager:
     transaction and hand the host to ``syncer`` (see
     :mod:`cyborg.conductor.sync_worker`): the caller never waits for
     Placement. Without a ``syncer`` (no Placement) the hosts stay
-    pending.
+    pending. ``notifier`` sends the versioned notifications of ARQ
+    creations, device status changes and inventory changes (none by
+    default).
     """
 
     target = messaging.Target(version=constants.CONDUCTOR_RPC_API_VERSION)
@@ -92,8 +97,10 @@ class ConductorManager:
                  syncer: sync_worker.SyncWorker | None = None,
                  binder: binding.Binder | None = None,
                  arq_limits: ARQLimits = ARQLimits(),
-                 programmer: programming.RegionProgrammer | None = None):
+                 programmer: programming.RegionProgrammer | None = None,
+                 notifier: notifier_mod.Notifier | None = None):
         self.host = host
+        self._notifier = notifier or notifications.disabled()
         self._programmer = programmer
         self._binder = binder
         self._arq_limits = arq_limits
@@ -138,7 +145,8 @@ class ConductorManager:
         the host's applied tree (then nothing was done).
         """
         outcome = inventory.apply(context, host, rp_name, devices, digest,
-                                  failed_drivers, utilization)
+                                  failed_drivers, utilization,
+                                  self._notifier)
         if outcome.resend:
             return {'changed': False, 'synced': False, 'resend': True}
         synced = not outcome.sync_pending or self._sync_later(host)
@@ -178,6 +186,8 @@ class ConductorManager:
             self._arq_limits.per_request, self._arq_limits.per_project)
         LOG.info('Created %d ARQs for device profile %s', len(created),
                  device_profile_name)
+        notifications.emit_arqs(self._notifier, context,
+                                notifications.ARQ_CREATE, created)
         return [_jsonable(arq) for arq in created]
 
     @_expected
@@ -240,6 +250,11 @@ class ConductorManager:
         if before['status'] != status:
             LOG.info('Device %s on %s is now %s', uuid, before['hostname'],
                      status)
+            notifications.emit_devices(
+                self._notifier, context,
+                notifications.DEVICE_ENABLE if status == device_rules.ENABLED
+                else notifications.DEVICE_DISABLE,
+                [dict(before, status=status)])
             self._sync_later(before['hostname'])
 
     @_expected

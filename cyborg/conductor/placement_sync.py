@@ -184,18 +184,24 @@ def load_host_state(context, host: str) -> HostState | None:
         return None
     service = rows.service
     desired = {}
-    rp_uuids = {row.id: row.rp_uuid for row in rows.deployables}
+    # The deployable whose provider each deployable's children hang under:
+    # its own, or, for one without a provider, its parent's (None: the
+    # compute node).
+    anchors: dict[int, str | None] = {}
     for row in _parents_first(rows.deployables):
+        parent_anchor = anchors.get(row.parent_id)
         attrs = rows.attributes.get(row.id, {})
-        # Without a resource class there is no inventory to offer Placement.
+        # Without a resource class there is no inventory to offer Placement,
+        # so no provider: its children hang under its parent's.
         if providers.RESOURCE_CLASS_KEY not in attrs:
+            anchors[row.id] = parent_anchor
             continue
+        anchors[row.id] = row.rp_uuid
         traits = sorted(providers.provider_traits(
             providers.traits_of(attrs)))
         desired[row.rp_uuid] = ProviderSpec(
             uuid=row.rp_uuid, name=providers.provider_name(host, row.name),
-            parent_uuid=rp_uuids.get(row.parent_id,
-                                     service.compute_rp_uuid),
+            parent_uuid=parent_anchor or service.compute_rp_uuid,
             inventories=inventory(
                 attrs[providers.RESOURCE_CLASS_KEY], row.num_accelerators,
                 is_schedulable(row) and not row.retained,
@@ -204,7 +210,7 @@ def load_host_state(context, host: str) -> HostState | None:
                 # a handle" and reserves nothing.
                 max(0, row.num_accelerators - rows.handles.get(
                     row.id, row.num_accelerators))),
-            traits=traits, parent_deployable=rp_uuids.get(row.parent_id))
+            traits=traits, parent_deployable=parent_anchor)
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,
                      service.compute_rp_uuid, desired, rows.known)

@@ -54,10 +54,13 @@ import oslo_messaging as messaging
 
 from cyborg.common import exception
 from cyborg.common import rpc
+from cyborg.conductor import notifications
 from cyborg.conductor import sync_worker
 from cyborg.db import binding as binding_db
 from cyborg.db import programming as programming_db
 from cyborg.domain import bitstream as bitstream_rules
+from cyborg.notifications import notifier as notifier_mod
+from cyborg.notifications import payloads
 
 LOG = logging.getLogger(__name__)
 
@@ -198,11 +201,15 @@ class RegionProgrammer:
     """Programs regions for bind jobs and the program API; see the
     module docstring. ``syncer`` brings Placement in line with a host's
     recorded providers once a region is programmed (None: the host stays
-    pending for the periodic sync)."""
+    pending for the periodic sync); ``notifier`` sends
+    deployable.program.end or .error once each programming is recorded
+    (none by default)."""
 
     def __init__(self, resolver: BitstreamResolver, agents: Programmer,
-                 syncer: sync_worker.SyncWorker | None = None):
+                 syncer: sync_worker.SyncWorker | None = None,
+                 notifier: notifier_mod.Notifier | None = None):
         self.resolver = resolver
+        self._notifier = notifier or notifications.disabled()
         self._agents = agents
         self._syncer = syncer
         # One programming of a region at a time in this conductor (the
@@ -270,10 +277,12 @@ class RegionProgrammer:
                 # What the region holds now is unknown: nothing is
                 # claimed.
                 programming_db.record(context, target.id, None)
-            raise exception.ProgramFailed(
+            failure = exception.ProgramFailed(
                 reason='programming deployable %s with bitstream %s '
-                'failed: %s' % (target.uuid, bitstream.uuid,
-                                _reason(e))) from e
+                'failed: %s' % (target.uuid, bitstream.uuid, _reason(e)))
+            self._notify(context, notifications.PROGRAM_ERROR, target,
+                         bitstream.uuid, str(failure))
+            raise failure from e
         trait = bitstream_rules.function_trait(
             bitstream_rules.trait_vendor(target.traits,
                                          bitstream.metadata.vendor),
@@ -282,10 +291,23 @@ class RegionProgrammer:
         programming_db.record(context, target.id, bitstream.uuid, trait)
         LOG.info('Deployable %s holds bitstream %s now (%s)', target.uuid,
                  bitstream.uuid, trait)
+        self._notify(context, notifications.PROGRAM_END, target,
+                     bitstream.uuid)
         if self._syncer is not None:
             # Now, not after the answer: the program API returns, and the
             # bind job binds, with the new function in Placement.
             self._syncer.sync_host(context, target.host)
+
+
+    def _notify(self, context, event_type: str,
+                target: programming_db.Target, bitstream_id: str,
+                error: str | None = None) -> None:
+        if self._notifier.enabled:
+            payloads.emit(self._notifier, context, event_type, {
+                'uuid': target.uuid, 'name': target.name,
+                'device_uuid': target.device_uuid, 'host': target.host,
+                'rp_uuid': target.rp_uuid, 'driver': target.driver,
+                'bitstream_id': bitstream_id, 'error': error})
 
 
 class _NoAgents:

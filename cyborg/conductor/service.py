@@ -31,10 +31,12 @@ from cyborg.conductor import manager
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
 from cyborg.conductor import sync_worker
+from cyborg.conductor import usage_audit
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.db import services as services_db
 from cyborg.domain import device_tree
+from cyborg.notifications import notifier as notifications_notifier
 
 
 class AgentHandles:
@@ -95,13 +97,20 @@ def metrics_collectors(conf: cfg.ConfigOpts,
 def create(conf: cfg.ConfigOpts, transport,
            placement_factory: Callable[
                [], placement_client.PlacementClient] | None = None,
-           notifier=None) -> service.RPCService:
+           notifier=None,
+           notifications: notifications_notifier.Notifier | None = None
+           ) -> service.RPCService:
     """The conductor.
 
     Placement comes from ``[placement]`` by default; ``notifier`` (with
-    ``start``, ``stop`` and ``deliver``) sends Nova events.
+    ``start``, ``stop`` and ``deliver``) sends Nova events;
+    ``notifications`` sends the versioned notifications (by default as
+    ``[notifications]`` says, one for every collaborator that emits).
     """
     host = conf.host
+    if notifications is None:
+        notifications = notifications_notifier.Notifier.from_conf(
+            conf, '%s:%s' % (constants.BINARY_CONDUCTOR, host))
     if placement_factory is None:
         def placement_factory():
             return placement_client.PlacementClient.from_conf(conf)
@@ -118,13 +127,14 @@ def create(conf: cfg.ConfigOpts, transport,
         placement_sync.PlacementSync(client_factory=placement_factory),
         conf.conductor.placement_sync_workers)
     programmer = programming.RegionProgrammer(bitstream_resolver(conf),
-                                              agents, syncer)
+                                              agents, syncer, notifications)
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
-        agents, deliver, lease, programmer=programmer)
+        agents, deliver, lease, programmer=programmer,
+        notifier=notifications)
     endpoint = manager.ConductorManager(
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
-        programmer=programmer)
+        programmer=programmer, notifier=notifications)
 
     def admin():
         return cyborg_context.get_admin_context()
@@ -155,6 +165,7 @@ def create(conf: cfg.ConfigOpts, transport,
             # The events of the finished jobs go to Nova first.
             notifier.stop()
             notifier.wait(10)
+        notifications.flush(10)
         listener.stop()
         return not handed_back
 
@@ -173,6 +184,15 @@ def create(conf: cfg.ConfigOpts, transport,
             lambda: syncer.sync_adopted_hosts(admin()),
             conf.conductor.adoption_interval, run_immediately=False),
     ]
+    if notifications.enabled:
+        # Usage records only where they are sent: binding intervals are
+        # kept whatever (cyborg.db.usage), the records start with the
+        # first period that ends once notifications are on.
+        auditor = usage_audit.UsageAuditor(
+            host, conf.notifications.audit_period, notifications)
+        tasks.append(service.PeriodicTask(
+            'conductor-usage-audit', lambda: auditor.run(admin()),
+            conf.periodic_interval))
     return service.RPCService(transport, constants.CONDUCTOR_TOPIC, host,
                               endpoint, periodic_tasks=tasks,
                               on_start=on_start, on_stop=on_stop)

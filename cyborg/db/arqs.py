@@ -39,6 +39,7 @@ import sqlalchemy as sa
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import nova_events
+from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
@@ -181,7 +182,7 @@ def arq_create(context, device_profile_name: str,
 # What a new ARQ holds besides the values it is created with.
 _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 attach_handle_id=None, deployable_id=None, bind_owner=None,
-                bind_started_at=None, bind_error=None,
+                bind_started_at=None, bind_error=None, bound_at=None,
                 attach_handle_uuid=None, attach_handle_type=None,
                 attach_handle_info={})
 
@@ -404,7 +405,7 @@ def claim_unreleased(context, older_than: datetime.datetime,
 
 _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 attach_handle_id=None, deployable_id=None, bind_owner=None,
-                bind_started_at=None, bind_error=None)
+                bind_started_at=None, bind_error=None, bound_at=None)
 
 
 @db_api.connection_writer
@@ -417,6 +418,8 @@ def arq_unbind(context, uuids: list[str], project_id: str | None
     rows = [row for row in lock(connection, uuids, project_id)
             if row.state not in (states.INITIAL, states.UNBOUND)]
     _cancel_failure_reports(connection, rows)
+    # Their usage first: the swap clears what they are bound to.
+    usage_db.close_intervals(connection, rows, timeutils.utcnow())
     prepared = release_handles(connection, rows)
     for row in rows:
         swap(connection, row, states.UNBOUND, dict(_CLEARED))
@@ -444,6 +447,8 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)
     _cancel_failure_reports(connection, rows)
+    # The usage of the Bound ones outlives them.
+    usage_db.close_intervals(connection, rows, timeutils.utcnow())
     prepared = release_handles(connection, rows)
     if rows:
         connection.execute(_DELETE, {'ids': [row.id for row in rows]})

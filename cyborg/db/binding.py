@@ -152,9 +152,10 @@ class Lease:
 class BindOutcome:
     """What a binding transaction leaves to do once committed: jobs to
     run, events to send, prepared handles to release; and the ARQs it
-    made Bound."""
+    made Bound, and those it failed."""
     jobs: list[str] = dataclasses.field(default_factory=list)
     bound: list[str] = dataclasses.field(default_factory=list)
+    failed: list[str] = dataclasses.field(default_factory=list)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     released: list[arq_db.PreparedHandle] = dataclasses.field(
         default_factory=list)
@@ -197,6 +198,7 @@ def _fail(connection, row, target: str, reason: str, events: _Events,
                 dict(bind_error=reason, attach_handle_id=None,
                      deployable_id=None))
     events.add(row, target)
+    outcome.failed.append(row.uuid)
     LOG.warning('Bind of ARQ %s failed: %s', row.uuid, reason)
 
 
@@ -414,7 +416,9 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
             arq_db.swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:
-            arq_db.swap(connection, row, states.BOUND, held,
+            # bound_at: the start of its binding interval (usage).
+            arq_db.swap(connection, row, states.BOUND,
+                        dict(held, bound_at=timeutils.utcnow()),
                         via=states.BIND_STARTED)
             events.add(row, states.BOUND)
             outcome.bound.append(row.uuid)
@@ -505,7 +509,8 @@ def finish(context, uuid: str, failure: str | None = None,
         failure = bind_errors.NO_HANDLE_ERROR
     if failure is None:
         events = _Events(connection, lease)
-        arq_db.swap(connection, row, states.BOUND, {})
+        arq_db.swap(connection, row, states.BOUND,
+                    {'bound_at': timeutils.utcnow()})
         events.add(row, states.BOUND)
         outcome.bound.append(row.uuid)
     else:

@@ -86,6 +86,14 @@ class DiffSummary:
     kept_missing: int = 0
     adopted: int = 0
     retained: int = 0
+    # The devices the diff added (the values inserted), removed (their
+    # rows) and whose health changed (their values after it), for the
+    # conductor's notifications: no statement of their own.
+    added_devices: list[dict[str, Any]] = dataclasses.field(
+        default_factory=list)
+    removed_devices: list[Any] = dataclasses.field(default_factory=list)
+    health_changed: list[dict[str, Any]] = dataclasses.field(
+        default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -232,6 +240,13 @@ def apply_report(context, host: str, rp_name: str,
     return summary
 
 
+def _note_health_change(summary: DiffSummary, row,
+                        changes: dict[str, Any]) -> None:
+    """Note in ``summary`` a device whose update changes its health."""
+    if 'health' in changes:
+        summary.health_changed.append(dict(row._mapping, **changes))
+
+
 def _attributes(deployable: dict[str, Any]) -> dict[str, str]:
     """The attribute rows a reported deployable should have."""
     values = providers.placement_attributes(deployable['resource_class'],
@@ -365,6 +380,7 @@ class _HostDiff:
                                                          False),
                 created_at=self.now))
         device_ids = self._insert(DEVICES, rows)
+        self.summary.added_devices += rows
         cpids = [(device_id, cpid) for device, device_id
                  in zip(devices, device_ids, strict=True)
                  for cpid in device['controlpath_ids']]
@@ -396,6 +412,7 @@ class _HostDiff:
             self.connection.execute(sa.update(DEVICES).where(
                 DEVICES.c.id == row.id).values(updated_at=self.now,
                                                **changes))
+            _note_health_change(self.summary, row, changes)
         changed = bool(changes)
         cpid_ids = self._sync_cpids(row.id, device['controlpath_ids'])
         existing = {dep.name: dep for dep in self._children(
@@ -449,6 +466,7 @@ class _HostDiff:
         self.connection.execute(sa.delete(DEVICES).where(
             DEVICES.c.id == row.id))
         self._removed.add(row.address)
+        self.summary.removed_devices.append(row._mapping)
         self.summary.removed += 1
 
     # Adoption of imported deployables

@@ -266,6 +266,9 @@ class ExtendedAcceleratorRequest(Base):
     bind_owner = sa.Column(sa.String(255), nullable=True)
     bind_started_at = sa.Column(DateTime, nullable=True)
     bind_error = sa.Column(sa.Text, nullable=True)
+    # When it became Bound (NULL unless Bound): the start of its open
+    # binding interval (see cyborg.db.usage).
+    bound_at = sa.Column(DateTime, nullable=True)
 
 
 class PlacementProvider(Base):
@@ -342,6 +345,92 @@ class UpstreamImport(Base):
     counts = sa.Column(sa.Text, nullable=True)
 
 
+class ARQUsage(Base):
+    """A binding interval that ended: an ARQ was Bound from ``bound_at``
+    until ``unbound_at``, to what the other columns name.
+
+    Written in the transaction that moves the ARQ out of Bound (unbind,
+    delete) and kept after the ARQ is deleted: the usage records of the
+    periods it overlaps are computed from it (:mod:`cyborg.db.usage`).
+    An ARQ still bound has its open interval in its own row
+    (``bound_at``).
+    """
+
+    __tablename__ = 'arq_usage'
+    __table_args__ = (
+        sa.Index('arq_usage_unbound_at_idx', 'unbound_at'),
+        sa.Index('arq_usage_arq_uuid_idx', 'arq_uuid'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    arq_uuid = sa.Column(sa.String(36), nullable=False)
+    project_id = sa.Column(sa.String(255), nullable=True)
+    instance_uuid = sa.Column(sa.String(36), nullable=True)
+    device_profile_name = sa.Column(sa.String(255), nullable=True)
+    resource_class = sa.Column(sa.String(255), nullable=True)
+    vendor = sa.Column(sa.String(255), nullable=True)
+    model = sa.Column(sa.String(255), nullable=True)
+    host = sa.Column(sa.String(255), nullable=True)
+    device_uuid = sa.Column(sa.String(36), nullable=True)
+    bound_at = sa.Column(DateTime, nullable=False)
+    unbound_at = sa.Column(DateTime, nullable=False)
+
+
+class UsageAudit(Base):
+    """An audit period whose usage records were created.
+
+    The unique ``period_start`` makes the creation happen once, whatever
+    the number of conductors auditing at once.
+    """
+
+    __tablename__ = 'usage_audits'
+    __table_args__ = (
+        sa.UniqueConstraint('period_start',
+                            name='uniq_usage_audits0period_start'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    period_start = sa.Column(DateTime, nullable=False)
+    period_end = sa.Column(DateTime, nullable=False)
+    # The conductor that audited it, and how many records it created.
+    audited_by = sa.Column(sa.String(255), nullable=True)
+    records = sa.Column(sa.Integer, nullable=False, default=0,
+                        server_default='0')
+
+
+class UsageRecord(Base):
+    """Outbox of ``accelerator_request.exists`` notifications: one
+    usage record of one ARQ for one audit period.
+
+    Created with its audit (:class:`UsageAudit`), sent by a conductor
+    that leases it (``claimed_by``/``claimed_until``) until ``sent_at``
+    is set; a conductor that dies leaves a lease that expires, and the
+    record is sent by the next one.
+    """
+
+    __tablename__ = 'usage_records'
+    __table_args__ = (
+        sa.UniqueConstraint('arq_uuid', 'period_start',
+                            name='uniq_usage_records0arq_uuid0period_start'),
+        sa.Index('usage_records_unsent_idx', 'sent_at', 'claimed_until'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    arq_uuid = sa.Column(sa.String(36), nullable=False)
+    period_start = sa.Column(DateTime, nullable=False)
+    period_end = sa.Column(DateTime, nullable=False)
+    # The record, as sent (JSON; see cyborg.domain.usage.records).
+    payload = sa.Column(sa.Text, nullable=False)
+    claimed_by = sa.Column(sa.String(255), nullable=True)
+    claimed_until = sa.Column(DateTime, nullable=True)
+    sent_at = sa.Column(DateTime, nullable=True)
+    attempts = sa.Column(sa.Integer, nullable=False, default=0,
+                         server_default='0')
+
+
 # The tables, for the SQLAlchemy Core statements of the DB API modules:
 # named here once, imported by name where they are used.
 SERVICES = Service.__table__
@@ -355,3 +444,6 @@ ARQS = ExtendedAcceleratorRequest.__table__
 PROVIDERS = PlacementProvider.__table__
 EVENTS = NovaEvent.__table__
 UPSTREAM_IMPORTS = UpstreamImport.__table__
+ARQ_USAGE = ARQUsage.__table__
+USAGE_AUDITS = UsageAudit.__table__
+USAGE_RECORDS = UsageRecord.__table__

@@ -78,6 +78,8 @@ class Target:
     bitstream_id: str | None
     region_id: str | None
     traits: list[str]
+    name: str | None = None
+    device_uuid: str | None = None
 
 
 def _not_found(uuid: str) -> exception.DeployableNotFound:
@@ -93,7 +95,9 @@ def target(context, deployable_id: int | None = None,
     connection = context.connection
     query = (sa.select(DEPLOYABLES.c.id, DEPLOYABLES.c.uuid,
                        DEPLOYABLES.c.rp_uuid, DEPLOYABLES.c.bitstream_id,
-                       DEVICES.c.hostname, DEVICES.c.driver)
+                       DEVICES.c.hostname, DEVICES.c.driver,
+                       DEPLOYABLES.c.name,
+                       DEVICES.c.uuid.label('device_uuid'))
              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id))
     if deployable_id is not None:
         query = query.where(DEPLOYABLES.c.id == deployable_id)
@@ -116,7 +120,8 @@ def target(context, deployable_id: int | None = None,
     return Target(row.id, row.uuid, row.rp_uuid, row.hostname, row.driver,
                   controlpath, row.bitstream_id,
                   attributes.get(REGION_ID_KEY),
-                  sorted(providers.traits_of(attributes)))
+                  sorted(providers.traits_of(attributes)), row.name,
+                  row.device_uuid)
 
 
 def _lock(connection, deployable_id: int):

@@ -35,6 +35,7 @@ device of every agent. Test modules wrap it in a module-scoped fixture.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 import contextlib
@@ -384,12 +385,15 @@ def database_kind(server) -> str:
 def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                agents: Sequence[AgentSpec], conductor_workers: int = 16,
                nova_options: dict | None = None,
-               conductor_options: dict | None = None
+               conductor_options: dict | None = None,
+               conductor_sections: Callable[[str], dict] | None = None
                ) -> Iterator[NovaFlowDeployment]:
     """Start the deployment described in the module docstring, with
     its database on ``db_server`` (PostgreSQL or MariaDB);
     ``conductor_options`` replace the conductors' ``[conductor]``
-    defaults of this module."""
+    defaults of this module; ``conductor_sections`` gives more sections
+    of the conductors' configuration, called with their RPC transport
+    URL."""
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
     suffix = uuid_lib.uuid4().hex[:8]
@@ -433,6 +437,8 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
             config['nova'] = nova_config
             config['metrics'] = _metrics_options(
                 flow, 'conductor-%d' % index, 'conductor_port')
+            if conductor_sections is not None:
+                config.update(conductor_sections(transport))
             flow.conductor_configs.append(config)
             flow.conductors.append(None)  # type: ignore[arg-type]
         try:

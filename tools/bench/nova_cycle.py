@@ -35,6 +35,7 @@ and agents; the database and Placement separately).
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
         [--db postgresql|mysql|sqlite-all-in-one]
         [--service cyborg|upstream|both [--rounds 2]] [--compare-root DIR]
+        [--notifications]
 
 ``--service upstream`` measures upstream OpenStack Cyborg (from
 ``.venv-upstream``: ``tools/bench/upstream-venv.sh``) on the same kind of
@@ -43,6 +44,14 @@ interleaved, and prints the ratio of their cycles per second.
 ``--compare-root DIR`` adds another build of ours (the checkout DIR, run
 from DIR/.venv; e.g. the main branch) as "baseline", interleaved with
 this one the same way, for before/after comparisons on the same servers.
+``--notifications`` adds a deployment of this build named "notify" with
+``[notifications] driver = messagingv2`` on the benchmark's RabbitMQ (its
+own virtual host), interleaved with the others the same way: its cycles/s
+against ours without notifications is the cost of sending them. Their
+consumer runs elsewhere in a deployment: here nothing consumes them
+(RabbitMQ queues them) unless ``--notifications-consumer`` adds a
+notification listener in this process that counts them (its CPU then
+competes with the services').
 """
 
 import argparse
@@ -62,6 +71,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
+from oslo_config import cfg  # noqa: E402
+import oslo_messaging as messaging  # noqa: E402
 import requests  # noqa: E402
 import sqlalchemy  # noqa: E402
 
@@ -94,9 +105,10 @@ class Deployment:
     """Every process of the benchmark, started and stopped together.
 
     ``venv``: the virtualenv whose installed cyborg runs (by default the
-    running one); another build of ours (``--compare-root``) gets a
-    ``name`` of its own, which names its database, RabbitMQ virtual host,
-    hosts and working directory.
+    running one); another build of ours (``--compare-root``), or this one
+    with notifications (``notifications``), gets a ``name`` of its own,
+    which names its database, RabbitMQ virtual host, hosts and working
+    directory.
     """
 
     # Sent with every request (noauth: none needed).
@@ -104,10 +116,14 @@ class Deployment:
 
     def __init__(self, workdir: str, agents: int, api_workers: int,
                  api_threads: int, api_server: str, name: str = 'cyborg',
-                 venv: str | None = None):
+                 venv: str | None = None, notifications: bool = False,
+                 consumer: bool = False):
         self.name = name
         self.venv = venv
-        if venv is not None:
+        self.notifications = notifications
+        self.consumer = consumer
+        self.listener: NotificationCounter | None = None
+        if name != 'cyborg':
             workdir = os.path.join(workdir, name)
             os.makedirs(workdir, exist_ok=True)
         self.workdir = workdir
@@ -120,9 +136,9 @@ class Deployment:
 
     def start(self, pg, rabbit, placement, nova) -> None:
         self.db_url = pg.create_database(self.name)
-        base = {'DEFAULT': {'transport_url': (
-                    rabbit.url if self.venv is None
-                    else rabbit.create_vhost(self.name)),
+        transport_url = (rabbit.url if self.name == 'cyborg'
+                         else rabbit.create_vhost(self.name))
+        base = {'DEFAULT': {'transport_url': transport_url,
                             'heartbeat_interval': 10,
                             'periodic_interval': 10},
                 'database': {'connection': self.db_url,
@@ -133,6 +149,10 @@ class Deployment:
                 'nova': {'auth_type': 'admin_token', 'endpoint': nova.url,
                          'token': 'admin', 'endpoint_override': nova.url},
                 'api': {'auth_strategy': 'noauth'}}
+        if self.notifications:
+            base['notifications'] = {'driver': 'messagingv2'}
+            if self.consumer:
+                self.listener = NotificationCounter(transport_url)
         config = servers.write_config(
             os.path.join(self.workdir, 'cyborg.conf'), base)
         if self.venv is None:
@@ -143,7 +163,7 @@ class Deployment:
                 'cyborg-dbsync', self.venv), '--config-file', config,
                 'upgrade'], os.path.join(self.workdir, 'dbsync.log'),
                 '%s cyborg-dbsync upgrade' % self.name)
-        prefix = 'bench' if self.venv is None else self.name
+        prefix = 'bench' if self.name == 'cyborg' else self.name
         self._spawn('cyborg-conductor', dict(base, DEFAULT=dict(
             base['DEFAULT'], host=prefix + '-conductor')))
         self.processes[-1].wait_log('Started cyborg-conductor')
@@ -208,6 +228,36 @@ class Deployment:
             servers.kill_group(self.api)
         for process in self.processes:
             process.stop()
+        if self.listener is not None:
+            self.listener.stop()
+
+
+class NotificationCounter:
+    """A notification listener on ``url`` that counts what it hears (as
+    a consumer of the notifications would drain their queues)."""
+
+    def __init__(self, url: str):
+        conf = cfg.ConfigOpts()
+        conf([], project='cyborg-bench')
+        self._transport = messaging.get_notification_transport(conf, url=url)
+        self.heard = 0
+        self._lock = threading.Lock()
+        self._server = messaging.get_notification_listener(
+            self._transport,
+            [messaging.Target(topic='versioned_notifications')], [self],
+            executor='threading')
+        self._server.start()
+
+    def _count(self, *args) -> None:
+        with self._lock:
+            self.heard += 1
+
+    info = error = _count
+
+    def stop(self) -> None:
+        self._server.stop()
+        self._server.wait()
+        self._transport.cleanup()
 
 
 class AllInOne:
@@ -364,6 +414,8 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
                        used(placement_pids))
     rabbit, own = used(rabbit_pids), cpu.own_cpu()
     nova_posts = len(nova.requests)
+    listener = getattr(deployment, 'listener', None)
+    heard = listener.heard if listener is not None else 0
     roles = {role: used(pids)
              for role, pids in deployment.pids_by_role().items()}
     counters = _db_counters(db)
@@ -405,6 +457,9 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
               (cpu.own_cpu() - own) * 1000 / cycles))
     print('  Nova event requests per cycle: %.2f'
           % ((len(nova.requests) - nova_posts) / cycles), flush=True)
+    if listener is not None:
+        print('  notifications heard per cycle: %.2f'
+              % ((listener.heard - heard) / cycles), flush=True)
     db_per_cycle = {}
     if counters is not None:
         after = _db_counters(db)
@@ -463,9 +518,17 @@ def main() -> int:
                         'checkout DIR with its virtualenv DIR/.venv (e.g. '
                         'the main branch), named "baseline", interleaved '
                         'with this one on the same servers')
+    parser.add_argument('--notifications', action='store_true',
+                        help='also measure this build with [notifications] '
+                        'driver = messagingv2 (named "notify"), interleaved '
+                        'with the others on the same servers')
+    parser.add_argument('--notifications-consumer', action='store_true',
+                        help='with --notifications: count them with a '
+                        'notification listener in this process')
     args = parser.parse_args()
     if args.db == ALL_IN_ONE:
-        if args.service != 'cyborg' or args.compare_root:
+        if (args.service != 'cyborg' or args.compare_root
+                or args.notifications):
             parser.error('--db %s measures ours only' % ALL_IN_ONE)
         return _main_all_in_one(args)
     if args.compare_root and args.service == 'upstream':
@@ -481,6 +544,11 @@ def main() -> int:
             workdir, args.agents, args.api_workers, args.api_threads,
             args.api_server, name='baseline',
             venv=os.path.join(os.path.abspath(args.compare_root), '.venv')))
+    if args.notifications:
+        deployments.append(Deployment(
+            workdir, args.agents, args.api_workers, args.api_threads,
+            args.api_server, name='notify', notifications=True,
+            consumer=args.notifications_consumer))
     if args.service in ('upstream', 'both'):
         deployments.append(upstream_lib.UpstreamDeployment(
             workdir, args.agents, args.api_workers, args.api_threads,
@@ -572,12 +640,12 @@ def _print_summary(summary) -> None:
             if commands else ''))
     for clients in dict.fromkeys(c for c, _, _, _ in summary):
         means = {}
-        for name in ('cyborg', 'upstream', 'baseline'):
+        for name in ('cyborg', 'upstream', 'baseline', 'notify'):
             runs = [r for c, _, n, r in summary if c == clients and n == name]
             if runs:
                 means[name] = {key: sum(r[key] for r in runs) / len(runs)
                                for key in ('cycles_per_s', 'service_ms')}
-        for other in ('upstream', 'baseline'):
+        for other in ('upstream', 'baseline', 'notify'):
             if 'cyborg' not in means or other not in means:
                 continue
             ours, theirs = means['cyborg'], means[other]

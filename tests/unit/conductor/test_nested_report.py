@@ -22,6 +22,7 @@ from cyborg.conductor import placement_sync
 from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.domain import device_tree
+from cyborg.domain import providers
 from tests.unit.conductor import test_placement_sync as sync_tests
 
 PARENT = '0000_10_00_0'
@@ -188,3 +189,31 @@ def test_names_are_unique_in_the_whole_device():
             device_tree.Deployable('r1', 1, 'FPGA', children=[
                 device_tree.Deployable('f', 1, 'FPGA')]),
             device_tree.Deployable('f', 1, 'FPGA')])
+
+
+def test_children_of_a_deployable_without_provider_hang_under_its_parent(
+        database, admin_context):
+    """A deployable without a resource class (as an upstream import can
+    leave one) gets no provider: its children hang under the nearest
+    ancestor that has one, here the compute node, instead of under a
+    provider that is never created."""
+    def dep(name, *children):
+        return device_tree.Deployable(name, 1, 'FPGA',
+                                      children=list(children))
+    wire = _fpga(dep('r1', dep('f1', dep('vf1'))))
+    inventory.apply_report(admin_context, 'host1', 'host1.example', wire,
+                           device_tree.tree_digest(wire), [])
+    deployables = models.Deployable.__table__
+    attributes = models.Attribute.__table__
+    with database.begin() as connection:
+        f1 = connection.execute(sa.select(deployables.c.id).where(
+            deployables.c.name.in_(['r1', 'f1']))).scalars().all()
+        connection.execute(sa.delete(attributes).where(
+            attributes.c.deployable_id.in_(f1),
+            attributes.c.key == providers.RESOURCE_CLASS_KEY))
+    placement = NestedPlacement()
+    assert placement_sync.PlacementSync(placement).sync_host(admin_context,
+                                                             'host1')
+    by_name = {p['name']: p for p in placement.providers.values()}
+    assert set(by_name) == {'host1_vf1'}
+    assert by_name['host1_vf1']['parent'] == sync_tests.COMPUTE_RP
