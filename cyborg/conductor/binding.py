@@ -68,6 +68,7 @@ from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.domain import arq_states
+from cyborg.domain import bind_errors
 from cyborg.notifications import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
@@ -325,13 +326,13 @@ class Binder:
         try:
             self._programmer.program_for_arq(context, claim)
         except Exception as e:
-            return 'Programming the device of attach handle %s failed: ' \
-                '%s' % (claim.handle_uuid, failure_reason(e))
+            return bind_errors.programming_failed(claim.handle_uuid,
+                                                  failure_reason(e))
         try:
             self._agents.prepare(context, claim)
         except Exception as e:
-            return 'Preparing attach handle %s failed: %s' % (
-                claim.handle_uuid, failure_reason(e))
+            return bind_errors.preparing_failed(claim.handle_uuid,
+                                                failure_reason(e))
         return None
 
     def run(self, context, uuid: str) -> str | None:
@@ -374,8 +375,8 @@ class Binder:
             seconds=self._timeout)
         for uuid in binding_db.unfinished(context, older_than=cutoff):
             outcome = binding_db.finish(
-                context, uuid, 'The bind did not finish within %d seconds'
-                % self._timeout, self._lease)
+                context, uuid, bind_errors.timed_out(self._timeout),
+                self._lease)
             if outcome.events:
                 # A job of any conductor: it ran at least this long.
                 metrics.bind_job('failed', self._timeout)

@@ -26,6 +26,7 @@ from cyborg.common import constants
 from cyborg.common import metrics
 from cyborg.common import service
 from cyborg.conductor import binding
+from cyborg.conductor import fleet_metrics
 from cyborg.conductor import manager
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
@@ -85,6 +86,14 @@ def bitstream_resolver(conf: cfg.ConfigOpts
     return programming.NoBitstreamSource()
 
 
+def metrics_collectors(conf: cfg.ConfigOpts,
+                       context_factory: Callable[[], Any]) -> list:
+    """What the conductor's /metrics listener serves besides the process
+    metrics: the fleet metrics, read with contexts from
+    ``context_factory``."""
+    return [fleet_metrics.FleetCollector(conf, context_factory)]
+
+
 def create(conf: cfg.ConfigOpts, transport,
            placement_factory: Callable[
                [], placement_client.PlacementClient] | None = None,
@@ -131,10 +140,9 @@ def create(conf: cfg.ConfigOpts, transport,
         return cyborg_context.get_admin_context()
 
     # The /metrics listener, started with the service: the process
-    # metrics and these collectors.
-    collectors: list = []
+    # metrics and the fleet's.
     listener = metrics.Listener(conf, conf.metrics.conductor_port,
-                                collectors)
+                                metrics_collectors(conf, admin))
 
     def heartbeat():
         services_db.service_heartbeat(admin(), host,

@@ -53,6 +53,7 @@ from cyborg.db.models import PROFILES
 from cyborg.db.models import SERVICES
 from cyborg.domain import arq_states as states
 from cyborg.domain import arqs as arq_rules
+from cyborg.domain import bind_errors
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import device_tree
 from cyborg.domain import providers
@@ -505,7 +506,7 @@ def finish(context, uuid: str, failure: str | None = None,
     if row is None:
         return outcome  # unbound or deleted meanwhile: handle released
     if failure is None and row.attach_handle_id is None:
-        failure = 'The bind job found no claimed attach handle'
+        failure = bind_errors.NO_HANDLE_ERROR
     if failure is None:
         events = _Events(connection, lease)
         arq_db.swap(connection, row, states.BOUND,

@@ -24,7 +24,10 @@ deletion of both. Prometheus' query API must then give the values the
 test knows: every API request it sent, per method, route template and
 status, summed over both workers; the bind jobs' outcomes; the events
 Nova took, per status; and the series of the RPC calls and Placement
-requests exist.
+requests exist. The conductors' fleet metrics too: ARQs per state, failed
+binds, each deployable's total, allocated and free accelerators, the
+devices and the agents' report age, during a bind and after the
+deletions.
 """
 
 import collections
@@ -340,3 +343,67 @@ def test_the_api_reference_sample_shows_real_families(api):
         served_labels = {frozenset(s.labels)
                          for s in served[family.name].samples}
         assert labels <= served_labels, (family.name, labels)
+
+
+def test_prometheus_sees_the_fleet_metrics_of_a_nova_flow(flow, prometheus):
+    """The conductors' fleet metrics (cyborg.conductor.fleet_metrics):
+    a bound and a failed bind, then their deletion, as Prometheus sees
+    them. Both conductors report the whole fleet, so every series comes
+    twice (one per ``instance``)."""
+    profile = flow.create_profile(
+        [{'resources:FPGA': '1', 'trait:' + flow.trait: 'required'}])
+    good = _bind_one(flow, GOOD, profile)
+    failing = _bind_one(flow, FAILING, profile)
+    assert flow.wait_resolved([good])[good]['state'] == 'Bound'
+    nova_flow.wait_until(
+        lambda: flow.request('GET', '/v2/accelerator_requests/' + failing)
+        .json()['state'] in ('BindFailing', 'BindFailed'), 30,
+        'the failed bind')
+    fleet = '{job="cyborg-conductor"%s}'
+
+    wait_for_query(prometheus, 'count(cyborg_fleet_scrape_duration_seconds'
+                   + fleet % '' + ')', {(): 2.0})
+    wait_for_query(prometheus, 'max by (state) (cyborg_arqs'
+                   + fleet % ',state="Bound"' + ')',
+                   {(('state', 'Bound'),): 1.0})
+    # The failure, whatever its reason (BindFailing until the bind
+    # timeout, then BindFailed).
+    wait_for_query(prometheus, 'max(sum by (instance) '
+                   '(cyborg_arq_bind_failures' + fleet % '' + '))',
+                   {(): 1.0})
+    [good_device] = flow.devices[GOOD]
+    [failing_device] = flow.devices[FAILING]
+    total = float(good_device.handles)
+    wait_for_query(
+        prometheus, 'max by (host, state) (cyborg_deployable_accelerators'
+        + fleet % ',resource_class="FPGA"' + ')', {
+            (('host', GOOD), ('state', 'total')): total,
+            (('host', GOOD), ('state', 'allocated')): 1.0,
+            (('host', GOOD), ('state', 'free')): total - 1,
+            (('host', FAILING), ('state', 'total')): float(
+                failing_device.handles),
+            (('host', FAILING), ('state', 'allocated')): 0.0,
+            (('host', FAILING), ('state', 'free')): float(
+                failing_device.handles)})
+    wait_for_query(prometheus, 'max by (host) (cyborg_devices'
+                   + fleet % ',health="healthy",status="enabled"' + ')',
+                   {(('host', GOOD),): 1.0, (('host', FAILING),): 1.0})
+    wait_for_query(prometheus, 'count by (host) '
+                   '(cyborg_agent_last_report_age_seconds'
+                   + fleet % '' + ' < 60)',
+                   {(('host', GOOD),): 2.0, (('host', FAILING),): 2.0})
+
+    for uuid in (good, failing):
+        response = flow.request('DELETE', '/v2/accelerator_requests',
+                                service=True, params={'arqs': uuid})
+        assert response.status_code == 204, response.text
+    wait_for_query(prometheus, 'max by (state) (cyborg_arqs'
+                   + fleet % ',state="Bound"' + ')',
+                   {(('state', 'Bound'),): 0.0})
+    wait_for_query(prometheus, 'max(sum by (instance) '
+                   '(cyborg_arq_bind_failures' + fleet % '' + '))', {})
+    wait_for_query(
+        prometheus, 'max by (state) (cyborg_deployable_accelerators'
+        + fleet % (',host="%s"' % GOOD) + ')', {
+            (('state', 'total'),): total, (('state', 'allocated'),): 0.0,
+            (('state', 'free'),): total})
