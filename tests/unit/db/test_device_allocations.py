@@ -25,6 +25,7 @@ from cyborg.db import hardware
 from cyborg.db import inventory
 from cyborg.domain import device_tree
 from cyborg.domain import providers
+from tests.unit.db import statements as sql_statements
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 
@@ -120,26 +121,10 @@ def test_a_device_without_deployables_has_none(
                                 allocations=True) == []
 
 
-class _Statements:
-    """Counts the statements an engine runs inside ``with``."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.count = 0
-
-    def _count(self, *_args):
-        self.count += 1
-
-    def __enter__(self):
-        sa.event.listen(self.engine, 'before_cursor_execute', self._count)
-        return self
-
-    def __exit__(self, *_exc):
-        sa.event.remove(self.engine, 'before_cursor_execute', self._count)
 
 
 def _list_statements(engine, context, host: str) -> int:
-    with _Statements(engine) as statements:
+    with sql_statements.StatementCounter(engine) as statements:
         devices = hardware.device_list(context, {'hostname': host},
                                        allocations=True)
     assert all(device['deployables'] for device in devices)
@@ -156,7 +141,7 @@ def test_the_list_costs_the_same_statements_for_1_and_10_devices(
     one = _list_statements(database, admin_context, 'one')
     ten = _list_statements(database, admin_context, 'ten')
     assert one == ten
-    with _Statements(database) as plain:
+    with sql_statements.StatementCounter(database) as plain:
         hardware.device_list(admin_context, {'hostname': 'ten'})
     # The allocations of the whole page: one statement.
     assert ten == plain.count + 1

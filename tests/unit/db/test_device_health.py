@@ -30,6 +30,7 @@ from cyborg.db import models
 from cyborg.domain import device_tree
 from cyborg.domain import devices as rules
 from cyborg.domain import providers
+from tests.unit.db import statements as sql_statements
 
 T0 = datetime.datetime(2026, 3, 1, 10, 0, 0)
 T1 = T0 + datetime.timedelta(minutes=5)
@@ -149,26 +150,10 @@ def test_vanishing_while_in_use_and_coming_back_are_stamped(
                                         rules.REASON_REAPPEARED, T3)
 
 
-class _Statements:
-    """Counts the statements an engine runs inside ``with``."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.count = 0
-
-    def _count(self, *_args):
-        self.count += 1
-
-    def __enter__(self):
-        sa.event.listen(self.engine, 'before_cursor_execute', self._count)
-        return self
-
-    def __exit__(self, *_exc):
-        sa.event.remove(self.engine, 'before_cursor_execute', self._count)
 
 
 def _statements(engine, context, wire, host) -> int:
-    with _Statements(engine) as statements:
+    with sql_statements.StatementCounter(engine) as statements:
         _apply(context, wire, host)
     return statements.count
 

@@ -19,7 +19,6 @@ import datetime
 import prometheus_client
 from prometheus_client import parser
 import pytest
-import sqlalchemy as sa
 
 from cyborg.conductor import fleet_metrics
 from cyborg.db import fleet_metrics as fleet_db
@@ -28,6 +27,7 @@ from cyborg.domain import bind_errors
 from cyborg.domain import providers
 from cyborg.domain import utilization
 from tests import factories
+from tests.unit.db import statements as sql_statements
 
 NOW = datetime.datetime(2026, 11, 27, 12, 0, 0)
 
@@ -251,24 +251,6 @@ def test_an_empty_database(database, conf, admin_context):
     }
 
 
-class _Statements:
-    """Counts the statements an engine runs inside ``with`` (SQLite's
-    explicit BEGIN is transaction control, not a statement)."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.count = 0
-
-    def _count(self, _connection, _cursor, statement, *_args):
-        if statement.strip().upper() != 'BEGIN':
-            self.count += 1
-
-    def __enter__(self):
-        sa.event.listen(self.engine, 'before_cursor_execute', self._count)
-        return self
-
-    def __exit__(self, *_exc):
-        sa.event.remove(self.engine, 'before_cursor_execute', self._count)
 
 
 def _fleet_of(engine, profile, first: int, hosts: int) -> None:
@@ -293,7 +275,7 @@ def _fleet_of(engine, profile, first: int, hosts: int) -> None:
 
 
 def _statements_per_scrape(database, collector) -> int:
-    with _Statements(database) as statements:
+    with sql_statements.StatementCounter(database) as statements:
         assert _series(collector)
     return statements.count
 

@@ -23,6 +23,7 @@ from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.domain import device_tree
 from cyborg.domain import providers
+from tests.unit.db import statements as sql_statements
 
 INSTANCE = '6d2b3c5e-1f0a-4b8e-9c7d-0e1f2a3b4c5d'
 
@@ -119,28 +120,12 @@ def test_failed_driver_keeps_its_devices(database, admin_context, fake_conf):
     assert _count(database, models.Device) == 2
 
 
-class _Statements:
-    """Counts the statements an engine runs inside ``with``."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.count = 0
-
-    def _count(self, *_args):
-        self.count += 1
-
-    def __enter__(self):
-        sa.event.listen(self.engine, 'before_cursor_execute', self._count)
-        return self
-
-    def __exit__(self, *_exc):
-        sa.event.remove(self.engine, 'before_cursor_execute', self._count)
 
 
 def _statements_to_add(database, context, conf, devices: int) -> int:
     conf.set_override('num_devices', devices, group='fake_driver')
     wire, digest = _report(conf)
-    with _Statements(database) as statements:
+    with sql_statements.StatementCounter(database) as statements:
         summary = inventory.apply_report(
             context, 'host-%d' % devices, 'node', wire, digest, [])
     assert summary.added == devices

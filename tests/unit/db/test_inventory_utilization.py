@@ -26,6 +26,7 @@ from cyborg.conductor import inventory
 from cyborg.db import inventory as inventory_db
 from cyborg.db import models
 from cyborg.domain import device_tree
+from tests.unit.db import statements as sql_statements
 
 HOST = 'host1'
 
@@ -41,26 +42,6 @@ def tree(conf):
     conf.clear_override('num_devices', group='fake_driver')
 
 
-class _Statements:
-    """Counts the statements an engine runs inside ``with``, as the
-    inventory benchmark does."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.count = 0
-
-    def _count(self, _connection, _cursor, statement, *_args):
-        # SQLite's explicit BEGIN is transaction control, not a query
-        # (PostgreSQL and MariaDB begin implicitly).
-        if statement.strip().upper() != 'BEGIN':
-            self.count += 1
-
-    def __enter__(self):
-        sa.event.listen(self.engine, 'before_cursor_execute', self._count)
-        return self
-
-    def __exit__(self, *_exc):
-        sa.event.remove(self.engine, 'before_cursor_execute', self._count)
 
 
 def _stored(engine) -> dict:
@@ -112,7 +93,7 @@ def test_unchanged_readings_get_the_latest_reports_time(
         _apply(admin_context, tree, utilization)
         before = _stored(database)
         timeutils.advance_time_seconds(60)
-        with _Statements(database) as statements:
+        with sql_statements.StatementCounter(database) as statements:
             outcome = _apply(admin_context, tree, utilization)
     finally:
         timeutils.clear_time_override()
@@ -130,7 +111,7 @@ def test_unchanged_readings_get_the_latest_reports_time(
 def test_an_unchanged_tree_without_readings_costs_one_statement(
         database, admin_context, tree):
     _apply(admin_context, tree, {})
-    with _Statements(database) as statements:
+    with sql_statements.StatementCounter(database) as statements:
         outcome = _apply(admin_context, tree, {})
     assert statements.count == 1
     assert not outcome.changed
@@ -142,7 +123,7 @@ def test_changed_utilization_costs_one_more_statement(
     _apply(admin_context, tree, {first: {'gpu_percent': 37.0},
                                  second: {'vfs_in_use': 1}})
     before = _stored(database)
-    with _Statements(database) as statements:
+    with sql_statements.StatementCounter(database) as statements:
         outcome = _apply(admin_context, tree, {
             first: {'gpu_percent': 80.0}, third: {'memory_used_mib': 5}})
     assert statements.count == 2
@@ -172,7 +153,7 @@ def test_a_report_without_utilization_leaves_it_alone(
     an unchanged report still costs one statement."""
     first = _addresses(tree)[0]
     _apply(admin_context, tree, {first: {'gpu_percent': 37.0}})
-    with _Statements(database) as statements:
+    with sql_statements.StatementCounter(database) as statements:
         _apply(admin_context, tree, None)
     assert statements.count == 1
     assert _stored(database)[first][0]['metrics'] == {'gpu_percent': 37.0}
@@ -193,7 +174,7 @@ def test_readings_that_stop_are_cleared_with_one_statement(
     first, second, _third = _addresses(tree)
     _apply(admin_context, tree, {first: {'gpu_percent': 1.0},
                                  second: {'vfs_total': 2}})
-    with _Statements(database) as statements:
+    with sql_statements.StatementCounter(database) as statements:
         _apply(admin_context, tree, {})
     assert statements.count == 2
     assert [value[0] for value in _stored(database).values()] == [None] * 3
