@@ -48,6 +48,9 @@ LONGEST_MODULES = (
     'tests/functional/test_readme.py',
     'tests/functional/test_signals.py',
     'tests/functional/test_tempest_api.py',
+    'tests/functional/test_prometheus.py',
+    'tests/functional/test_notifications.py',
+    'tests/functional/test_usage_audit.py',
 )
 
 
