@@ -39,6 +39,9 @@ class Endpoints:
     placement: str
     state_dir: str
     glance: str | None = None
+    #: ``/metrics`` of the conductor and the agent ([metrics]), if on.
+    conductor_metrics: str | None = None
+    agent_metrics: str | None = None
 
 
 def client_path() -> str:
@@ -163,6 +166,9 @@ def ready(endpoints: Endpoints, kernel: demo_host.DemoKernel | None = None,
     if endpoints.glance:
         lines.append('  Glance:     %s  (local, read-only: FPGA '
                      'bitstreams)' % endpoints.glance)
+    if endpoints.conductor_metrics:
+        lines.append('  Metrics:    %s (conductor), %s (agent)' % (
+            endpoints.conductor_metrics, endpoints.agent_metrics))
     lines += ['  State:      %s' % endpoints.state_dir, '',
               'In another shell, use the OpenStack client (no Keystone: '
               'you act as an',

@@ -368,8 +368,8 @@ def _run(args: argparse.Namespace, state_dir: str,
     print(banner.ready(banner.Endpoints(
         api='http://%s:%d' % (_url_host(args.host), server.port),
         placement=placement.url, state_dir=state_dir,
-        glance=images.url if images is not None else None),
-        kernel, images), flush=True)
+        glance=images.url if images is not None else None,
+        **_metrics_urls()), kernel, images), flush=True)
     started.clear()  # from here on, a signal stops everything
     handler.wait()
     print('Stopping...', flush=True)
@@ -380,6 +380,16 @@ def _run(args: argparse.Namespace, state_dir: str,
     if images is not None:
         images.stop()
     return handler.exit(finished)
+
+
+def _metrics_urls() -> dict[str, str]:
+    """The conductor's and the agent's ``/metrics`` URLs for the banner
+    (none when ``[metrics] enabled`` is off)."""
+    if not CONF.metrics.enabled:
+        return {}
+    base = 'http://%s:%%d/metrics' % _url_host(CONF.metrics.listen_host)
+    return {'conductor_metrics': base % CONF.metrics.conductor_port,
+            'agent_metrics': base % CONF.metrics.agent_port}
 
 
 def _url_host(host: str) -> str:

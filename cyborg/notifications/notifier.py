@@ -33,6 +33,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from cyborg.common import constants
+from cyborg.common import exception
 from cyborg.common import rpc
 
 LOG = logging.getLogger(__name__)
@@ -48,6 +50,25 @@ SEND_RETRIES = 0
 
 #: Notifications that may wait for the sending thread; more are dropped.
 QUEUE_SIZE = 10000
+
+
+def _transport_url(conf: cfg.ConfigOpts) -> str | None:
+    """The notification transport's URL (None: the RPC transport's).
+
+    The all-in-one's in-process RPC transport carries no notifications:
+    there the ``log`` driver needs no transport (oslo.messaging's
+    ``fake://`` stands in), and ``messagingv2`` needs ``transport_url``.
+    """
+    url = conf.notifications.transport_url
+    if url or not str(conf.transport_url or '').startswith(
+            constants.INPROC_TRANSPORT_URL):
+        return url
+    if conf.notifications.driver == 'log':
+        return 'fake://'
+    raise exception.ConfigInvalid(reason=(
+        '[notifications] driver = %s needs [notifications] transport_url: '
+        'the in-process transport carries no notifications'
+        % conf.notifications.driver))
 
 
 class Notifier:
@@ -74,7 +95,7 @@ class Notifier:
         if group.driver == 'noop':
             return cls(None)
         transport = messaging.get_notification_transport(
-            conf, url=group.transport_url)
+            conf, url=_transport_url(conf))
         return cls(messaging.Notifier(
             transport, publisher_id=publisher_id, driver=group.driver,
             topics=group.topics, serializer=rpc.RequestContextSerializer(),

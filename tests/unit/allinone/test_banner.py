@@ -13,12 +13,14 @@
 """The all-in-one's ready message (run as printed: see
 tests/functional/test_readme.py)."""
 
+import dataclasses
 import os
 import sys
 from unittest import mock
 
 from cyborg.allinone import banner
 from cyborg.allinone import demo_host
+from cyborg.allinone import launch
 from cyborg.allinone import local_images
 
 ENDPOINTS = banner.Endpoints(api='http://127.0.0.1:7777',
@@ -40,6 +42,20 @@ def test_the_endpoints_and_state_dir_follow_the_options():
         text)
     assert "'http://127.0.0.1:8779/allocation_candidates" in text
     assert '  State:      /srv/cyborg\n' in text
+
+
+def test_the_metrics_endpoints_are_shown_when_served(conf):
+    assert 'Metrics:' not in banner.ready(ENDPOINTS)
+    endpoints = dataclasses.replace(
+        ENDPOINTS, **launch._metrics_urls())
+    assert ('  Metrics:    http://127.0.0.1:9656/metrics (conductor), '
+            'http://127.0.0.1:9657/metrics (agent)\n') in banner.ready(
+        endpoints)
+    conf.set_override('enabled', False, group='metrics')
+    try:
+        assert launch._metrics_urls() == {}
+    finally:
+        conf.clear_override('enabled', group='metrics')
 
 
 def test_the_client_is_this_installations():

@@ -17,7 +17,9 @@ import threading
 import time
 
 import oslo_messaging as messaging
+import pytest
 
+from cyborg.common import exception
 from cyborg.conductor import manager as conductor_manager
 from cyborg.conductor import service as conductor_service
 from cyborg.notifications import notifier as notifier_mod
@@ -133,3 +135,22 @@ def test_send_is_synchronous_and_says_whether_the_transport_took_it():
     assert not notifier_mod.Notifier(Refusing(), background=True).send(
         None, 'record', {})
     assert not notifier_mod.Notifier(None).send(None, 'record', {})
+
+
+def test_the_in_process_transport_logs_or_names_what_is_missing(conf):
+    """The all-in-one's RPC transport carries no notifications: the log
+    driver works without one, messagingv2 asks for a transport_url."""
+    conf.set_override('transport_url', 'inproc://')
+    conf.set_override('driver', 'log', group='notifications')
+    try:
+        assert notifier_mod.Notifier.from_conf(conf, 'x:y').enabled
+        conf.set_override('driver', 'messagingv2', group='notifications')
+        with pytest.raises(exception.ConfigInvalid,
+                           match='needs \\[notifications\\] transport_url'):
+            notifier_mod.Notifier.from_conf(conf, 'x:y')
+        conf.set_override('transport_url', 'fake:/', group='notifications')
+        assert notifier_mod.Notifier.from_conf(conf, 'x:y').enabled
+    finally:
+        conf.clear_override('transport_url')
+        conf.clear_override('driver', group='notifications')
+        conf.clear_override('transport_url', group='notifications')
