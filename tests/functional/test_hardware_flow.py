@@ -287,8 +287,11 @@ def test_nova_flow_creates_and_removes_the_mdev(flow):
     assert tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == [mdev]
     assert os.path.basename(os.readlink(os.path.join(
         link, 'mdev_type'))) == demo_host.DEMO_VGPU_TYPE
-    assert tree.read(available).strip() == str(
-        demo_host.DEMO_VGPU_COUNT - 1)
+    # The simulated kernel counts the instance just after it makes the
+    # mdev's directory (another process reads both): wait for the count.
+    _wait(lambda: tree.read(available).strip() == str(
+        demo_host.DEMO_VGPU_COUNT - 1), 'one instance fewer available',
+        flow.process)
     assert os.path.islink(tree.abs(tree.dev(
         demo_host.DEMO_VGPU_PARENT, 'mdev_supported_types',
         demo_host.DEMO_VGPU_TYPE, 'devices', mdev)))
@@ -300,7 +303,9 @@ def test_nova_flow_creates_and_removes_the_mdev(flow):
     _wait(lambda: flow.handles_in_use() == 0, 'the handle free',
           flow.process)
     assert tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == []
-    assert tree.read(available).strip() == str(demo_host.DEMO_VGPU_COUNT)
+    _wait(lambda: tree.read(available).strip() == str(
+        demo_host.DEMO_VGPU_COUNT), 'every instance available again',
+        flow.process)
     assert tree.refused == []
     log = flow.process.log_text()
     assert 'nvidia_gpu_driver: created mdev %s of type %s on %s' % (
