@@ -46,7 +46,11 @@ DEVICE_UTILIZATION = (2, 6)
 #: (``health_reason``, ``health_since``) and, to admins, their
 #: ``deployables`` with the ARQs holding them (``allocations``).
 DEVICE_ALLOCATIONS = (2, 7)
-MAX_VERSION = DEVICE_ALLOCATIONS
+#: 2.8 - device taints: ``/v2/device_taint_rules``, devices show their
+#: ``taints``, device profile groups accept tolerations, and ARQs show
+#: their ``device_health``.
+DEVICE_TAINTS = (2, 8)
+MAX_VERSION = DEVICE_TAINTS
 
 # ASCII digits, few enough to convert (a longer number names no version).
 _VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)

@@ -269,6 +269,10 @@ class ExtendedAcceleratorRequest(Base):
     # When it became Bound (NULL unless Bound): the start of its open
     # binding interval (see cyborg.db.usage).
     bound_at = sa.Column(DateTime, nullable=True)
+    # Marked by a NoExecute taint of its device (NULL: not marked): when,
+    # and which taint ("<key>" of the taint that marked it).
+    taint_marked_at = sa.Column(DateTime, nullable=True)
+    taint_marked_by = sa.Column(sa.String(255), nullable=True)
 
 
 class PlacementProvider(Base):
@@ -431,6 +435,83 @@ class UsageRecord(Base):
                          server_default='0')
 
 
+class DeviceTaintRule(Base):
+    """An operator's taint rule: a selector of devices and the taint it
+    puts on each device it selects (:mod:`cyborg.domain.taints`)."""
+
+    __tablename__ = 'device_taint_rules'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_device_taint_rules0uuid'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    name = sa.Column(sa.String(255), nullable=True)
+    description = sa.Column(sa.Text, nullable=True)
+    # JSON: host, driver, vendor, model, address glob, attribute.
+    selector = sa.Column(sa.Text, nullable=False)
+    key = sa.Column(sa.String(63), nullable=False)
+    value = sa.Column(sa.String(255), nullable=False, default='',
+                      server_default='')
+    effect = sa.Column(sa.String(16), nullable=False)
+    reason = sa.Column(sa.String(255), nullable=True)
+
+
+class DeviceTaint(Base):
+    """A taint on a device: from its driver or from a taint rule.
+
+    ``origin`` is ``driver`` for a driver taint and the rule's uuid for
+    an admin one, so that one rule and the driver each hold a key of a
+    device at most once (a unique constraint cannot hold a NULL rule).
+    """
+
+    __tablename__ = 'device_taints'
+    __table_args__ = (
+        sa.UniqueConstraint('device_id', 'key', 'origin',
+                            name='uniq_device_taints0device_id0key0origin'),
+        sa.Index('device_taints_key_idx', 'key'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    device_id = sa.Column(sa.Integer, sa.ForeignKey('devices.id'),
+                          nullable=False)
+    key = sa.Column(sa.String(63), nullable=False)
+    value = sa.Column(sa.String(255), nullable=False, default='',
+                      server_default='')
+    effect = sa.Column(sa.String(16), nullable=False)
+    source = sa.Column(sa.String(16), nullable=False)
+    origin = sa.Column(sa.String(36), nullable=False)
+    rule_id = sa.Column(sa.Integer, sa.ForeignKey('device_taint_rules.id'),
+                        nullable=True)
+    reason = sa.Column(sa.String(255), nullable=True)
+
+
+class ARQUtilization(Base):
+    """The utilization readings of the device an ARQ was bound to,
+    summed per audit period: the mean of its usage record.
+
+    Added to when a report changes a device's reading, for each ARQ
+    bound on the device at the time.
+    """
+
+    __tablename__ = 'arq_utilization'
+    __table_args__ = (
+        sa.UniqueConstraint('arq_uuid', 'period_start',
+                            name='uniq_arq_utilization0arq_uuid0period_start'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    arq_uuid = sa.Column(sa.String(36), nullable=False)
+    period_start = sa.Column(DateTime, nullable=False)
+    busy_sum = sa.Column(sa.Float, nullable=False, default=0.0,
+                         server_default='0')
+    samples = sa.Column(sa.Integer, nullable=False, default=0,
+                        server_default='0')
+
+
 # The tables, for the SQLAlchemy Core statements of the DB API modules:
 # named here once, imported by name where they are used.
 SERVICES = Service.__table__
@@ -447,3 +528,6 @@ UPSTREAM_IMPORTS = UpstreamImport.__table__
 ARQ_USAGE = ARQUsage.__table__
 USAGE_AUDITS = UsageAudit.__table__
 USAGE_RECORDS = UsageRecord.__table__
+TAINT_RULES = DeviceTaintRule.__table__
+TAINTS = DeviceTaint.__table__
+ARQ_UTILIZATION = ARQUtilization.__table__

@@ -38,6 +38,8 @@ import hashlib
 import json
 from typing import Any
 
+from cyborg.domain import taints as taints_mod
+
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')
 
 
@@ -173,9 +175,17 @@ class Device:
     #: into the member).
     health: Health = Health.HEALTHY
     driver: str | None = None
+    #: Driver taints (:class:`cyborg.domain.taints.Taint`, source
+    #: ``driver``) from the device's health signals. Left out of the wire
+    #: form when empty, so the digest of a tree without taints is the one
+    #: older agents send.
+    taints: list[taints_mod.Taint] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.health = Health(self.health)
+        self.taints = [taint if isinstance(taint, taints_mod.Taint)
+                       else taints_mod.Taint.from_wire(taint)
+                       for taint in self.taints]
         names = list(_names(self.deployables))
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -200,6 +210,7 @@ def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
             for device in devices]
     for device in wire:
         _normalize_deployables(device['deployables'])
+        _normalize_taints(device)
     wire.sort(key=lambda d: d['address'])
     return wire
 
@@ -209,6 +220,17 @@ def _plain_dict(items: list[tuple[str, Any]]) -> dict[str, Any]:
     wire form holds plain JSON types only."""
     return {key: value.value if isinstance(value, enum.Enum) else value
             for key, value in items}
+
+
+def _normalize_taints(device: dict[str, Any]) -> None:
+    """Each taint in its wire form, sorted; none: left out."""
+    if not device['taints']:
+        del device['taints']
+        return
+    device['taints'] = sorted(
+        ({key: value for key, value in taint.items() if key != 'added_at'}
+         for taint in device['taints']),
+        key=lambda taint: (taint['key'], taint['source'], taint['value']))
 
 
 def _normalize_deployables(deployables: list[dict[str, Any]]) -> None:
