@@ -86,7 +86,7 @@ def bitstream_resolver(conf: cfg.ConfigOpts
     return programming.NoBitstreamSource()
 
 
-def metrics_collectors(conf: cfg.ConfigOpts,
+def metrics_sources(conf: cfg.ConfigOpts,
                        context_factory: Callable[[], Any]) -> list:
     """What the conductor's /metrics listener serves besides the process
     metrics: the fleet metrics, read with contexts from
@@ -142,7 +142,7 @@ def create(conf: cfg.ConfigOpts, transport,
     # The /metrics listener, started with the service: the process
     # metrics and the fleet's.
     listener = metrics.Listener(conf, conf.metrics.conductor_port,
-                                metrics_collectors(conf, admin))
+                                metrics_sources(conf, admin))
 
     def heartbeat():
         services_db.service_heartbeat(admin(), host,

@@ -48,9 +48,9 @@ class FleetSnapshot:
 
     #: (hostname, driver, vendor, model, type, health, status, count)
     devices: list
-    #: (hostname, address, name, resource_class, total, allocated,
-    #: allocated to Bound ARQs, device status, device health, device
-    #: missing, deployable retained)
+    #: Accelerators per group of deployables: (hostname, resource_class,
+    #: device status, device health, device missing, deployable
+    #: retained, total, allocated, allocated to Bound ARQs, unallocated)
     deployables: list
     #: (state, bind_error of a failed bind else None, count)
     arqs: list
@@ -94,20 +94,28 @@ _HELD = (sa.select(ARQS.c.deployable_id, sa.func.count().label('held'),
          .where(ARQS.c.attach_handle_id.is_not(None))
          .group_by(ARQS.c.deployable_id).subquery('held'))
 _DEPLOYABLE_RC, _DEPLOYABLE_RC_ON = _resource_class(DEPLOYABLES.c.id)
-# Offered: its device is schedulable (cyborg.domain.devices; its
-# status, health and whether it went missing come along, the rule is
-# applied by the caller) and the deployable is still reported (a
-# retained one is only kept for the ARQ that holds it).
+_HELD_COUNT = sa.func.coalesce(_HELD.c.held, 0)
+# Accelerators per host and resource class, apart by what makes them
+# offered or not: their device's status and health, whether it went
+# missing (cyborg.domain.devices; the rule is applied by the caller) and
+# whether the deployable is only retained for the ARQ that holds it. A
+# host has a handful of such groups however many deployables it has.
+_GROUP = (DEVICES.c.hostname, _DEPLOYABLE_RC.c.value, DEVICES.c.status,
+          DEVICES.c.health, DEVICES.c.missing, DEPLOYABLES.c.retained)
 _DEPLOYABLES = (
-    sa.select(DEVICES.c.hostname, DEVICES.c.address, DEPLOYABLES.c.name,
-              _DEPLOYABLE_RC.c.value, DEPLOYABLES.c.num_accelerators,
-              sa.func.coalesce(_HELD.c.held, 0),
-              sa.func.coalesce(_HELD.c.bound, 0), DEVICES.c.status,
-              DEVICES.c.health, DEVICES.c.missing, DEPLOYABLES.c.retained)
+    sa.select(*_GROUP, sa.func.sum(DEPLOYABLES.c.num_accelerators),
+              sa.func.sum(_HELD_COUNT),
+              sa.func.sum(sa.func.coalesce(_HELD.c.bound, 0)),
+              # Unheld per deployable, never below 0.
+              sa.func.sum(sa.case(
+                  (DEPLOYABLES.c.num_accelerators > _HELD_COUNT,
+                   DEPLOYABLES.c.num_accelerators - _HELD_COUNT),
+                  else_=0)))
     .select_from(DEPLOYABLES)
     .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
     .outerjoin(_DEPLOYABLE_RC, _DEPLOYABLE_RC_ON)
-    .outerjoin(_HELD, _HELD.c.deployable_id == DEPLOYABLES.c.id))
+    .outerjoin(_HELD, _HELD.c.deployable_id == DEPLOYABLES.c.id)
+    .group_by(*_GROUP))
 
 # The bind error only of failed binds: others group by state alone.
 _FAILURE = sa.case((ARQS.c.state.in_(sorted(arq_states.FAILED)),

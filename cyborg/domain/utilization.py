@@ -134,9 +134,15 @@ def stored_form(metrics: Metrics, reported_at: datetime.datetime) -> str:
                       sort_keys=True, separators=(',', ':'))
 
 
-def from_stored(text: str | None) -> dict[str, Any] | None:
+def from_stored(text: str | None, checked: bool = True
+                ) -> dict[str, Any] | None:
     """``{"metrics": ..., "reported_at": ...}`` of a row's text; None
-    when there is none (or it cannot be read)."""
+    when there is none (or it cannot be read).
+
+    ``checked=False`` trusts the values (the conductor wrote them
+    :func:`clean`), keeping only known metrics whose values are numbers:
+    the fleet metrics read every device's text at each scrape.
+    """
     if not text:
         return None
     try:
@@ -146,8 +152,12 @@ def from_stored(text: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict) or not isinstance(
             value.get('metrics'), dict):
         return None
-    return {'metrics': clean(value['metrics']),
-            'reported_at': value.get('reported_at')}
+    if checked:
+        metrics = clean(value['metrics'])
+    else:
+        metrics = {name: number for name, number in value['metrics'].items()
+                   if name in METRICS and type(number) in (int, float)}
+    return {'metrics': metrics, 'reported_at': value.get('reported_at')}
 
 
 def changes(rows: dict[str, tuple[str | None, str | None]],

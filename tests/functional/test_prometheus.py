@@ -375,7 +375,7 @@ def test_prometheus_sees_the_fleet_metrics_of_a_nova_flow(flow, prometheus):
     [failing_device] = flow.devices[FAILING]
     total = float(good_device.handles)
     wait_for_query(
-        prometheus, 'max by (host, state) (cyborg_deployable_accelerators'
+        prometheus, 'max by (host, state) (cyborg_accelerators'
         + fleet % ',resource_class="FPGA"' + ')', {
             (('host', GOOD), ('state', 'total')): total,
             (('host', GOOD), ('state', 'allocated')): 1.0,
@@ -403,7 +403,7 @@ def test_prometheus_sees_the_fleet_metrics_of_a_nova_flow(flow, prometheus):
     wait_for_query(prometheus, 'max(sum by (instance) '
                    '(cyborg_arq_bind_failures' + fleet % '' + '))', {})
     wait_for_query(
-        prometheus, 'max by (state) (cyborg_deployable_accelerators'
+        prometheus, 'max by (state) (cyborg_accelerators'
         + fleet % (',host="%s"' % GOOD) + ')', {
             (('state', 'total'),): total, (('state', 'allocated'),): 0.0,
             (('state', 'free'),): total})

@@ -21,11 +21,13 @@
    table and batch.
 2. Measurement: ``--scrapes`` scrapes of the fleet metrics collector
    with its cache off (``[metrics] fleet_cache_seconds = 0``), each the
-   collector's computation (``collect``: the database reads and the
-   families) and the text exposition Prometheus receives
-   (``generate_latest``), timed apart: p50/p99 wall milliseconds of
-   each and of the whole scrape, CPU milliseconds of each (and of
-   PostgreSQL), database statements, series and bytes per scrape.
+   collector's computation (``exposition``: the database reads, the
+   text and its gzip form) and the answer of the conductor's /metrics
+   WSGI application to a GET as Prometheus sends it (gzip accepted:
+   the process metrics and the computed text), timed apart: p50/p99
+   wall milliseconds of each and of the whole scrape, CPU milliseconds
+   of each (and of PostgreSQL), database statements, series and bytes
+   per scrape.
 
     .venv/bin/python tools/bench/metrics_scrape.py [--hosts 1000]
 """
@@ -45,10 +47,10 @@ sys.path.insert(0, ROOT)
 warnings.filterwarnings('ignore')
 
 from oslo_utils import timeutils  # noqa: E402
-import prometheus_client  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
 from cyborg import context as cyborg_context  # noqa: E402
+from cyborg.common import metrics  # noqa: E402
 from cyborg.conductor import fleet_metrics  # noqa: E402
 from cyborg.conf import CONF  # noqa: E402
 from cyborg.db import api as db_api  # noqa: E402
@@ -173,14 +175,15 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
-class _Computed(prometheus_client.registry.Collector):
-    """The families one computation made, for rendering them alone."""
+class _Computed:
+    """The text one computation made, served alone (as a
+    :class:`cyborg.common.metrics.TextSource`)."""
 
     def __init__(self):
-        self.families: list = []
+        self.result = (b'', b'')
 
-    def collect(self):
-        return self.families
+    def exposition(self):
+        return self.result
 
 
 def _line(name: str, values: list[float]) -> str:
@@ -189,47 +192,78 @@ def _line(name: str, values: list[float]) -> str:
         statistics.mean(values))
 
 
+def _report(engine, scrape: int, changed: float) -> None:
+    """New readings, as agents would report them, on ``changed`` of the
+    devices (one in every 1/changed, in turn): not measured."""
+    step = max(1, round(1 / changed))
+    text = utilization.stored_form(
+        {utilization.GPU_PERCENT.name: float(scrape % 100),
+         utilization.MEMORY_USED_MIB.name: scrape,
+         utilization.MEMORY_TOTAL_MIB.name: 16384},
+        timeutils.utcnow())
+    with engine.begin() as connection:
+        connection.execute(
+            models.DEVICES.update()
+            .where(models.DEVICES.c.id % step == scrape % step)
+            .values(utilization=text))
+
+
+def _get(app) -> bytes:
+    """The answer of the /metrics WSGI ``app`` to a GET as Prometheus
+    sends it (gzip accepted)."""
+    environ = {'REQUEST_METHOD': 'GET', 'PATH_INFO': '/metrics',
+               'HTTP_ACCEPT_ENCODING': 'gzip'}
+    return b''.join(app(environ, lambda status, headers: None))
+
+
 def measure(args, collector, engine, pg_pids: list[int]) -> None:
     """Scrapes as the conductor's /metrics answers them: the collector's
-    computation, then the text exposition of what it computed (timed
-    apart: the rendering is prometheus_client's, per series)."""
+    computation (database reads, text, gzip), then the answer of the
+    listener's WSGI application (process metrics and the computed
+    text), timed apart."""
     computed = _Computed()
-    registry = prometheus_client.CollectorRegistry()
-    registry.register(computed)
+    app = metrics.wsgi_app([computed])
     counter = StatementCounter(engine)
     for _ in range(args.warmup):
-        computed.families = collector.collect()
-        prometheus_client.generate_latest(registry)
-    wall = {'compute': [], 'render': [], 'scrape': []}
-    cpu_ms = {'compute': 0.0, 'render': 0.0}
-    statements = counter.count
+        computed.result = collector.exposition()
+        _get(app)
+    wall: dict[str, list[float]] = {'compute': [], 'serve': [],
+                                    'scrape': []}
+    cpu_ms = {'compute': 0.0, 'serve': 0.0}
+    statements = 0
     pg = cpu.process_cpu(pg_pids)
-    size = series = 0
-    for _ in range(args.scrapes):
+    for scrape in range(args.scrapes):
+        if args.changed:
+            _report(engine, scrape, args.changed)
+        before = counter.count
         begun, own = time.perf_counter(), cpu.own_cpu()
-        computed.families = collector.collect()
+        computed.result = collector.exposition()
         computed_at, own_computed = time.perf_counter(), cpu.own_cpu()
-        text = prometheus_client.generate_latest(registry)
+        body = _get(app)
         ended, own_ended = time.perf_counter(), cpu.own_cpu()
+        statements += counter.count - before
         wall['compute'].append((computed_at - begun) * 1000)
-        wall['render'].append((ended - computed_at) * 1000)
+        wall['serve'].append((ended - computed_at) * 1000)
         wall['scrape'].append((ended - begun) * 1000)
         cpu_ms['compute'] += (own_computed - own) * 1000
-        cpu_ms['render'] += (own_ended - own_computed) * 1000
-        size = len(text)
-        series = sum(len(family.samples) for family in computed.families)
+        cpu_ms['serve'] += (own_ended - own_computed) * 1000
     pg = cpu.process_cpu(pg_pids) - pg
+    text = computed.result[0]
+    series = sum(1 for line in text.splitlines()
+                 if line and not line.startswith(b'#'))
     print('%-28s %8s %8s %8s' % ('wall ms per scrape', 'p50', 'p99', 'mean'))
-    print(_line('computation (DB + families)', wall['compute']))
-    print(_line('text exposition', wall['render']))
+    print(_line('computation (DB+text+gzip)', wall['compute']))
+    print(_line('answer (process + fleet)', wall['serve']))
     print(_line('whole scrape', wall['scrape']))
-    print('CPU ms per scrape: computation %.1f (PostgreSQL %.1f), text '
-          'exposition %.1f' % (cpu_ms['compute'] / args.scrapes,
-                               pg * 1000 / args.scrapes,
-                               cpu_ms['render'] / args.scrapes))
+    print('CPU ms per scrape: computation %.1f (PostgreSQL %.1f), answer '
+          '%.1f' % (cpu_ms['compute'] / args.scrapes,
+                    pg * 1000 / args.scrapes,
+                    cpu_ms['serve'] / args.scrapes))
     print('statements per scrape: %.1f' % (
-        (counter.count - statements) / args.scrapes))
-    print('series per scrape: %d; exposition: %d bytes' % (series, size))
+        statements / args.scrapes))
+    print('fleet series per scrape: %d; fleet text: %d bytes, %d gzipped; '
+          'answer sent: %d bytes' % (series, len(text),
+                                     len(computed.result[1]), len(body)))
 
 
 def main() -> int:
@@ -247,6 +281,11 @@ def main() -> int:
                         help='devices with a utilization reading (default: '
                         'all; a GPU passed through to an instance has '
                         'none)')
+    parser.add_argument('--changed', type=float, default=0.25,
+                        help='share of the devices whose reading changes '
+                        'before each scrape (0.25: agents reporting every '
+                        '60 s, the default [agent] discovery_interval, '
+                        'scraped every 15 s)')
     parser.add_argument('--scrapes', type=int, default=100)
     parser.add_argument('--warmup', type=int, default=5)
     parser.add_argument('--project-label', action='store_true',

@@ -13,6 +13,7 @@
 """The process metrics: their names (the golden file), the helpers the
 code calls, the multiprocess directory and the /metrics listener."""
 
+import gzip
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import urllib.request
 
-from prometheus_client import core
+import prometheus_client
 from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.parser import text_string_to_metric_families
 import pytest
@@ -133,29 +134,39 @@ def test_glance_download_counts_results_and_bytes():
 
 
 class _Fleet:
-    """A collector as the conductor's fleet metrics are."""
+    """A text source as the conductor's fleet metrics are."""
 
-    def collect(self):
-        gauge = core.GaugeMetricFamily('cyborg_test_fleet', 'A test gauge.')
-        gauge.add_metric([], 3)
-        yield gauge
+    TEXT = (b'# HELP cyborg_test_fleet A test gauge.\n'
+            b'# TYPE cyborg_test_fleet gauge\ncyborg_test_fleet 3\n')
+
+    def exposition(self):
+        return self.TEXT, gzip.compress(self.TEXT)
 
 
-def _scrape(port: int) -> dict:
-    with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port,
-                                timeout=10) as response:
-        text = response.read().decode()
+def _scrape(port: int, gzipped: bool = False) -> dict:
+    request = urllib.request.Request(
+        'http://127.0.0.1:%d/metrics' % port,
+        headers={'Accept-Encoding': 'gzip'} if gzipped else {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+        assert response.headers['Content-Type'] == (
+            prometheus_client.CONTENT_TYPE_LATEST)
+        encoding = response.headers.get('Content-Encoding')
+    assert encoding == ('gzip' if gzipped else None)
+    # Each part is a gzip member: one stream to a gzip reader.
+    text = (gzip.decompress(body) if gzipped else body).decode()
     return {family.name: family
             for family in text_string_to_metric_families(text)}
 
 
-def test_serve_answers_the_process_metrics_and_the_collectors(conf):
+@pytest.mark.parametrize('gzipped', [False, True])
+def test_serve_answers_the_process_metrics_and_the_sources(conf, gzipped):
     conf.set_override('listen_host', '127.0.0.1', group='metrics')
     metrics.bind_job('bound', 0.5)
     server = metrics.serve(conf, 0, [_Fleet()])
     port = server.port
     try:
-        families = _scrape(port)
+        families = _scrape(port, gzipped)
     finally:
         server.stop()
     assert families['cyborg_test_fleet'].samples[0].value == 3
@@ -284,3 +295,12 @@ def test_a_worker_starting_beside_live_ones_keeps_every_file(
     assert sorted(p.name for p in tmp_path.iterdir()
                   if not p.name.startswith('.')) == sorted(
         files + ['live_%d' % os.getpid()])
+
+
+def test_only_get_and_head_are_answered():
+    app = metrics.wsgi_app()
+    statuses = []
+    body = app({'REQUEST_METHOD': 'POST', 'PATH_INFO': '/metrics'},
+               lambda status, headers: statuses.append(status))
+    assert statuses == ['405 Method Not Allowed']
+    assert body == [b'']

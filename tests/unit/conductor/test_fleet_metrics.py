@@ -17,11 +17,11 @@ database in tests/unit/db/test_fleet_metrics.py)."""
 
 import datetime
 import gc
+import gzip
 import json
 import os
 import threading
 
-import prometheus_client
 from prometheus_client import parser
 import pytest
 
@@ -47,8 +47,8 @@ def _snapshot(**changes) -> fleet_db.FleetSnapshot:
     values = dict(
         devices=[('h1', 'nvidia_gpu', '0x10de', 'T4', 'GPU', 'healthy',
                   'enabled', 2)],
-        deployables=[('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1, 1,
-                      'enabled', 'healthy', False, False)],
+        deployables=[('h1', 'PGPU', 'enabled', 'healthy', False, False,
+                      1, 1, 1, 0)],
         arqs=[('Bound', None, 1), ('BindFailed', 'ProgramFailed: x', 2)],
         bound=[('p1', 'PGPU', 1)],
         utilization=[('h1', '0000:3b:00.0', utilization.stored_form(
@@ -103,11 +103,21 @@ def _collector(conf, cache_seconds=5, project_label=False, clock=None):
                                         utcnow=lambda: NOW)
 
 
+def _parse(text: str) -> dict:
+    """{name: family} of the text exposition ``text``, as Prometheus'
+    own text parser (prometheus_client's) reads it."""
+    return {family.name: family
+            for family in parser.text_string_to_metric_families(text)}
+
+
 def _scrape(collector) -> list:
-    registry = prometheus_client.CollectorRegistry()
-    registry.register(collector)
-    return list(parser.text_string_to_metric_families(
-        prometheus_client.generate_latest(registry).decode()))
+    text, compressed = collector.exposition()
+    assert gzip.decompress(compressed) == text
+    return list(_parse(text.decode()).values())
+
+
+def _build(collector, snapshot, now=NOW) -> dict:
+    return _parse(collector.build(snapshot, now).text())
 
 
 @pytest.mark.parametrize('project_label', [False, True])
@@ -136,9 +146,8 @@ def test_every_reading_an_agent_may_report_has_a_series():
     assert set(fleet_metrics.READINGS) == set(utilization.METRICS)
 
 
-def test_registering_computes_nothing(conf, database):
-    registry = prometheus_client.CollectorRegistry(auto_describe=True)
-    registry.register(_collector(conf))
+def test_creating_computes_nothing(conf, database):
+    _collector(conf)
     assert database.reads == 0
 
 
@@ -146,12 +155,12 @@ def test_scrapes_within_the_cache_window_cost_one_computation(
         conf, database):
     clock = _Clock()
     collector = _collector(conf, cache_seconds=5, clock=clock)
-    first = collector.collect()
+    first = collector.exposition()
     clock.now += 4.9
-    assert collector.collect() is first
+    assert collector.exposition() is first
     assert database.reads == 1
     clock.now += 0.1
-    assert collector.collect() is not first
+    assert collector.exposition() is not first
     assert database.reads == 2
 
 
@@ -160,7 +169,7 @@ def test_without_a_cache_every_scrape_computes(conf, database):
     collector = _collector(conf, cache_seconds=0, clock=clock)
     for _ in range(3):
         clock.now += 0.001
-        collector.collect()
+        collector.exposition()
     assert database.reads == 3
 
 
@@ -173,7 +182,7 @@ def test_scrapes_at_once_compute_once(conf, database, cache_seconds):
     database.gate = threading.Event()
     results = []
     first = threading.Thread(target=lambda: results.append(
-        collector.collect()))
+        collector.exposition()))
     first.start()
     assert database.reading.wait(10)
     # Without a cache, the second shares a computation that started no
@@ -181,7 +190,7 @@ def test_scrapes_at_once_compute_once(conf, database, cache_seconds):
     # computation that started within the window (here: a second ago).
     clock.now += 0 if cache_seconds == 0 else 1
     second = threading.Thread(target=lambda: results.append(
-        collector.collect()))
+        collector.exposition()))
     second.start()
     database.gate.set()
     first.join(10)
@@ -196,10 +205,10 @@ def test_a_database_error_answers_no_fleet_series_and_is_retried(
     clock = _Clock()
     collector = _collector(conf, cache_seconds=5, clock=clock)
     database.error = RuntimeError('the database is down')
-    assert collector.collect() == []
+    assert collector.exposition() == (b'', b'')
     assert 'Could not read the fleet metrics' in caplog.text
     database.error = None
-    assert collector.collect()
+    assert collector.exposition()[0]
     assert database.reads == 2
 
 
@@ -209,7 +218,7 @@ def test_readings_without_a_report_time_have_no_age(conf):
         ('h1', 'a', '{"metrics": {"gpu_percent": 50}}'),
         ('h1', 'b', '{"metrics": {"vfs_total": 4}, "reported_at": "soon"}'),
         ('h1', 'c', 'not json')])
-    families = collector.build(snapshot, NOW)
+    families = _build(collector, snapshot)
     assert [s.labels['device'] for s in
             families['cyborg_device_utilization_ratio'].samples] == ['a']
     assert [s.labels['device'] for s in
@@ -220,8 +229,8 @@ def test_readings_without_a_report_time_have_no_age(conf):
 def test_ages_are_never_negative(conf):
     """A report stamped by a conductor whose clock is ahead."""
     later = NOW + datetime.timedelta(seconds=3)
-    families = _collector(conf).build(_snapshot(
-        agents=[('h1', later, 0, 0)], outbox_oldest=later), NOW)
+    families = _build(_collector(conf), _snapshot(
+        agents=[('h1', later, 0, 0)], outbox_oldest=later))
     assert [s.value for s in families[
         'cyborg_agent_last_report_age_seconds'].samples] == [0]
     assert [s.value for s in families[
@@ -229,9 +238,9 @@ def test_ages_are_never_negative(conf):
 
 
 def test_the_conductor_serves_the_fleet_metrics(conf, database):
-    collectors = conductor_service.metrics_collectors(conf, lambda: CONTEXT)
-    assert [type(c) for c in collectors] == [fleet_metrics.FleetCollector]
-    assert collectors[0].collect()
+    sources = conductor_service.metrics_sources(conf, lambda: CONTEXT)
+    assert [type(c) for c in sources] == [fleet_metrics.FleetCollector]
+    assert sources[0].exposition()[0]
     assert database.reads == 1
 
 
@@ -244,11 +253,10 @@ def test_the_conductor_serves_the_fleet_metrics(conf, database):
 ])
 def test_only_accelerators_offered_to_the_scheduler_are_free(
         conf, status, health, missing, retained, free):
-    families = _collector(conf).build(_snapshot(deployables=[
-        ('h1', 'a', 'd', 'FPGA', 4, 1, 1, status, health, missing,
-         retained)]), NOW)
+    families = _build(_collector(conf), _snapshot(deployables=[
+        ('h1', 'FPGA', status, health, missing, retained, 4, 1, 1, 3)]))
     assert {s.labels['state']: s.value for s in families[
-        'cyborg_deployable_accelerators'].samples} == {
+        'cyborg_accelerators'].samples} == {
         'total': 4, 'allocated': 1, 'free': free}
 
 
@@ -264,10 +272,83 @@ def test_the_cycle_collector_is_paused_only_while_computing(
     clock = _Clock()
     collector = _collector(conf, cache_seconds=0, clock=clock)
     assert gc.isenabled()
-    assert collector.collect()
+    assert collector.exposition()[0]
     assert gc.isenabled()
     clock.now += 1
     database.error = RuntimeError('the database is down')
-    assert collector.collect() == []
+    assert collector.exposition() == (b'', b'')
     assert gc.isenabled()
     assert paused == [True, True]
+
+
+def test_label_values_are_escaped_as_the_text_format_wants(conf):
+    host = 'h"1\\x\ny'
+    families = _build(_collector(conf), _snapshot(
+        agents=[(host, NOW, 0, 0)],
+        utilization=[(host, 'a', utilization.stored_form(
+            {'gpu_percent': 50}, NOW))]))
+    [sample] = families['cyborg_agent_last_report_age_seconds'].samples
+    assert sample.labels == {'host': host}
+    [sample] = families['cyborg_device_utilization_ratio'].samples
+    assert sample.labels == {'host': host, 'device': 'a', 'metric': 'gpu'}
+    assert sample.value == 0.5
+
+
+def test_accelerators_add_up_per_host_and_resource_class(conf):
+    rows = [('h1', 'PGPU', 'enabled', 'healthy', False, False, 2, 1, 1, 1),
+            ('h1', 'PGPU', 'enabled', 'unhealthy', False, False, 4, 0, 0,
+             4),
+            ('h1', None, 'enabled', 'healthy', False, False, 1, 0, 0, 1),
+            ('h2', 'PGPU', 'enabled', 'healthy', False, False, 8, 2, 1, 6)]
+    families = _build(_collector(conf), _snapshot(deployables=rows))
+    assert {(s.labels['host'], s.labels['resource_class'],
+             s.labels['state']): s.value
+            for s in families['cyborg_accelerators'].samples} == {
+        ('h1', 'PGPU', 'total'): 6, ('h1', 'PGPU', 'allocated'): 1,
+        ('h1', 'PGPU', 'free'): 1, ('h1', '', 'total'): 1,
+        ('h1', '', 'allocated'): 0, ('h1', '', 'free'): 1,
+        ('h2', 'PGPU', 'total'): 8, ('h2', 'PGPU', 'allocated'): 2,
+        ('h2', 'PGPU', 'free'): 6}
+    assert {s.labels['resource_class']: s.value
+            for s in families['cyborg_bound_arqs'].samples} == {
+        'PGPU': 2, '': 0}
+
+
+def test_a_device_reading_is_read_again_only_when_it_changed(
+        conf, monkeypatch):
+    collector = _collector(conf)
+    read = []
+    from_stored = utilization.from_stored
+
+    def counting(text, checked=True):
+        read.append(text)
+        return from_stored(text, checked)
+
+    monkeypatch.setattr(utilization, 'from_stored', counting)
+    first = utilization.stored_form({'gpu_percent': 10}, NOW)
+    second = utilization.stored_form({'gpu_percent': 20}, NOW)
+    rows = [('h1', 'a', first), ('h1', 'b', first)]
+    assert _ratios(collector, rows) == {'a': 0.1, 'b': 0.1}
+    assert len(read) == 2
+    later = NOW + datetime.timedelta(seconds=30)
+    assert _ratios(collector, [rows[0], ('h1', 'b', second)],
+                   later) == {'a': 0.1, 'b': 0.2}
+    assert read[2:] == [second]
+    # The age follows the clock, not the kept lines.
+    families = _build(collector, _snapshot(utilization=rows), later)
+    assert {s.value for s in families[
+        'cyborg_device_utilization_age_seconds'].samples} == {30.0}
+
+
+def _ratios(collector, rows, now=NOW) -> dict:
+    families = _build(collector, _snapshot(utilization=rows), now)
+    return {s.labels['device']: s.value
+            for s in families['cyborg_device_utilization_ratio'].samples}
+
+
+def test_every_family_has_its_help_and_type_without_samples(conf):
+    families = _build(_collector(conf), fleet_db.FleetSnapshot(
+        devices=[], deployables=[], arqs=[], bound=[], utilization=[],
+        agents=[], outbox_depth=0, outbox_oldest=None))
+    assert set(families) == set(_collector(conf).names())
+    assert all(family.type == 'gauge' for family in families.values())

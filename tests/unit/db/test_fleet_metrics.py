@@ -16,7 +16,6 @@ collector)."""
 
 import datetime
 
-import prometheus_client
 from prometheus_client import parser
 import pytest
 
@@ -40,9 +39,7 @@ def _series(collector) -> dict[tuple, float]:
     """{(name, sorted labels): value} of one scrape of ``collector``,
     parsed back from the text exposition format, without the scrape's
     duration (its value is the machine's)."""
-    registry = prometheus_client.CollectorRegistry()
-    registry.register(collector)
-    text = prometheus_client.generate_latest(registry).decode()
+    text = collector.exposition()[0].decode()
     found = {}
     for family in parser.text_string_to_metric_families(text):
         for sample in family.samples:
@@ -155,9 +152,8 @@ def _expected(project_label: bool) -> dict[tuple, float]:
     def key(name, **labels):
         return name, tuple(sorted(labels.items()))
 
-    def accelerators(host, device, deployable, rc, total, allocated, free):
-        return {key('cyborg_deployable_accelerators', host=host,
-                    device=device, deployable=deployable, resource_class=rc,
+    def accelerators(host, rc, total, allocated, free):
+        return {key('cyborg_accelerators', host=host, resource_class=rc,
                     state=state): value
                 for state, value in (('total', total),
                                      ('allocated', allocated),
@@ -175,17 +171,14 @@ def _expected(project_label: bool) -> dict[tuple, float]:
             status='enabled', **fpga): 1,
         key('cyborg_devices', host='h2', health='healthy',
             status='maintaining', **fpga): 2,
-        **accelerators('h1', '0000:3b:00.0', 'gpu0', 'PGPU', 1, 1, 0),
+        **accelerators('h1', 'PGPU', 1, 1, 0),
         # Unhealthy: none free.
-        **accelerators('h1', '0000:5e:00.0', 'region0', 'CUSTOM_FPGA', 4, 2,
-                       0),
-        **accelerators('h2', '0000:5e:00.0', 'region0', 'CUSTOM_FPGA', 4, 1,
-                       3),
-        # Retained (gone from the reports): none free.
-        **accelerators('h2', '0000:5e:00.0', 'region1', 'CUSTOM_FPGA', 2, 0,
-                       0),
+        **accelerators('h1', 'CUSTOM_FPGA', 4, 2, 0),
+        # region0 (4, 1 allocated, 3 free) and region1, retained (gone
+        # from the reports: 2, none free).
+        **accelerators('h2', 'CUSTOM_FPGA', 6, 1, 3),
         # Maintaining: none free.
-        **accelerators('h2', '0000:af:00.0', 'region0', '', 2, 0, 0),
+        **accelerators('h2', '', 2, 0, 0),
         **{key('cyborg_arqs', state=state): count for state, count in (
             ('Initial', 1), ('BindStarted', 1), ('Bound', 3),
             ('BindFailing', 1), ('BindFailed', 2), ('Unbound', 1),
