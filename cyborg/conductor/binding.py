@@ -163,8 +163,10 @@ class Binder:
         """Bind now what needs no preparation; submit jobs for the rest."""
         started = time.monotonic()
         try:
+            # Described in the transaction when notifications are on.
             outcome = binding_db.bind(context, bindings, project_id,
-                                      self.owner, self._lease)
+                                      self.owner, self._lease,
+                                      describe=self._notifier.enabled)
         except exception.CyborgException as e:
             if self._notifier.enabled:
                 self._notify_refused(context, list(bindings), project_id, e)
@@ -197,7 +199,7 @@ class Binder:
                         outcome: binding_db.BindOutcome) -> None:
         """bind.start for every ARQ whose bind started, then bind.end for
         those bound at once."""
-        arqs = notifications.read_arqs(uuids=outcome.bound + outcome.jobs)
+        arqs = outcome.described
         notifications.emit_arqs(self._notifier, context,
                                 notifications.ARQ_BIND_START, arqs,
                                 state=arq_states.BIND_STARTED)
@@ -218,27 +220,20 @@ class Binder:
                 notifications.ARQ_BIND_END if arq['uuid'] in outcome.bound
                 else notifications.ARQ_BIND_ERROR, [arq])
 
-    def _changing(self, uuids: list[str] | None,
-                  instance_uuid: str | None, project_id: str | None,
-                  unchanged: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-        """The caller's ARQs an unbind or deletion is about to change,
-        read before it (their binding is gone after); none when
-        notifications are off."""
-        if not self._notifier.enabled:
-            return []
-        return [arq for arq in _scoped(notifications.read_arqs(
-            uuids=uuids, instance_uuid=instance_uuid), project_id)
-            if arq['state'] not in unchanged]
+    def _changing(self) -> list[dict[str, Any]] | None:
+        """A list for the ARQs an unbind or deletion changes, described
+        in its transaction before the change (their binding is gone
+        after); None (nothing described) when notifications are off."""
+        return [] if self._notifier.enabled else None
 
     def unbind(self, context, uuids: list[str],
                project_id: str | None) -> None:
         """Unbind ARQs; their prepared handles are released after."""
         # An unbound ARQ is left as it is (Nova repeats unbinds).
-        changing = self._changing(uuids, None, project_id,
-                                  (arq_states.INITIAL, arq_states.UNBOUND))
-        handles = arq_db.arq_unbind(context, uuids, project_id)
+        changing = self._changing()
+        handles = arq_db.arq_unbind(context, uuids, project_id, changing)
         notifications.emit_arqs(self._notifier, context,
-                                notifications.ARQ_UNBIND, changing,
+                                notifications.ARQ_UNBIND, changing or (),
                                 state=arq_states.UNBOUND)
         LOG.info('Unbound ARQs %s (%d prepared attach handles to release)',
                  ', '.join(uuids), len(handles))
@@ -249,11 +244,11 @@ class Binder:
     def delete(self, context, uuids: list[str] | None,
                instance_uuid: str | None, project_id: str | None) -> None:
         """Delete ARQs; their prepared handles are released after."""
-        changing = self._changing(uuids, instance_uuid, project_id)
+        changing = self._changing()
         handles = arq_db.arq_delete(context, uuids, instance_uuid,
-                                    project_id)
+                                    project_id, changing)
         notifications.emit_arqs(self._notifier, context,
-                                notifications.ARQ_DELETE, changing,
+                                notifications.ARQ_DELETE, changing or (),
                                 state=arq_states.DELETING)
         LOG.info('Deleted %s (%d prepared attach handles to release)',
                  'ARQs ' + ', '.join(uuids) if uuids is not None

@@ -17,9 +17,11 @@ Each write emits its events once its transaction committed, with the one
 :class:`cyborg.notifications.notifier.Notifier` that
 :func:`cyborg.conductor.service.create` builds. When notifications are
 off nothing here runs past :attr:`Notifier.enabled`: no read, no
-payload. When on, an ARQ event costs one read of the ARQs it concerns
-(their profile name and attach handle) and a send; neither ever fails
-the operation.
+payload. When on, the bind, unbind and deletion describe the ARQs they
+change (profile name, attach handle) with one more statement in their
+own transaction (:func:`cyborg.db.arqs.describe`); a job's end and a
+refused bind read them afterwards. The send happens on the notifier's
+thread; neither ever fails the operation.
 """
 
 from collections.abc import Iterable

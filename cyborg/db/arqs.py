@@ -115,6 +115,15 @@ def arq_list(context, project_id: str | None,
             for row in _view(context.connection, project_id, **filters)]
 
 
+def describe(connection, uuids: list[str]) -> list[dict[str, Any]]:
+    """The ARQs ``uuids`` as :func:`arq_list` gives them, read in the
+    transaction of ``connection`` (for the notifications of a write,
+    without a transaction of their own)."""
+    if not uuids:
+        return []
+    return [_to_dict(row) for row in _view(connection, None, uuids=uuids)]
+
+
 @db_api.main_context_manager.reader.connection
 def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
     row = _view(context.connection, project_id, uuid=uuid).first()
@@ -409,14 +418,19 @@ _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
 
 
 @db_api.connection_writer
-def arq_unbind(context, uuids: list[str], project_id: str | None
-               ) -> list[PreparedHandle]:
+def arq_unbind(context, uuids: list[str], project_id: str | None,
+               described: list | None = None) -> list[PreparedHandle]:
     """Unbind ARQs and release their handles (idempotent per ARQ); the
-    handles whose preparation is to be released."""
+    handles whose preparation is to be released. ``described``, if
+    given, becomes the ARQs it changes as they were (:func:`describe`).
+    """
     connection = context.connection
     # Unbinding an unbound ARQ changes nothing (Nova repeats unbinds).
     rows = [row for row in lock(connection, uuids, project_id)
             if row.state not in (states.INITIAL, states.UNBOUND)]
+    if described is not None:
+        # Replaced, not added to: a retried transaction describes again.
+        described[:] = describe(connection, [row.uuid for row in rows])
     _cancel_failure_reports(connection, rows)
     # Their usage first: the swap clears what they are bound to.
     usage_db.close_intervals(connection, rows, timeutils.utcnow())
@@ -428,9 +442,11 @@ def arq_unbind(context, uuids: list[str], project_id: str | None
 
 @db_api.connection_writer
 def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
-               project_id: str | None) -> list[PreparedHandle]:
+               project_id: str | None, described: list | None = None
+               ) -> list[PreparedHandle]:
     """Delete ARQs, releasing their handles; the handles whose
-    preparation is to be released.
+    preparation is to be released. ``described``, if given, becomes the
+    ARQs deleted as they were (:func:`describe`).
 
     By uuid every ARQ must exist; by instance, none may. The ARQs pass
     through Deleting inside this one transaction, so nobody sees it.
@@ -446,6 +462,9 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     for row in rows:
         if row.state != states.DELETING:
             check_transition(row, states.DELETING)
+    if described is not None:
+        # Replaced, not added to: a retried transaction describes again.
+        described[:] = describe(connection, [row.uuid for row in rows])
     _cancel_failure_reports(connection, rows)
     # The usage of the Bound ones outlives them.
     usage_db.close_intervals(connection, rows, timeutils.utcnow())

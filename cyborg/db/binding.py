@@ -159,6 +159,10 @@ class BindOutcome:
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     released: list[arq_db.PreparedHandle] = dataclasses.field(
         default_factory=list)
+    #: The ARQs bound and left to jobs as the transaction left them
+    #: (:func:`cyborg.db.arqs.describe`), when asked for.
+    described: list[dict[str, Any]] = dataclasses.field(
+        default_factory=list)
 
 
 class _Events:
@@ -427,13 +431,14 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
 @db_api.retrying_writer
 def bind(context, bindings: dict[str, dict[str, str]],
          project_id: str | None, owner: str,
-         lease: Lease | None = None) -> BindOutcome:
+         lease: Lease | None = None, describe: bool = False) -> BindOutcome:
     """Bind ARQs, all or none: a check that fails raises its 4xx and
     changes nothing (see the module docstring).
 
     ``bindings`` maps ARQ uuid to {hostname, device_rp_uuid,
     instance_uuid[, project_id]}. Returns the ARQs left to a job and the
-    events queued (leased per ``lease``; unleased without one).
+    events queued (leased per ``lease``; unleased without one), and with
+    ``describe`` the ARQs whose bind started, as bound or left to a job.
     """
     connection = context.connection
     rows = arq_db.lock(connection, list(bindings), project_id,
@@ -451,6 +456,9 @@ def bind(context, bindings: dict[str, dict[str, str]],
         _bind_to_deployable(connection, group, rp_uuid, hostname, events,
                             outcome)
     outcome.events = events.insert()
+    if describe:
+        outcome.described = arq_db.describe(connection,
+                                            outcome.bound + outcome.jobs)
     return outcome
 
 
