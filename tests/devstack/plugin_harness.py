@@ -64,7 +64,9 @@ class Node:
 
     def ini(self, *parts: str) -> configparser.ConfigParser:
         """An INI file under the root (devstack's iniset writes them)."""
-        parser = configparser.ConfigParser(interpolation=None)
+        # Not strict: an option given on several lines (uWSGI's env) reads
+        # as its last line.
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
         path = self.path(*parts)
         with open(path) as f:
             parser.read_file(f, path)

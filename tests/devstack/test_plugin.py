@@ -267,6 +267,35 @@ def test_disable_service_makes_a_compute_node(tmp_path):
 
 # Options and dependencies --------------------------------------------------
 
+def _uwsgi_env(node) -> list[str]:
+    """Every ``env`` line of the uWSGI ini, in order."""
+    with open(node.path('etc', 'cyborg', 'cyborg-api-uwsgi.ini')) as f:
+        return [line.split('=', 1)[1].strip() for line in f
+                if line.split('=', 1)[0].strip() == 'env']
+
+
+def test_api_metrics_are_off_by_default(aio):
+    assert aio.cyborg_conf['metrics']['api_enabled'] == 'False'
+    # The last env line (the ini is gone after clean): no metrics
+    # directory was added after the configuration's.
+    assert aio.uwsgi_ini['uwsgi']['env'] == 'CYBORG_CONFIG_FILES=' + aio.path(
+        'etc', 'cyborg', 'cyborg.conf')
+
+
+def test_api_metrics_share_a_directory_between_uwsgi_workers(tmp_path):
+    node = harness.run(harness.Node(str(tmp_path)), ['post-config'],
+                       API_SERVICES, CYBORG_API_METRICS='True')
+    assert node.returncode == 0, node.output
+    conf = node.ini('etc', 'cyborg', 'cyborg.conf')
+    assert conf['metrics']['api_enabled'] == 'True'
+    directory = node.path('opt', 'stack', 'data', 'cyborg', 'api-metrics')
+    # Made before the workers start (they write there from their import).
+    assert os.path.isdir(directory)
+    assert _uwsgi_env(node) == [
+        'CYBORG_CONFIG_FILES=' + node.path('etc', 'cyborg', 'cyborg.conf'),
+        'PROMETHEUS_MULTIPROC_DIR=' + directory]
+
+
 def test_standalone_api_and_the_old_conf_variable(tmp_path):
     conf = str(tmp_path / 'etc' / 'cyborg' / 'legacy.conf')
     node = harness.run(harness.Node(str(tmp_path)),
