@@ -34,6 +34,7 @@ from oslo_utils import timeutils
 
 from cyborg.conductor import notifications
 from cyborg.db import inventory as inventory_db
+from cyborg.domain import usage
 from cyborg.domain import utilization as utilization_mod
 from cyborg.notifications import notifier as notifier_mod
 
@@ -56,7 +57,8 @@ def apply(context, host: str, rp_name: str,
           devices: list[dict[str, Any]] | None,
           digest: str, failed_drivers: list[str],
           utilization: dict[str, Any] | None = None,
-          notifier: notifier_mod.Notifier | None = None) -> ReportOutcome:
+          notifier: notifier_mod.Notifier | None = None,
+          usage_period: int | None = None) -> ReportOutcome:
     """Apply ``host``'s report unless it was applied already.
 
     ``utilization`` (None from an agent older than RPC 1.2, which does
@@ -68,10 +70,13 @@ def apply(context, host: str, rp_name: str,
     another digest the outcome is ``resend`` and nothing is written.
     ``notifier`` sends the device.create, device.delete and
     device.health_change notifications of a changed report, once it is
-    committed.
+    committed. ``usage_period`` (the usage audit's period, when usage
+    records are sent): the busy readings also count in the mean
+    utilization of the ARQs bound on their devices, with one statement.
     """
     reported = (None if utilization is None
                 else utilization_mod.clean_report(utilization))
+    readings = _busy_readings(reported, usage_period)
     state = inventory_db.host_state(context, host)
     # Read without a lock: most reports are unchanged, and apply_report
     # compares the digest again under the host's lock.
@@ -84,7 +89,8 @@ def apply(context, host: str, rp_name: str,
             return ReportOutcome(False, state is not None
                                  and state.sync_pending, resend=True)
         summary = inventory_db.apply_report(context, host, rp_name, devices,
-                                            digest, failed_drivers, reported)
+                                            digest, failed_drivers, reported,
+                                            readings)
         if summary is not None:
             _log_summary(host, summary)
             if notifier is not None and notifier.enabled:
@@ -97,8 +103,24 @@ def apply(context, host: str, rp_name: str,
         values = utilization_mod.changes(state.devices, reported,
                                          failed_drivers, timeutils.utcnow())
         if values:
-            inventory_db.store_utilization(context, host, values)
+            inventory_db.store_utilization(context, host, values, readings)
     return ReportOutcome(False, state.sync_pending)
+
+
+def _busy_readings(reported: dict[str, Any] | None,
+                   usage_period: int | None
+                   ) -> inventory_db.BusyReadings | None:
+    """The busy readings of ``reported`` for the usage records, in the
+    period of now; None when no records are made or none was read."""
+    if not reported or usage_period is None:
+        return None
+    busy = {address: metrics[utilization_mod.GPU_PERCENT.name]
+            for address, metrics in reported.items()
+            if utilization_mod.GPU_PERCENT.name in metrics}
+    if not busy:
+        return None
+    return inventory_db.BusyReadings(
+        busy, usage.period_start(timeutils.utcnow(), usage_period))
 
 
 def _notify(notifier: notifier_mod.Notifier, context,

@@ -98,8 +98,12 @@ class ConductorManager:
                  binder: binding.Binder | None = None,
                  arq_limits: ARQLimits = ARQLimits(),
                  programmer: programming.RegionProgrammer | None = None,
-                 notifier: notifier_mod.Notifier | None = None):
+                 notifier: notifier_mod.Notifier | None = None,
+                 usage_period: int | None = None):
         self.host = host
+        # The usage audit's period when usage records are sent: reports'
+        # busy readings then count in their ARQs' mean utilization.
+        self._usage_period = usage_period
         self._notifier = notifier or notifications.disabled()
         self._programmer = programmer
         self._binder = binder
@@ -146,7 +150,7 @@ class ConductorManager:
         """
         outcome = inventory.apply(context, host, rp_name, devices, digest,
                                   failed_drivers, utilization,
-                                  self._notifier)
+                                  self._notifier, self._usage_period)
         if outcome.resend:
             return {'changed': False, 'synced': False, 'resend': True}
         synced = not outcome.sync_pending or self._sync_later(host)

@@ -134,7 +134,9 @@ def create(conf: cfg.ConfigOpts, transport,
         notifier=notifications)
     endpoint = manager.ConductorManager(
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
-        programmer=programmer, notifier=notifications)
+        programmer=programmer, notifier=notifications,
+        usage_period=(conf.notifications.audit_period
+                      if notifications.enabled else None))
 
     def admin():
         return cyborg_context.get_admin_context()

@@ -51,6 +51,7 @@ depth, and identify a deployable across reports as before.
 """
 
 import dataclasses
+import datetime
 from typing import Any
 
 from oslo_log import log as logging
@@ -62,6 +63,7 @@ from cyborg.common import constants
 from cyborg.db import api as db_api
 from cyborg.db import device_profiles
 from cyborg.db import services
+from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
@@ -181,19 +183,35 @@ def report_state(context, host: str) -> tuple[str | None, bool] | None:
     return None if state is None else (state.digest, state.sync_pending)
 
 
+@dataclasses.dataclass(frozen=True)
+class BusyReadings:
+    """Busy readings of a report to add to the mean utilization of the
+    ARQs bound on their devices (:func:`cyborg.db.usage.add_readings`):
+    {device address: busy percent}, and the start of their period."""
+
+    busy: dict[str, float]
+    period_start: datetime.datetime
+
+
 @db_api.connection_writer
-def store_utilization(context, host: str,
-                      values: dict[str, str | None]) -> None:
+def store_utilization(context, host: str, values: dict[str, str | None],
+                      readings: BusyReadings | None = None) -> None:
     """Write the utilization text (None: none) of some of ``host``'s
-    devices, with one statement. The rows' ``updated_at`` stays: a
-    utilization is not a change of the device."""
-    _store_utilization(context.connection, host, values)
+    devices, with one statement; with ``readings``, add those of these
+    devices to their bound ARQs' with one more. The rows' ``updated_at``
+    stays: a utilization is not a change of the device."""
+    _store_utilization(context.connection, host, values, readings)
 
 
 def _store_utilization(connection, host: str,
-                       values: dict[str, str | None]) -> None:
+                       values: dict[str, str | None],
+                       readings: BusyReadings | None = None) -> None:
     if not values:
         return
+    if readings is not None:
+        usage_db.add_readings(connection, host, {
+            address: busy for address, busy in readings.busy.items()
+            if address in values}, readings.period_start)
     # One CASE on the address: one statement for any number of devices.
     # updated_at is set to itself, or the column's onupdate would stamp the
     # device as changed.
@@ -212,7 +230,8 @@ def _store_utilization(connection, host: str,
 def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,
                  failed_drivers: list[str],
-                 utilization: dict[str, Any] | None = None
+                 utilization: dict[str, Any] | None = None,
+                 readings: BusyReadings | None = None
                  ) -> DiffSummary | None:
     """Apply a report; None if it was already applied (same digest) and
     no released missing device waits for removal.
@@ -236,7 +255,7 @@ def apply_report(context, host: str, rp_name: str,
     if utilization is not None:
         _store_utilization(connection, host, utilization_mod.changes(
             diff.utilization_rows(devices), utilization, failed_drivers,
-            timeutils.utcnow()))
+            timeutils.utcnow()), readings)
     return summary
 
 

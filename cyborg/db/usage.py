@@ -31,6 +31,12 @@ exactly once; sending is at least once (a conductor that dies after the
 broker took a record and before marking it sent leaves it to be sent
 again).
 
+Mean utilization: :func:`add_readings` adds each busy reading of a
+device (``gpu_percent``) to the ``arq_utilization`` row of every ARQ
+Bound on the device, for the period of the reading (one upsert per
+report that carries readings, written with them); an audit reads the
+sums of its period into the records' mean and deletes them.
+
 Times are naive UTC datetimes passed in by the caller.
 """
 
@@ -40,9 +46,13 @@ from typing import Any
 
 from oslo_db import exception as db_exc
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite
 
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQ_USAGE
+from cyborg.db.models import ARQ_UTILIZATION
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import DEPLOYABLES
@@ -50,6 +60,7 @@ from cyborg.db.models import DEVICES
 from cyborg.db.models import PROFILES
 from cyborg.db.models import USAGE_AUDITS
 from cyborg.db.models import USAGE_RECORDS
+from cyborg.db.models import DateTime
 from cyborg.domain import arq_states as states
 from cyborg.domain import providers
 from cyborg.domain import usage
@@ -158,6 +169,63 @@ def intervals(connection, start: datetime.datetime,
         _intervals_query(), {'start': start, 'end': end})]
 
 
+def _readings_upsert(dialect: str, select):
+    """INSERT ``select`` (arq_uuid, period_start, busy_sum, samples)
+    into arq_utilization, adding to the row an ARQ has for the period
+    already."""
+    columns = ['arq_uuid', 'period_start', 'busy_sum', 'samples']
+    if dialect in ('mysql', 'mariadb'):
+        insert = mysql.insert(ARQ_UTILIZATION).from_select(columns, select)
+        return insert.on_duplicate_key_update(
+            busy_sum=ARQ_UTILIZATION.c.busy_sum + insert.inserted.busy_sum,
+            samples=ARQ_UTILIZATION.c.samples + insert.inserted.samples)
+    module = postgresql if dialect == 'postgresql' else sqlite
+    insert = module.insert(ARQ_UTILIZATION).from_select(columns, select)
+    return insert.on_conflict_do_update(
+        index_elements=['arq_uuid', 'period_start'],
+        set_={'busy_sum': ARQ_UTILIZATION.c.busy_sum
+              + insert.excluded.busy_sum,
+              'samples': ARQ_UTILIZATION.c.samples
+              + insert.excluded.samples})
+
+
+def add_readings(connection, host: str, busy: dict[str, float],
+                 period_start: datetime.datetime) -> None:
+    """Add the busy percent ``busy`` ({device address: reading}) of
+    ``host``'s devices to every ARQ Bound on them, in the period
+    starting at ``period_start``: one statement (none without readings).
+    """
+    if not busy:
+        return
+    reading = sa.case({address: sa.literal(value, sa.Float)
+                       for address, value in busy.items()},
+                      value=DEVICES.c.address)
+    select = (sa.select(ARQS.c.uuid, sa.literal(period_start, DateTime),
+                        reading, sa.literal(1, sa.Integer))
+              .select_from(ARQS)
+              .join(DEPLOYABLES, DEPLOYABLES.c.id == ARQS.c.deployable_id)
+              .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+              .where(ARQS.c.state == states.BOUND,
+                     DEVICES.c.hostname == host,
+                     DEVICES.c.address.in_(sorted(busy))))
+    connection.execute(_readings_upsert(connection.dialect.name, select))
+
+
+def _period_readings(connection, start: datetime.datetime,
+                     end: datetime.datetime
+                     ) -> dict[str, tuple[float, int]]:
+    """{ARQ uuid: (sum of busy readings, readings)} of the period
+    ``[start, end)``."""
+    rows = connection.execute(
+        sa.select(ARQ_UTILIZATION.c.arq_uuid,
+                  sa.func.sum(ARQ_UTILIZATION.c.busy_sum),
+                  sa.func.sum(ARQ_UTILIZATION.c.samples))
+        .where(ARQ_UTILIZATION.c.period_start >= start,
+               ARQ_UTILIZATION.c.period_start < end)
+        .group_by(ARQ_UTILIZATION.c.arq_uuid))
+    return {uuid: (float(total), int(count)) for uuid, total, count in rows}
+
+
 @db_api.main_context_manager.reader.connection
 def last_audited_end(context) -> datetime.datetime | None:
     """The end of the latest period audited; None if none was."""
@@ -197,7 +265,12 @@ def _audit_period(context, start, end, now, owner, lease_until):
                USAGE_AUDITS.c.period_end > start)).first()
     if done is not None:
         return None
-    found = usage.records(intervals(connection, start, end), start, end)
+    found = usage.records(intervals(connection, start, end), start, end,
+                          _period_readings(connection, start, end))
+    # Read into the records: the readings of this period and before
+    # (none can come for a period that ended) are done with.
+    connection.execute(sa.delete(ARQ_UTILIZATION).where(
+        ARQ_UTILIZATION.c.period_start < end))
     holder = owner if lease_until is not None else None
     connection.execute(sa.insert(USAGE_AUDITS).values(
         period_start=start, period_end=end, audited_by=owner,

@@ -120,7 +120,9 @@ def timestamp(moment: datetime.datetime) -> str:
 
 
 def records(intervals: list[Interval], start: datetime.datetime,
-            end: datetime.datetime) -> list[dict[str, Any]]:
+            end: datetime.datetime,
+            readings: dict[str, tuple[float, int]] | None = None
+            ) -> list[dict[str, Any]]:
     """One record per ARQ bound during ``[start, end)``, by ARQ uuid.
 
     An ARQ bound several times in the period gets one record with the
@@ -129,7 +131,12 @@ def records(intervals: list[Interval], start: datetime.datetime,
     device (``{"metrics": ..., "reported_at": ...}``) when the ARQ still
     held it at the end of the period, else None: a reading taken while
     another request held the device says nothing of this one.
+    ``mean_gpu_percent`` is the mean of the busy readings its agent
+    reported of the device while the ARQ held it in the period
+    (``readings``: {ARQ uuid: (their sum, their number)}), and
+    ``utilization_samples`` their number; None and 0 without any.
     """
+    readings = readings or {}
     by_arq: dict[str, list[Interval]] = {}
     for interval in intervals:
         if interval.seconds_within(start, end) > 0:
@@ -145,9 +152,20 @@ def records(intervals: list[Interval], start: datetime.datetime,
             bound_seconds=round(sum(i.seconds_within(start, end)
                                     for i in held), 6),
             latest_utilization=(_reading(latest.utilization)
-                                if latest.bound_at_end(end) else None))
+                                if latest.bound_at_end(end) else None),
+            **mean_reading(readings.get(uuid)))
         found.append(record)
     return found
+
+
+def mean_reading(summed: tuple[float, int] | None) -> dict[str, Any]:
+    """The record's ``mean_gpu_percent`` and ``utilization_samples`` of
+    (sum, number) of readings."""
+    if not summed or summed[1] <= 0:
+        return {'mean_gpu_percent': None, 'utilization_samples': 0}
+    total, count = summed
+    return {'mean_gpu_percent': round(total / count, 3),
+            'utilization_samples': count}
 
 
 def _reading(text: str | None) -> dict[str, Any] | None:

@@ -141,8 +141,9 @@ DEPLOYABLE = Payload(
 
 _TIME = {'type': 'string', 'format': 'date-time'}
 
+# 1.1: mean_gpu_percent, utilization_samples.
 EXISTS = Payload(
-    'AcceleratorRequestExistsPayload', '1.0', {
+    'AcceleratorRequestExistsPayload', '1.1', {
         'arq_uuid': _UUID,
         'project_id': _NULLABLE_STRING,
         'instance_uuid': _NULLABLE_UUID,
@@ -167,6 +168,12 @@ EXISTS = Payload(
                 'reported_at': {'type': ['string', 'null']},
             },
         },
+        # The mean of the device's busy readings (percent) its agent
+        # reported while the ARQ held it in the period, null without one;
+        # how many readings it is the mean of.
+        'mean_gpu_percent': {'type': ['number', 'null'], 'minimum': 0,
+                             'maximum': 100},
+        'utilization_samples': {'type': 'integer', 'minimum': 0},
     },
     'The usage of one accelerator request during one audit period.')
 

@@ -51,7 +51,7 @@ class FakeInventoryDB:
         return inventory_db.HostState(state[0], state[1], {})
 
     def apply_report(self, context, host, rp_name, devices, digest,
-                     failed_drivers, utilization=None):
+                     failed_drivers, utilization=None, readings=None):
         self.calls.append(('apply_report', host, rp_name, digest,
                            tuple(failed_drivers)))
         return self.summary

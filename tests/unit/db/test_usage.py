@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.cmd import manage
+from cyborg.conductor import inventory as conductor_inventory
 from cyborg.conductor import usage_audit
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
@@ -354,3 +355,56 @@ def test_manage_refuses_what_it_cannot_audit(host, admin_context, clock,
     with pytest.raises(manage.Refused, match=message):
         _manage_audit(admin_context, start, clock())
     assert len(rows(database, models.USAGE_AUDITS)) == 1
+
+
+def _report_busy(context, conf, busy: float, period: int = HOUR) -> None:
+    """host1 reports its (unchanged) tree with ``busy`` percent on every
+    device, as the conductor applies it when usage records are sent."""
+    wire = device_tree.tree_to_wire(fake.FakeDriver(conf).discover())
+    conductor_inventory.apply(
+        context, 'host1', 'host1', wire, device_tree.tree_digest(wire), [],
+        {device['address']: {'gpu_percent': busy} for device in wire},
+        usage_period=period)
+
+
+def test_the_record_has_the_mean_of_the_readings_while_bound(
+        host, admin_context, clock, conf, database):
+    clock.set(t(10, 5))
+    _report_busy(admin_context, conf, 90.0)  # nobody bound: not counted
+    [a] = bind(admin_context, host)
+    for minute, busy in ((10, 20.0), (20, 40.0), (30, 60.0)):
+        clock.set(t(10, minute))
+        _report_busy(admin_context, conf, busy)
+    clock.set(t(11, 0, 30))
+    # A reading of the next period counts in the next record.
+    _report_busy(admin_context, conf, 10.0)
+    notifier = Notifier()
+    assert auditor(clock, notifier).run(admin_context) == 1
+    [record] = notifier.sent
+    assert (record['arq_uuid'], record['mean_gpu_percent'],
+            record['utilization_samples']) == (a, 40.0, 3)
+    # What the records took is gone; the next period's readings stay.
+    assert [(r['period_start'], r['samples'])
+            for r in rows(database, models.ARQ_UTILIZATION)] == [(t(11), 1)]
+    clock.set(t(12, 0, 30))
+    assert auditor(clock, notifier).run(admin_context) == 1
+    assert (notifier.sent[1]['mean_gpu_percent'],
+            notifier.sent[1]['utilization_samples']) == (10.0, 1)
+
+
+def test_no_readings_no_mean(host, admin_context, clock):
+    clock.set(t(10, 5))
+    bind(admin_context, host)
+    notifier = Notifier()
+    clock.set(t(11, 0, 30))
+    assert auditor(clock, notifier).run(admin_context) == 1
+    assert (notifier.sent[0]['mean_gpu_percent'],
+            notifier.sent[0]['utilization_samples']) == (None, 0)
+
+
+def test_readings_are_not_kept_without_usage_records(
+        host, admin_context, clock, conf, database):
+    clock.set(t(10, 5))
+    bind(admin_context, host)
+    _report_busy(admin_context, conf, 50.0, period=None)
+    assert rows(database, models.ARQ_UTILIZATION) == []

@@ -102,7 +102,7 @@ def test_one_record_per_arq_with_the_seconds_of_all_its_intervals():
     assert found[0]['audit_period_ending'] == '2030-01-01T11:00:00Z'
     assert set(found[0]) == set(usage.FIELDS) | {
         'audit_period_beginning', 'audit_period_ending', 'bound_seconds',
-        'latest_utilization'}
+        'latest_utilization', 'mean_gpu_percent', 'utilization_samples'}
 
 
 def test_the_latest_reading_only_for_an_arq_bound_at_the_end():
@@ -133,3 +133,13 @@ def test_the_stored_form_is_stable():
     record = usage.records([interval()], t(10), t(11))[0]
     assert usage.dumps(record) == usage.dumps(dict(reversed(
         list(record.items()))))
+
+
+@pytest.mark.parametrize('summed, expected', [
+    (None, {'mean_gpu_percent': None, 'utilization_samples': 0}),
+    ((0.0, 0), {'mean_gpu_percent': None, 'utilization_samples': 0}),
+    ((100.0, 3), {'mean_gpu_percent': 33.333, 'utilization_samples': 3}),
+    ((0.0, 2), {'mean_gpu_percent': 0.0, 'utilization_samples': 2}),
+])
+def test_mean_reading(summed, expected):
+    assert usage.mean_reading(summed) == expected
