@@ -192,9 +192,14 @@ def create(conf: cfg.ConfigOpts, transport,
         # first period that ends once notifications are on.
         auditor = usage_audit.UsageAuditor(
             host, conf.notifications.audit_period, notifications)
+
+        def audit_usage() -> None:
+            # Its count of records sent is not returned: a number
+            # returned by a periodic task is the delay to its next run.
+            auditor.run(admin())
+
         tasks.append(service.PeriodicTask(
-            'conductor-usage-audit', lambda: auditor.run(admin()),
-            conf.periodic_interval))
+            'conductor-usage-audit', audit_usage, conf.periodic_interval))
     return service.RPCService(transport, constants.CONDUCTOR_TOPIC, host,
                               endpoint, periodic_tasks=tasks,
                               on_start=on_start, on_stop=on_stop)

@@ -16,6 +16,7 @@ import oslo_messaging as messaging
 import pytest
 
 from cyborg.conductor import service as conductor_service
+from cyborg.conductor import usage_audit
 
 
 def _task_names(conf, driver: str) -> dict[str, float]:
@@ -36,3 +37,22 @@ def test_no_audit_without_notifications(conf):
 def test_an_audit_every_periodic_interval_with_notifications(conf, driver):
     conf.set_override('periodic_interval', 7)
     assert _task_names(conf, driver)['conductor-usage-audit'] == 7
+
+
+def test_the_audit_runs_again_after_its_interval_whatever_it_sent(
+        conf, monkeypatch):
+    """A number a periodic task returns is its next delay: the count of
+    records sent must not become one (0 would run it without a pause)."""
+    monkeypatch.setattr(usage_audit.UsageAuditor, 'run',
+                        lambda self, context: 0)
+    conf.set_override('periodic_interval', 7)
+    conf.set_override('driver', 'log', group='notifications')
+    transport = messaging.get_rpc_transport(conf, url='fake:/')
+    try:
+        conductor = conductor_service.create(conf, transport)
+        [task] = [task for task in conductor._tasks
+                  if task.name == 'conductor-usage-audit']
+        task._run()
+        assert task.next_delay == 7
+    finally:
+        transport.cleanup()
