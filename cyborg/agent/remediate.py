@@ -120,11 +120,13 @@ class Remediator:
         if self._bound_devices is None:
             return None
         try:
-            return set(self._bound_devices(context))
+            bound = self._bound_devices(context)
         except Exception as exc:
             LOG.warning('Cannot tell which devices of this host are bound '
                         '(%s); no device is reset now', exc)
             return None
+        # None: a conductor older than the call; nothing can be reset.
+        return None if bound is None else set(bound)
 
     def _reset(self, driver: base.AcceleratorDriver,
                device: device_tree.Device, key: tuple[str, str]

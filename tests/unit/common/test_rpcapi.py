@@ -40,7 +40,7 @@ CONDUCTOR_METHODS = {
     'device_set_status': '1.0', 'attribute_create': '1.0',
     'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
     'arq_unbind': '1.0', 'arq_delete': '1.0',
-    'deployable_program': '1.1',
+    'deployable_program': '1.1', 'bound_devices': '1.4',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',
