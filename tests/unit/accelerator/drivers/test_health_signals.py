@@ -17,7 +17,12 @@ GPU (passthrough on vfio-pci too), QAT, NIC VF, NVMe, FPGA and NPU."""
 
 import inspect
 import json
+import tempfile
 
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 import pytest
 
 from cyborg.accelerator.drivers.amd_gpu import driver as amd
@@ -133,3 +138,44 @@ def test_a_narrow_link_degrades_while_it_lasts(host):
     for _ in range(2):
         assert _report(finder, address) == degraded
     assert _report(finder, address) == ('healthy', [])
+
+
+STORM_KEYS = {'fatal': 'cyborg.pcie.aer-fatal',
+              'nonfatal': 'cyborg.pcie.aer-nonfatal',
+              'width': 'cyborg.pcie.link-width'}
+
+
+# The options it sets are set again in every example.
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 4),
+       storm=st.lists(st.sets(st.sampled_from(sorted(STORM_KEYS))),
+                      min_size=1, max_size=12))
+def test_no_flapping_under_a_random_storm_of_sysfs_signals(conf, n, storm):
+    """A passthrough GPU whose AER counters rise and whose link narrows
+    at random: each taint is on exactly while its signal was seen in one
+    of the last n discoveries, never dropping in between."""
+    with tempfile.TemporaryDirectory() as root:
+        tree = hosts.passthrough_gpu_host(root)
+        conf.set_override('host_root', tree.root, group='agent')
+        conf.set_override('rebind_nvidia_gpus', False, group='nvidia_gpu')
+        driver = nvidia.NvidiaGpuDriver(conf, runner=runner.CommandRunner(
+            search_path=[tree.tools_dir]))
+        driver.name = 'nvidia_gpu_driver'
+        locks = driver_calls.DriverLocks()
+        finder = discovery.Discovery(
+            'h1', 'h1', [driver], None, locks=locks,
+            remediator=remediate.Remediator(remediation.Tracker(
+                remediation.load_catalog(()), n), locks))
+        counts = {'fatal': 0, 'nonfatal': 0}
+        tree.set_aer(hosts.PGPU)
+        finder.collect()  # the baseline
+        for index, seen in enumerate(storm):
+            for kind in ('fatal', 'nonfatal'):
+                counts[kind] += kind in seen
+            tree.set_aer(hosts.PGPU, **counts)
+            tree.set_link(hosts.PGPU, width=4 if 'width' in seen else 16)
+            _health, taints = _report(finder, hosts.PGPU)
+            window = set().union(*storm[max(0, index - n + 1):index + 1])
+            assert {key for key, _effect in taints} == {
+                STORM_KEYS[kind] for kind in window}
