@@ -84,6 +84,12 @@ _SIGNAL = re.compile(r'^[a-z][a-z0-9._*?-]*$')
 _STRENGTH = {Effect.NONE: 0, Effect.NO_SCHEDULE: 1, Effect.NO_EXECUTE: 2}
 
 
+#: A signal name: lower-case, short enough that ``cyborg.<name>`` is a
+#: taint key.
+_SIGNAL_NAME = re.compile(r'^[a-z][a-z0-9._-]*$')
+SIGNAL_MAX_LENGTH = taints_mod.KEY_MAX_LENGTH - len('cyborg.')
+
+
 @dataclasses.dataclass(frozen=True)
 class Signal:
     """One health signal of one device in one report."""
@@ -92,6 +98,14 @@ class Signal:
     name: str
     #: What the driver saw (log text, counter values), for the taint.
     reason: str = ''
+
+    def __post_init__(self) -> None:
+        if (not _SIGNAL_NAME.match(self.name)
+                or len(self.name) > SIGNAL_MAX_LENGTH):
+            raise ValueError('signal name %r must start with a lower-case '
+                             'letter, hold only lower-case letters, digits, '
+                             '".", "-" and "_", and have at most %d '
+                             'characters' % (self.name, SIGNAL_MAX_LENGTH))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,8 +165,7 @@ class Remedy:
 def signal_key(signal: str) -> str:
     """The default taint key of a signal: ``xid.48`` ->
     ``cyborg.xid.48``."""
-    return taints_mod.check_key(
-        'cyborg.' + re.sub(r'[^a-z0-9._-]', '-', signal.lower()))
+    return taints_mod.check_key('cyborg.' + signal)
 
 
 def _xid(number: int, action: Action, why: str, **fields) -> Remedy:
@@ -229,8 +242,8 @@ class Catalog:
                    if fnmatch.fnmatchcase(signal, pattern)]
         if not matches:
             # A signal no entry knows: shown, never keeps work off.
-            return Remedy(re.sub(r'[^a-z0-9._-]', '-', signal.lower()),
-                          Action.DEGRADE, description='unknown signal')
+            return Remedy(signal, Action.DEGRADE,
+                          description='unknown signal')
         return self._remedies[max(matches, key=len)]
 
     def with_overrides(self, overrides: Iterable[str]) -> Catalog:

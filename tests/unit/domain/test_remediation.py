@@ -280,3 +280,16 @@ def test_held_signals_never_go_by_themselves(storm):
         held |= seen & {'xid.48', 'xid.79'}
         on = {taint.value for taint in t.taints(DEV)}
         assert held <= on
+
+
+@pytest.mark.parametrize('name', ['Xid.48', '48', 'xid 48', '',
+                                  'x' * (rem.SIGNAL_MAX_LENGTH + 1)])
+def test_a_signal_name_becomes_a_taint_key_or_is_refused(name):
+    with pytest.raises(ValueError, match='signal name'):
+        rem.Signal(name)
+
+
+def test_the_longest_signal_name_gives_a_valid_key():
+    name = 'x' * rem.SIGNAL_MAX_LENGTH
+    assert summary(report(tracker(), name)) == [('cyborg.' + name, 'None',
+                                                 name)]

@@ -204,8 +204,10 @@ def xid_signal(code: int, detail: str) -> str:
     if code == 154:
         match = _RECOVERY_ACTION.search(detail)
         if match:
-            action = re.sub(r'[^a-z0-9]+', '-', match.group(1).lower())
-            return 'xid.154.%s' % action.strip('-')
+            action = re.sub(r'[^a-z0-9]+', '-',
+                            match.group(1).lower()).strip('-')
+            if action:
+                return 'xid.154.%s' % action[:40]
     return 'xid.%d' % code
 
 

@@ -231,3 +231,16 @@ def test_a_passthrough_gpu_needing_a_reset_keeps_its_taint(make, caplog):  # noq
     assert 'cannot do' in device['taints'][0]['reason']
     assert caplog.text.count('its taint stays until the agent restarts') == 1
     assert not any(c[0] == 'nvidia-smi' for c in tools.calls(tree.tools_dir))
+
+
+@pytest.mark.parametrize('detail, signal', [
+    ('GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot '
+     'Required)', 'xid.154.node-reboot-required'),
+    ('GPU recovery action changed from 0x0 (None) to 0x4 (Drain and '
+     'Reset)', 'xid.154.drain-and-reset'),
+    ('GPU recovery action changed from 0x0 (None) to 0x9 (!!)', 'xid.154'),
+    ('something else', 'xid.154'),
+])
+def test_xid_154_names_its_recovery_action(detail, signal):
+    from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
+    assert gpu_health.xid_signal(154, detail) == signal
