@@ -88,9 +88,14 @@ def resets(tree):
     return [c for c in tools.calls(tree.tools_dir) if c[:2] == RESET[:2]]
 
 
+def test_the_applications_xids_are_ignored(gpu):
+    tree, finder, conductor = gpu()
+    log(tree, *[tools.xid_line(GPU, xid, seconds=float(xid))
+                for xid in (13, 31, 43, 45, 68, 109)])
+    assert report(finder, conductor) == ('healthy', [])
+
+
 @pytest.mark.parametrize('xid, expected', [
-    (13, ('healthy', [])), (31, ('healthy', [])), (43, ('healthy', [])),
-    (45, ('healthy', [])), (68, ('healthy', [])), (109, ('healthy', [])),
     (94, ('healthy', [('cyborg.xid.94', 'None')])),
     (92, ('healthy', [('cyborg.xid.92', 'None')])),
     (62, ('unhealthy', [('cyborg.xid.62', 'NoSchedule')])),
@@ -244,3 +249,27 @@ def test_a_passthrough_gpu_needing_a_reset_keeps_its_taint(make, caplog):  # noq
 def test_xid_154_names_its_recovery_action(detail, signal):
     from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
     assert gpu_health.xid_signal(154, detail) == signal
+
+
+def _154(action):
+    return ('GPU recovery action changed from 0x0 (None) to 0x1 (%s)'
+            % action)
+
+
+@pytest.mark.parametrize('xid, detail', [
+    (95, 'Uncontained ECC error'), (120, 'GSP error'),
+    (154, _154('GPU Reset Required')), (154, _154('Drain and Reset'))])
+def test_the_other_reset_entries_reset_a_free_gpu_at_once(gpu, xid, detail):
+    tree, finder, conductor = gpu()
+    log(tree, tools.xid_line(GPU, xid, detail=detail))
+    assert report(finder, conductor) == ('healthy', [])
+    assert resets(tree) == [RESET]
+
+
+def test_xid_154_node_reboot_required_taints_the_host(gpu):
+    tree, finder, conductor = gpu()
+    log(tree, tools.xid_line(GPU, 154,
+                             detail=_154('Node Reboot Required')))
+    assert report(finder, conductor) == ('unhealthy', [
+        REBOOT, ('cyborg.xid.154.node-reboot-required', 'NoSchedule')])
+    assert resets(tree) == []
