@@ -23,8 +23,10 @@ from stevedore import named
 
 from cyborg.accelerator.drivers import base
 from cyborg.agent import driver_calls
+from cyborg.agent import remediate
 from cyborg.common import exception
 from cyborg.domain import device_tree
+from cyborg.domain import remediation
 from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
@@ -87,16 +89,21 @@ class Discovery:
     def __init__(self, host: str, rp_name: str,
                  drivers: list[base.AcceleratorDriver], conductor_api,
                  locks: driver_calls.DriverLocks | None = None,
-                 preparations: driver_calls.Preparations | None = None):
+                 preparations: driver_calls.Preparations | None = None,
+                 remediator: remediate.Remediator | None = None):
         """``locks``: the per-driver locks, shared with the agent's RPC
         endpoint; ``preparations`` remembers what the drivers declared
-        (for the endpoint too)."""
+        (for the endpoint too); ``remediator`` turns the drivers' health
+        signals into taints (by default the default catalog, and no
+        device is ever reset)."""
         self.host = host
         self.rp_name = rp_name
         self._drivers = drivers
         self._conductor = conductor_api
         self._locks = locks or driver_calls.DriverLocks()
         self.preparations = preparations or driver_calls.Preparations()
+        self._remediator = remediator or remediate.Remediator(
+            remediation.Tracker(remediation.load_catalog(())), self._locks)
         # Held for a whole discovery and its report.
         self._lock = threading.Lock()
         # The digest of the last report the conductor answered: while the
@@ -108,43 +115,51 @@ class Discovery:
         wire, failed, _utilization = self.collect_all()
         return wire, failed
 
-    def collect_all(self) -> tuple[list[dict], list[str],
-                                   dict[str, utilization_mod.Metrics]]:
+    def collect_all(self, context=None
+                    ) -> tuple[list[dict], list[str],
+                               dict[str, utilization_mod.Metrics]]:
         """The host's tree in wire form, the drivers that failed, and
-        the utilization of its devices (outside the tree)."""
+        the utilization of its devices (outside the tree). Every
+        discovery is one report to the remediation state; with a
+        ``context`` (a report to send) due resets are done too."""
         with self._lock:
-            return self._collect_all()
+            return self._collect_all(context)
 
-    def _collect_all(self) -> tuple[list[dict], list[str],
-                                    dict[str, utilization_mod.Metrics]]:
+    def _collect_all(self, context=None
+                     ) -> tuple[list[dict], list[str],
+                                dict[str, utilization_mod.Metrics]]:
         devices: list[device_tree.Device] = []
         failed: list[str] = []
         utilization: dict[str, utilization_mod.Metrics] = {}
+        reported: list[remediate.Reported] = []
         for driver in self._drivers:
             # Shared with the RPC endpoint: a driver that declares its calls
             # serialized is never asked to discover while it prepares, releases
             # or programs a device.
             with self._locks.held(driver):
-                found = self._discover(driver)
-                if found is None:
+                result = self._discover(driver)
+                if result is None:
                     failed.append(driver.name)
                     continue
+                found, signals = result
                 utilization.update(self._utilization(driver, found))
             self.preparations.remember(driver.name, found)
+            reported.append(remediate.Reported(driver, found, signals))
             devices.extend(found)
+        self._remediator.apply(context, reported, failed)
         return (device_tree.tree_to_wire(devices), sorted(failed),
                 utilization)
 
     def _discover(self, driver: base.AcceleratorDriver
-                  ) -> list[device_tree.Device] | None:
-        """The driver's devices with their health; None when it fails."""
+                  ) -> tuple[list[device_tree.Device],
+                             dict[str, list[remediation.Signal]]] | None:
+        """The driver's devices and their health signals; None when it
+        fails."""
         try:
             found = driver.discover()
-            health = driver.health(found)
+            signals = driver.health_signals(found)
             for device in found:
                 device.driver = driver.name
-                device.health = device_tree.Health(
-                    health.get(device.address, device.health))
         except Exception:
             # None, not []: an empty list would make the conductor remove the
             # driver's devices; a failed driver's are kept as last reported.
@@ -152,7 +167,7 @@ class Discovery:
                           'keeping its devices as last reported',
                           driver.name)
             return None
-        return found
+        return found, signals
 
     def _utilization(self, driver: base.AcceleratorDriver,
                      found: list[device_tree.Device]
@@ -189,7 +204,7 @@ class Discovery:
         # the order they were collected, so an older tree never replaces a
         # newer one.
         with self._lock:
-            wire, failed, utilization = self._collect_all()
+            wire, failed, utilization = self._collect_all(context)
             digest = device_tree.tree_digest({'devices': wire,
                                               'failed': failed})
             try:

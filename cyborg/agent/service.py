@@ -21,19 +21,33 @@ from cyborg import context as cyborg_context
 from cyborg.agent import discovery
 from cyborg.agent import driver_calls
 from cyborg.agent import manager
+from cyborg.agent import remediate
 from cyborg.common import constants
+from cyborg.common import exception
 from cyborg.common import metrics
 from cyborg.common import service
 from cyborg.conductor import rpcapi as conductor_rpcapi
+from cyborg.domain import remediation
 
 # Seconds before a report the conductor did not answer is sent again.
 REPORT_RETRY_DELAY = 5
 
 
+def catalog(conf: cfg.ConfigOpts) -> remediation.Catalog:
+    """The remediation catalog with ``[remediation] override``;
+    ConfigInvalid naming a wrong entry."""
+    try:
+        return remediation.load_catalog(conf.remediation.override)
+    except ValueError as exc:
+        raise exception.ConfigInvalid(reason='[remediation] override: %s'
+                                      % exc)
+
+
 def create(conf: cfg.ConfigOpts, transport,
            glance_factory: Callable[[], Any] | None = None
            ) -> service.RPCService:
-    """The agent; raises ConfigInvalid for a bad identity or driver list.
+    """The agent; raises ConfigInvalid for a bad identity, driver list
+    or remediation catalog.
 
     ``glance_factory`` builds the Glance client the agent fetches
     bitstreams with (on the first programming); without it, programming
@@ -45,8 +59,14 @@ def create(conf: cfg.ConfigOpts, transport,
         transport, version_cap=conf.upgrade_levels.conductor)
     drivers = discovery.load_drivers(conf)
     locks = driver_calls.DriverLocks()
+    remediator = remediate.Remediator(
+        remediation.Tracker(catalog(conf), conf.remediation.recovery_reports),
+        locks,
+        bound_devices=lambda context: conductor_api.bound_devices(
+            context, host),
+        reset_devices=conf.remediation.reset_devices)
     finder = discovery.Discovery(host, rp_name, drivers, conductor_api,
-                                 locks=locks)
+                                 locks=locks, remediator=remediator)
     endpoint = manager.AgentManager(
         host, conductor_api, drivers,
         images=lambda: manager.ImageSource.from_conf(conf, glance_factory),

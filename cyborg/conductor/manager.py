@@ -156,6 +156,12 @@ class ConductorManager:
         synced = not outcome.sync_pending or self._sync_later(host)
         return {'changed': outcome.changed, 'synced': synced}
 
+    @_expected
+    def bound_devices(self, context, host: str) -> list[str]:
+        """The addresses of ``host``'s devices its agent must not reset
+        (see :func:`cyborg.db.hardware.bound_device_addresses`)."""
+        return hardware.bound_device_addresses(context, host)
+
     def _sync_later(self, host: str) -> bool:
         """Hand ``host`` to the sync worker (its request is committed);
         whether its sync is done already (a synchronous executor)."""

@@ -48,6 +48,8 @@ class ConductorAPI:
       is then a digest, not a tree); it answers ``resend: True`` when it
       does not hold that digest. Capped below 1.3, every report carries
       its tree.
+    * 1.4 - Add bound_devices (the agent resets no device that holds an
+      accelerator request). Capped below 1.4, the agent resets nothing.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -131,6 +133,15 @@ class ConductorAPI:
         return self._report(version, context, host=host, rp_name=rp_name,
                             devices=devices, digest=digest,
                             failed_drivers=failed_drivers, **kwargs)
+
+    def bound_devices(self, context, host: str) -> list[str] | None:
+        """The addresses of ``host``'s devices that hold an accelerator
+        request or an attach handle in use (API 1.4); None where the cap
+        is below 1.4 (the agent then resets no device)."""
+        if not self._client.can_send_version('1.4'):
+            return None
+        return self._prepare('bound_devices', '1.4').call(
+            context, 'bound_devices', host=host)
 
     def _report(self, version: str, context, **kwargs) -> dict[str, bool]:
         client = self._prepare('report_inventory', version)

@@ -89,6 +89,24 @@ def device_get(context, uuid: str, allocations: bool = False
     return device
 
 
+@db_api.main_context_manager.reader.connection
+def bound_device_addresses(context, host: str) -> list[str]:
+    """The addresses of ``host``'s devices that hold an accelerator
+    request (one bound or binding on a deployable of the device) or an
+    attach handle in use (a release not done yet): those its agent must
+    not reset."""
+    on_device = sa.and_(DEPLOYABLES.c.device_id == DEVICES.c.id)
+    held = sa.or_(
+        sa.exists().where(on_device, ARQS.c.deployable_id ==
+                          DEPLOYABLES.c.id),
+        sa.exists().where(on_device, HANDLES.c.deployable_id ==
+                          DEPLOYABLES.c.id, HANDLES.c.in_use))
+    query = (sa.select(DEVICES.c.address)
+             .where(DEVICES.c.hostname == host, held)
+             .order_by(DEVICES.c.address))
+    return [row.address for row in context.connection.execute(query)]
+
+
 def _with_allocations(connection, devices: list[dict[str, Any]]) -> None:
     """Give each of ``devices`` its ``deployables``, in the order they
     were added: dicts of ``uuid``, ``name``, ``parent_uuid``,

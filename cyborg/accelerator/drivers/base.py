@@ -30,14 +30,19 @@ agent sends their values.
 that call's expected failure (its message is what users read); any other
 exception is a bug in the driver, answered as an unexpected error and
 logged with its traceback. :meth:`~AcceleratorDriver.discover`,
-:meth:`~AcceleratorDriver.health` and :meth:`~AcceleratorDriver.utilization`
-may raise anything: the agent keeps the driver's devices as last reported
-(or reports them without utilization) and logs why.
+:meth:`~AcceleratorDriver.health`,
+:meth:`~AcceleratorDriver.health_signals`,
+:meth:`~AcceleratorDriver.reset_device` and
+:meth:`~AcceleratorDriver.utilization` may raise anything: the agent
+keeps the driver's devices as last reported (or reports them without
+utilization, or keeps the device's taint) and logs why.
 
 **Threads.** The agent calls a driver from two kinds of threads:
 
 * the discovery: :meth:`~AcceleratorDriver.discover`, then
-  :meth:`~AcceleratorDriver.health` and
+  :meth:`~AcceleratorDriver.health_signals` (by default through
+  :meth:`~AcceleratorDriver.health`), :meth:`~AcceleratorDriver.reset_device`
+  when the remediation catalog asks for it, and
   :meth:`~AcceleratorDriver.utilization` with its devices. It runs on the
   agent's periodic thread, and on an RPC thread after a programming; the
   agent runs one discovery at a time, so these three never overlap each
@@ -56,6 +61,7 @@ driver around each of its calls.
 import abc
 
 from cyborg.domain import device_tree
+from cyborg.domain import remediation
 from cyborg.domain import utilization as utilization_mod
 
 
@@ -81,6 +87,34 @@ class AcceleratorDriver(abc.ABC):
                ) -> dict[str, device_tree.Health]:
         """Health per device address; by default what discover said."""
         return {device.address: device.health for device in devices}
+
+    def health_signals(self, devices: list[device_tree.Device]
+                       ) -> dict[str, list[remediation.Signal]]:
+        """The health signals of each device address (see
+        :mod:`cyborg.domain.remediation`); the agent turns them into the
+        devices' taints through the remediation catalog.
+
+        By default the driver's own verdict: a device :meth:`health`
+        says is unhealthy has the signal ``unhealthy``. Called by the
+        discovery in place of :meth:`health`; edge-triggered signals (a
+        new kernel log line, a counter that rose) are given once.
+        """
+        health = self.health(devices)
+        return {device.address: (
+            [remediation.Signal(remediation.UNHEALTHY)]
+            if health.get(device.address, device.health)
+            == device_tree.Health.UNHEALTHY else [])
+            for device in devices}
+
+    def reset_device(self, device: device_tree.Device) -> None:
+        """Reset ``device`` (reported by :meth:`discover`) through the
+        vendor tool, asked by the remediation catalog once no
+        accelerator request is bound on it. Returns once the device is
+        usable again; raises
+        :class:`~cyborg.accelerator.drivers.errors.ResetFailed` when the
+        reset failed, :class:`NotImplementedError` (the default) when
+        the driver cannot reset this device."""
+        raise NotImplementedError('%s cannot reset devices' % self.name)
 
     def utilization(self, devices: list[device_tree.Device]
                     ) -> dict[str, utilization_mod.Metrics]:

@@ -56,6 +56,13 @@ class ProgramFailed(DriverError):
     code = 409
 
 
+class ResetFailed(DriverError):
+    """A device reset through the vendor tool failed; the agent
+    escalates as the remediation catalog says."""
+
+    msg_fmt = 'Resetting %(device)s failed: %(reason)s'
+
+
 def config_error(group: str, option: str, reason: str) -> DriverConfigError:
     """The error of option ``option`` of ``[group]``, saying why."""
     return DriverConfigError(reason='[%s] %s: %s' % (group, option, reason))

@@ -37,8 +37,11 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import pcie_health
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.domain import device_tree
+from cyborg.domain import remediation
 from cyborg.domain import resource_names
 
 _HEX_ID = re.compile(r'^(?:0x)?([0-9a-f]{4})$')
@@ -134,6 +137,17 @@ class PCIDriver(base.AcceleratorDriver):
         self._runner = (runner if runner is not None
                         else runner_mod.CommandRunner())
         self._once = Once()
+        self._pcie = pcie_health.Monitor(self._host)
+
+    def health_signals(self, devices: list[device_tree.Device]
+                       ) -> dict[str, list[remediation.Signal]]:
+        """The driver's verdict, and the PCIe signals of sysfs
+        (:mod:`~cyborg.accelerator.drivers.utils.pcie_health`)."""
+        found = super().health_signals(devices)
+        for device in devices:
+            found.setdefault(device.address, []).extend(
+                self._pcie.signals(device.address))
+        return found
 
     @property
     def group(self) -> str:

@@ -40,7 +40,7 @@ CONDUCTOR_METHODS = {
     'device_set_status': '1.0', 'attribute_create': '1.0',
     'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
     'arq_unbind': '1.0', 'arq_delete': '1.0',
-    'deployable_program': '1.1',
+    'deployable_program': '1.1', 'bound_devices': '1.4',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',
@@ -391,3 +391,20 @@ def test_an_agent_answers_a_retired_method_cleanly(conf, method, version,
         server.stop()
         server.wait()
         transport.cleanup()
+
+
+@pytest.mark.parametrize('cap, sent', [(None, True), ('1.4', True),
+                                       ('1.3', False)])
+def test_bound_devices_from_1_4(monkeypatch, cap, sent):
+    """Below 1.4 the agent is told nothing (None): it resets no device."""
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
+    clients[0].options['answers'] = {'bound_devices': ['0000:3b:00.0']}
+    answer = api.bound_devices(None, 'h')
+    if sent:
+        assert answer == ['0000:3b:00.0']
+        assert [(m, v) for m, v, _o in clients[0].sent] == [
+            ('bound_devices', '1.4')]
+    else:
+        assert answer is None
+        assert clients[0].sent == []

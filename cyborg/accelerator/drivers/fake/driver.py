@@ -25,6 +25,8 @@ creating anything. Programming a device writes ``programmed-ADDRESS`` in
 ``mdev_dir``, holding the image's path; ``[fake_driver]
 program_failures`` makes it fail. ``[fake_driver] children_per_device``
 nests the handles in child deployables of the device's deployable.
+A device of ``devices_file`` may give health ``signals`` at every
+discovery and say whether a ``reset`` of it works.
 """
 
 import json
@@ -39,6 +41,7 @@ from cyborg.accelerator.drivers import base
 from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers import passthrough
 from cyborg.domain import device_tree
+from cyborg.domain import remediation
 
 LOG = logging.getLogger(__name__)
 
@@ -72,6 +75,26 @@ class FakeDriver(base.AcceleratorDriver):
     def discover(self) -> list[device_tree.Device]:
         time.sleep(self._conf.fake_driver.discover_delay)
         return [self._device(spec) for spec in self._specs()]
+
+    def health_signals(self, devices: list[device_tree.Device]
+                       ) -> dict[str, list[remediation.Signal]]:
+        """The driver's verdict, and the ``signals`` of each device of
+        ``devices_file``."""
+        found = super().health_signals(devices)
+        specs = {spec['address']: spec for spec in self._specs()}
+        for device in devices:
+            found[device.address] += [
+                remediation.Signal(name, 'fake signal %s' % name)
+                for name in specs.get(device.address, {}).get('signals', [])]
+        return found
+
+    def reset_device(self, device: device_tree.Device) -> None:
+        """Works unless the device's ``reset`` is ``fail``."""
+        spec = {s['address']: s for s in self._specs()}.get(device.address,
+                                                            {})
+        if spec.get('reset', 'ok') == 'fail':
+            raise errors.ResetFailed(device=device.address,
+                                     reason='the fake device says no')
 
     def _device(self, spec: dict[str, Any]) -> device_tree.Device:
         options = self._conf.fake_driver

@@ -82,7 +82,10 @@ opts = [
                     'discovery. A list of objects with "address" and '
                     'optionally "type", "resource_class", "traits", '
                     '"accelerators", "handle_type", "preparation", '
-                    '"children" and "health".'),
+                    '"children", "health", "signals" (health signal '
+                    'names given at every discovery, e.g. ["xid.48"], '
+                    'judged by the [remediation] catalog) and "reset" '
+                    '("ok" or "fail": what a reset of the device does).'),
 ]
 
 

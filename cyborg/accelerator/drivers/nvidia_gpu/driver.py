@@ -57,6 +57,7 @@ from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
+from cyborg.domain import remediation
 from cyborg.domain import resource_names
 
 LOG = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         self._vgpu17_ids: dict[str, int] = {}
         self._vgpu17_names: dict[int, str] = {}
         self._unhealthy: dict[str, str] = {}
+        self._xids = gpu_health.XidReader()
         self._known_info: dict[pci.PCIAddress, dict[str, str]] = {}
         self._rebinder = rebind.Rebinder(
             self._host, os.path.join(conf.state_path, 'nvidia_gpu',
@@ -399,6 +401,44 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             result[device.address] = self._judge(device.address, reasons)
         return result
 
+    def health_signals(self, devices: list[device_tree.Device]
+                       ) -> dict[str, list[remediation.Signal]]:
+        """As :meth:`health` (its reasons are the ``unhealthy`` signal)
+        except for Xids: each new Xid line of the kernel log is its own
+        signal (``xid.48``...), given once, which the remediation catalog
+        judges; plus the PCIe signals of sysfs."""
+        problems = self._tool_problems(devices, xids=False)
+        xids = self._new_xids(devices)
+        result = {}
+        for device in devices:
+            reasons = self._sysfs_problems(device) + problems.get(
+                device.address, [])
+            self._judge(device.address, reasons)
+            signals = ([remediation.Signal(remediation.UNHEALTHY,
+                                           '; '.join(reasons))]
+                       if reasons else [])
+            signals += self._pcie.signals(device.address)
+            signals += xids.get(
+                gpu_health.slot_of(pci.parse_address(device.address)), [])
+            result[device.address] = signals
+        return result
+
+    def _new_xids(self, devices: list[device_tree.Device]
+                  ) -> dict[tuple[int, int, int], list[remediation.Signal]]:
+        if not (self._conf.nvidia_gpu.xid_health
+                and any(self._held_by_nvidia(d) for d in devices)):
+            return {}
+        return self._xids.read(self._runner, self._smi_timeout) or {}
+
+    def reset_device(self, device: device_tree.Device) -> None:
+        """``nvidia-smi --gpu-reset`` of a GPU the nvidia driver holds
+        (nvidia-smi cannot see one on vfio-pci)."""
+        if not self._held_by_nvidia(device):
+            raise NotImplementedError(
+                'nvidia-smi resets only GPUs the nvidia driver holds')
+        gpu_health.gpu_reset(self._runner, device.address,
+                             self._conf.nvidia_gpu.gpu_reset_timeout)
+
     def _sysfs_problems(self, device: device_tree.Device) -> list[str]:
         address = pci.parse_address(device.address)
         if not pci.exists(self._host, address):
@@ -416,8 +456,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             return ['bound to %s, not to a passthrough driver' % driver]
         return []
 
-    def _tool_problems(self, devices: list[device_tree.Device]
-                       ) -> dict[str, list[str]]:
+    def _tool_problems(self, devices: list[device_tree.Device],
+                       xids: bool = True) -> dict[str, list[str]]:
         """Problems nvidia-smi and the kernel log report, by address.
 
         Both only know GPUs the nvidia driver holds: with none of those
@@ -437,13 +477,13 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             smi = {}
         for address, reasons in smi.items():
             found.setdefault(str(address), []).extend(reasons)
-        if self._conf.nvidia_gpu.xid_health:
-            xids = gpu_health.fatal_xids(self._runner, self._smi_timeout)
+        if xids and self._conf.nvidia_gpu.xid_health:
+            fatal = gpu_health.fatal_xids(self._runner, self._smi_timeout)
             for device in devices:
                 slot = gpu_health.slot_of(pci.parse_address(device.address))
-                if slot in xids:
+                if slot in fatal:
                     found.setdefault(device.address, []).append(
-                        'Xid %s' % ', '.join(str(x) for x in xids[slot]))
+                        'Xid %s' % ', '.join(str(x) for x in fatal[slot]))
         return found
 
     def _held_by_nvidia(self, device: device_tree.Device) -> bool:

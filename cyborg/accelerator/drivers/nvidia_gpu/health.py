@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 import re
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
+from cyborg.domain import remediation
 
 NVIDIA_SMI = 'nvidia-smi'
 # Application-level Xids (NVIDIA's own device plugins ignore them).
@@ -188,6 +190,82 @@ def fatal_xids(runner: runner_mod.Runner, timeout: float
     return {slot: sorted(codes - BENIGN_XIDS)
             for slot, codes in parse_xids(result.stdout).items()
             if codes - BENIGN_XIDS}
+
+
+_XID_LINE = re.compile(r'^.*NVRM: Xid \(PCI:([0-9a-fA-F]+):([0-9a-fA-F]{2}):'
+                       r'([0-9a-fA-F]{2})\): (\d+)(.*)$', re.MULTILINE)
+_RECOVERY_ACTION = re.compile(r'\bto 0x[0-9a-fA-F]+ \(([^)]*)\)')
+
+
+def xid_signal(code: int, detail: str) -> str:
+    """The remediation signal of an Xid: ``xid.48``; Xid 154 (the
+    recovery action the GPU driver wants now) names its new action:
+    ``xid.154.gpu-reset-required``, ``xid.154.none``..."""
+    if code == 154:
+        match = _RECOVERY_ACTION.search(detail)
+        if match:
+            action = re.sub(r'[^a-z0-9]+', '-',
+                            match.group(1).lower()).strip('-')
+            if action:
+                return 'xid.154.%s' % action[:40]
+    return 'xid.%d' % code
+
+
+class XidReader:
+    """The Xids of kernel log lines not seen at the previous reading.
+
+    The kernel log keeps a line until the buffer wraps or a reboot, so
+    every reading would show an old Xid again; only lines that were not
+    in the previous reading are signals. The first reading gives every
+    Xid of the log (since boot).
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def read(self, runner: runner_mod.Runner, timeout: float
+             ) -> dict[tuple[int, int, int], list[remediation.Signal]] | None:
+        """Signals by (domain, bus, slot); None when the log cannot be
+        read (what was seen is kept)."""
+        try:
+            result = runner.run(['dmesg'], timeout=timeout)
+        except host_errors.ToolError:
+            return None
+        if not result.ok:
+            return None
+        found: dict[tuple[int, int, int], list[remediation.Signal]] = {}
+        lines = set()
+        for match in _XID_LINE.finditer(result.stdout):
+            line = match.group(0)
+            lines.add(line)
+            if line in self._seen:
+                continue
+            slot = (int(match.group(1), 16), int(match.group(2), 16),
+                    int(match.group(3), 16))
+            code = int(match.group(4))
+            detail = match.group(5).lstrip(', ').strip()
+            found.setdefault(slot, []).append(remediation.Signal(
+                xid_signal(code, detail),
+                ('Xid %d: %s' % (code, detail)) if detail else
+                'Xid %d' % code))
+        self._seen = lines
+        return found
+
+
+def gpu_reset(runner: runner_mod.Runner, address: str,
+              timeout: float) -> None:
+    """``nvidia-smi --gpu-reset -i ADDRESS``; ResetFailed with what it
+    said when it fails."""
+    try:
+        result = runner.run([NVIDIA_SMI, '--gpu-reset', '-i', address],
+                            timeout=timeout)
+    except host_errors.ToolError as exc:
+        raise errors.ResetFailed(device=address, reason=str(exc))
+    if not result.ok:
+        said = (result.stderr.strip() or result.stdout.strip()
+                or 'exit status %d' % result.returncode)
+        raise errors.ResetFailed(device=address, reason='nvidia-smi: %s'
+                                 % said.splitlines()[-1])
 
 
 def slot_of(address: pci.PCIAddress) -> tuple[int, int, int]:

@@ -72,10 +72,18 @@ opts = [
                  help='Seconds each nvidia-smi query of the health check '
                       'may take before it is killed and ignored.'),
     cfg.BoolOpt('xid_health', default=True,
-                help='Read the kernel log (dmesg) for NVIDIA Xid errors: a '
-                     'GPU with a device-fatal Xid (any but 13, 31, 43, 45, '
-                     '68 and 109) is reported unhealthy until the log line '
-                     'is gone (dmesg --clear or a reboot).'),
+                help='Read the kernel log (dmesg) for NVIDIA Xid errors. '
+                     'The agent gives each new Xid line to the remediation '
+                     'catalog ([remediation]), which says what it does to '
+                     'the GPU (ignore, degrade, taint, reset_device, '
+                     'reboot_host). The driver\'s own health check (its '
+                     'health() alone) reports a GPU with a device-fatal '
+                     'Xid (any but 13, 31, 43, 45, 68 and 109) unhealthy '
+                     'while the log line is there.'),
+    cfg.FloatOpt('gpu_reset_timeout', default=60.0, min=1.0,
+                 help='Seconds "nvidia-smi --gpu-reset" may take when the '
+                      'remediation catalog resets a GPU; a reset that '
+                      'takes longer is killed and counts as failed.'),
 ]
 
 type_opts = [
