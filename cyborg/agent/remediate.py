@@ -53,9 +53,10 @@ def _key(driver: str, address: str) -> tuple[str, str]:
 class Remediator:
     """Applies the remediation catalog to each discovery of one host."""
 
-    def __init__(self, tracker: remediation.Tracker,
+    def __init__(self, tracker: remediation.Tracker[tuple[str, str]],
                  locks: driver_calls.DriverLocks,
-                 bound_devices: Callable[[Any], list[str]] | None = None,
+                 bound_devices: (Callable[[Any], list[str] | None]
+                                 | None) = None,
                  reset_devices: bool = True) -> None:
         """``bound_devices(context)``: the addresses of the host's
         devices with an accelerator request bound (the conductor's

@@ -166,9 +166,9 @@ class Exposition:
 def _labels(names: tuple[str, ...], values: tuple) -> str:
     if not names:
         return ''
+    pairs = zip(names, values, strict=True)
     return '{%s}' % ','.join('%s="%s"' % (name, _escape(value))
-                             for name, value in zip(names, values,
-                                                     strict=True))
+                             for name, value in pairs)
 
 
 def _age(now: datetime.datetime, then: datetime.datetime) -> float:

@@ -87,7 +87,7 @@ def bitstream_resolver(conf: cfg.ConfigOpts
 
 
 def metrics_sources(conf: cfg.ConfigOpts,
-                       context_factory: Callable[[], Any]) -> list:
+                    context_factory: Callable[[], Any]) -> list:
     """What the conductor's /metrics listener serves besides the process
     metrics: the fleet metrics, read with contexts from
     ``context_factory``."""

@@ -49,6 +49,8 @@ import dataclasses
 import enum
 import fnmatch
 import re
+from typing import Generic
+from typing import TypeVar
 
 from cyborg.domain import taints as taints_mod
 
@@ -332,7 +334,11 @@ class ResetOutcome(_StrEnum):
     UNSUPPORTED = 'unsupported'
 
 
-class Tracker:
+#: What the tracker tells devices apart by (the agent: (driver, address)).
+DeviceKey = TypeVar('DeviceKey', bound=Hashable)
+
+
+class Tracker(Generic[DeviceKey]):
     """The active signals of each device of one host, between reports.
 
     Devices are keys the caller chooses (the agent uses ``(driver,
@@ -346,14 +352,14 @@ class Tracker:
             raise ValueError('recovery_reports must be 1 or more')
         self.catalog = catalog
         self.recovery_reports = recovery_reports
-        self._active: dict[Hashable, dict[str, _Active]] = {}
+        self._active: dict[DeviceKey, dict[str, _Active]] = {}
 
-    def devices(self) -> list[Hashable]:
+    def devices(self) -> list[DeviceKey]:
         """The devices with an active signal."""
         return list(self._active)
 
-    def observe(self, signals: dict[Hashable, list[Signal]],
-                keep: Iterable[Hashable] = ()) -> None:
+    def observe(self, signals: dict[DeviceKey, list[Signal]],
+                keep: Iterable[DeviceKey] = ()) -> None:
         """One report: ``signals`` of every device reported (a device
         without signals maps to []). Devices neither there nor in
         ``keep`` (those of a driver that failed this time) are gone and
@@ -365,7 +371,7 @@ class Tracker:
         for device, seen in signals.items():
             self._step(device, seen)
 
-    def _step(self, device: Hashable, seen: list[Signal]) -> None:
+    def _step(self, device: DeviceKey, seen: list[Signal]) -> None:
         active = self._active.setdefault(device, {})
         names = set()
         for signal in seen:
@@ -393,7 +399,7 @@ class Tracker:
         if not active:
             del self._active[device]
 
-    def resets_due(self) -> list[Hashable]:
+    def resets_due(self) -> list[DeviceKey]:
         """Devices with a ``reset_device`` signal not reset yet."""
         return [device for device, active in self._active.items()
                 if any(self._wants_reset(state)
@@ -404,7 +410,7 @@ class Tracker:
         return (state.remedy.action == Action.RESET_DEVICE
                 and not state.reset_failed and not state.reset_unsupported)
 
-    def reset_result(self, device: Hashable, outcome: ResetOutcome) -> None:
+    def reset_result(self, device: DeviceKey, outcome: ResetOutcome) -> None:
         """What came of resetting ``device``: done clears its
         ``reset_device`` signals; failed escalates them; unsupported
         keeps their taints (no further attempts)."""
@@ -434,11 +440,11 @@ class Tracker:
             state.reset_failed
             and state.remedy.escalate == Action.REBOOT_HOST))
 
-    def active(self, device: Hashable) -> list[str]:
+    def active(self, device: DeviceKey) -> list[str]:
         """The signal names holding a taint on ``device``."""
         return sorted(self._active.get(device, {}))
 
-    def taints(self, device: Hashable) -> list[taints_mod.Taint]:
+    def taints(self, device: DeviceKey) -> list[taints_mod.Taint]:
         """The driver taints of ``device`` now, the host's included,
         one per key (the strongest effect), sorted by key."""
         found: dict[str, taints_mod.Taint] = {}

@@ -41,7 +41,7 @@ def _apply(context, wire, host):
 
 
 def test_only_devices_holding_a_request_on_the_host(database, admin_context,
-                                                     wire):
+                                                    wire):
     _apply(admin_context, wire, 'host1')
     _apply(admin_context, wire, 'host2')
     first = wire[0]['address']
