@@ -37,6 +37,7 @@ import gzip
 import math
 import threading
 import time
+from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -139,18 +140,45 @@ def _number(value) -> str:
     return prometheus_utils.floatToGoString(value)
 
 
+def _line_format(name: str) -> str:
+    """The %-format of a series of the family ``name``: its label
+    values (escaped), then its value."""
+    labels = FAMILIES[name][1]
+    if not labels:
+        return name + ' %s\n'
+    return '%s{%s} %%s\n' % (name, ','.join('%s="%%s"' % label
+                                            for label in labels))
+
+
+#: The %-format of each family's series, made once.
+_LINE_FORMATS = {name: _line_format(name) for name in FAMILIES}
+
+
 class Exposition:
     """The families of :data:`FAMILIES` named, their lines added in any
     order, written family by family (as the text format wants)."""
 
     def __init__(self, names: list[str]):
         self.lines: dict[str, list[str]] = {name: [] for name in names}
+        # Label values escaped so far: host names recur in every family.
+        self._escaped: dict[Any, str] = {}
 
-    def add(self, name: str, labels: tuple = (), value=0) -> None:
+    def escape(self, value) -> str:
+        """``value`` escaped as a label value (remembered)."""
+        escaped = self._escaped.get(value)
+        if escaped is None:
+            escaped = self._escaped[value] = _escape(value)
+        return escaped
+
+    def add(self, name: str, labels: tuple | list = (), value=0) -> None:
         """A series of ``name`` with the values of its label names in
         ``labels`` (in the order of :data:`FAMILIES`)."""
-        self.lines[name].append('%s%s %s\n' % (
-            name, _labels(FAMILIES[name][1], labels), _number(value)))
+        if len(labels) != len(FAMILIES[name][1]):
+            raise ValueError('%s has labels %s, not %r' % (
+                name, FAMILIES[name][1], labels))
+        escape = self.escape
+        self.lines[name].append(_LINE_FORMATS[name] % (
+            *[escape(value) for value in labels], _number(value)))
 
     def text(self) -> str:
         parts = []
@@ -161,14 +189,6 @@ class Exposition:
                 name, help_text, name))
             parts.extend(lines)
         return ''.join(parts)
-
-
-def _labels(names: tuple[str, ...], values: tuple) -> str:
-    if not names:
-        return ''
-    pairs = zip(names, values, strict=True)
-    return '{%s}' % ','.join('%s="%s"' % (name, _escape(value))
-                             for name, value in pairs)
 
 
 def _age(now: datetime.datetime, then: datetime.datetime) -> float:
@@ -326,15 +346,14 @@ class FleetCollector:
             counts[0] += int(total)
             counts[1] += int(held)
             counts[2] += int(unheld) if offered else 0
-        # A few series per host: written without add()'s work.
+        # A few series per host: written without add()'s checks.
         lines = families.lines['cyborg_accelerators']
-        line = ('cyborg_accelerators{host="%s",resource_class="%s",'
-                'state="%s"} %d\n')
+        line = _LINE_FORMATS['cyborg_accelerators']
         for (host, rc), counts in sorted(per_host.items()):
-            host, rc = _escape(host), _escape(rc)
+            host, rc = families.escape(host), families.escape(rc)
             for state, value in zip(('total', 'allocated', 'free'), counts,
                                     strict=True):
-                lines.append(line % (host, rc, state, value))
+                lines.append(line % (host, rc, state, _number(value)))
         return bound
 
     @staticmethod
