@@ -21,6 +21,13 @@
   and that are down (a conductor that starts again registers again).
   Agents' rows hold their host's state: ``cyborg-manage host delete``
   retires a host.
+* ``usage_records``: a usage record is finished once sent, purged by the
+  age of ``sent_at`` (unsent ones are kept, whatever their age).
+* ``arq_usage``: a binding interval that ended before the cutoff; the
+  periods before it can no longer be audited by ``cyborg-manage usage
+  audit``.
+* ``usage_audits``: audits of periods that ended before the cutoff,
+  except the latest, from whose end the next audits follow.
 
 Accelerator requests are never purged: they belong to Nova, which deletes
 them.
@@ -38,8 +45,11 @@ import sqlalchemy as sa
 
 from cyborg.common import constants
 from cyborg.db import api as db_api
+from cyborg.db.models import ARQ_USAGE
 from cyborg.db.models import EVENTS
 from cyborg.db.models import SERVICES
+from cyborg.db.models import USAGE_AUDITS
+from cyborg.db.models import USAGE_RECORDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,10 +81,29 @@ def _conductors_gone(cutoff: Cutoff):
                    SERVICES.c.last_seen_up < cutoff.down_since)
 
 
+def _records_sent(cutoff: Cutoff):
+    return sa.and_(USAGE_RECORDS.c.sent_at.is_not(None),
+                   USAGE_RECORDS.c.sent_at < cutoff.before)
+
+
+def _intervals_ended(cutoff: Cutoff):
+    return ARQ_USAGE.c.unbound_at < cutoff.before
+
+
+def _audits_ended(cutoff: Cutoff):
+    latest = USAGE_AUDITS.alias('latest')
+    return sa.and_(USAGE_AUDITS.c.period_end < cutoff.before,
+                   USAGE_AUDITS.c.period_end < sa.select(
+                       sa.func.max(latest.c.period_end)).scalar_subquery())
+
+
 #: What ``purge`` deletes, in the order it deletes it.
 PURGEABLE: tuple[Purgeable, ...] = (
     Purgeable(EVENTS, _events_finished),
     Purgeable(SERVICES, _conductors_gone),
+    Purgeable(USAGE_RECORDS, _records_sent),
+    Purgeable(ARQ_USAGE, _intervals_ended),
+    Purgeable(USAGE_AUDITS, _audits_ended),
 )
 
 

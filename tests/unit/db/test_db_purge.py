@@ -29,6 +29,9 @@ SERVICES = models.Service.__table__
 NOW = datetime.datetime(2026, 6, 1, 12, 0, 0)
 OLD = NOW - datetime.timedelta(days=40)
 RECENT = NOW - datetime.timedelta(days=2)
+#: Nothing deleted from any table.
+NONE = {'nova_events': 0, 'services': 0, 'usage_records': 0, 'arq_usage': 0,
+        'usage_audits': 0}
 
 
 def _cutoff(before, down_since=NOW - datetime.timedelta(minutes=1)):
@@ -68,10 +71,9 @@ def _remaining(engine) -> set[int]:
 def test_purge_deletes_only_finished_rows_older_than_the_cutoff(
         database, admin_context, events):
     cutoff = _cutoff(NOW - datetime.timedelta(days=30))
-    assert purge.count(admin_context, cutoff) == {'nova_events': 2,
-                                                  'services': 0}
-    assert purge.purge(admin_context, cutoff, batch_size=1000) == {
-        'nova_events': 2, 'services': 0}
+    assert purge.count(admin_context, cutoff) == dict(NONE, nova_events=2)
+    assert purge.purge(admin_context, cutoff, batch_size=1000) == dict(
+        NONE, nova_events=2)
     assert _remaining(database) == {
         events[name] for name in ('delivered_recent', 'pending_old',
                                   'repeating_old', 'leased_old')}
@@ -100,10 +102,10 @@ def test_purge_goes_batch_by_batch(database, admin_context, batch_size,
 
     monkeypatch.setattr(purge, 'delete_batch', counting)
     deleted = purge.purge(admin_context, _cutoff(NOW), batch_size)
-    assert deleted == {'nova_events': 5, 'services': 0}
+    assert deleted == dict(NONE, nova_events=5)
     assert all(done <= batch_size for done in calls)
-    # The batches of the events, then one (empty) of the services.
-    assert len(calls) == 5 // batch_size + 1 + 1
+    # The batches of the events, then one (empty) of each other table.
+    assert len(calls) == 5 // batch_size + 1 + len(NONE) - 1
     assert _remaining(database) == set()
 
 
@@ -150,7 +152,7 @@ def test_purge_deletes_only_conductors_gone_that_long(database,
     _service(database, 'agent', 'cyborg-agent', OLD)
     deleted = purge.purge(admin_context,
                           _cutoff(NOW - datetime.timedelta(days=30)), 10)
-    assert deleted == {'nova_events': 0, 'services': 1}
+    assert deleted == dict(NONE, services=1)
     assert _hosts(database) == {'recent', 'agent'}
 
 
@@ -200,3 +202,42 @@ def test_bad_integer_arguments_are_one_line_errors(value, minimum, maximum):
     assert '\n' not in message
     assert message.startswith('--older-than must be ')
     assert repr(value) in message
+
+
+def _usage_rows(engine):
+    """Usage rows around the 30-day cutoff: sent and unsent records,
+    intervals that ended before and after, three audits."""
+    hour = datetime.timedelta(hours=1)
+    with engine.begin() as c:
+        for name, sent_at in (('old-sent', OLD), ('recent-sent', RECENT),
+                              ('old-unsent', None)):
+            c.execute(sa.insert(models.USAGE_RECORDS).values(
+                arq_uuid=name, period_start=OLD, period_end=OLD + hour,
+                payload='{}', sent_at=sent_at, attempts=0))
+        for name, end in (('old', OLD), ('recent', RECENT)):
+            c.execute(sa.insert(models.ARQ_USAGE).values(
+                arq_uuid=name, bound_at=end - hour, unbound_at=end))
+        for start in (OLD - hour, OLD, OLD + hour):
+            c.execute(sa.insert(models.USAGE_AUDITS).values(
+                period_start=start, period_end=start + hour, records=0))
+
+
+def _column(engine, table, column):
+    with engine.connect() as connection:
+        return sorted(connection.execute(sa.select(table.c[column]))
+                      .scalars())
+
+
+def test_purge_deletes_sent_records_ended_intervals_and_old_audits(
+        database, admin_context):
+    _usage_rows(database)
+    deleted = purge.purge(admin_context,
+                          _cutoff(NOW - datetime.timedelta(days=30)), 10)
+    assert deleted == dict(NONE, usage_records=1, arq_usage=1,
+                           usage_audits=2)
+    assert _column(database, models.USAGE_RECORDS, 'arq_uuid') == [
+        'old-unsent', 'recent-sent']
+    assert _column(database, models.ARQ_USAGE, 'arq_uuid') == ['recent']
+    # The latest audit stays, however old: the next audits follow it.
+    assert _column(database, models.USAGE_AUDITS, 'period_start') == [
+        OLD + datetime.timedelta(hours=1)]
