@@ -27,10 +27,11 @@ from cyborg.conf import metrics
 from cyborg.conf import notifications
 from cyborg.conf import nova
 from cyborg.conf import placement
+from cyborg.conf import taints
 from cyborg.conf import upgrade_levels
 
 _MODULES = (default, api, conductor, agent, placement, nova, upgrade_levels,
-            glance, bitstream_cache, notifications, metrics)
+            glance, bitstream_cache, notifications, metrics, taints)
 
 
 def list_opts():
