@@ -34,6 +34,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from cyborg.db import api as db_api
+from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import PROVIDERS
 from cyborg.db.models import TAINTS
 from cyborg.domain import taints as taint_rules
 
@@ -75,14 +77,30 @@ def effective_taints(context, device_ids: Collection[int]
     return rows_taints(context.connection, device_ids)
 
 
+def _in_placement() -> sa.ColumnElement:
+    """Whether a provider of the taint's device was written to Placement
+    since the taint was added or changed (so its trait exists there)."""
+    return sa.exists().where(
+        DEPLOYABLES.c.device_id == TAINTS.c.device_id,
+        PROVIDERS.c.uuid == DEPLOYABLES.c.rp_uuid,
+        PROVIDERS.c.updated_at >= sa.func.coalesce(TAINTS.c.updated_at,
+                                                   TAINTS.c.created_at))
+
+
 @db_api.main_context_manager.reader.connection
 def active_scheduling_taints(context) -> dict[str, frozenset[str]]:
     """``{key: its values}`` of every taint with a scheduling effect
-    (NoSchedule, NoExecute) on some device: one statement."""
+    (NoSchedule, NoExecute) on some device whose providers Placement
+    has since: one statement.
+
+    A taint counts once a sync has written a provider of its device:
+    until then its trait may not exist in Placement, which refuses a
+    request that forbids an unknown trait, and no provider carries it.
+    """
     values: dict[str, set[str]] = collections.defaultdict(set)
     for key, value in context.connection.execute(
             sa.select(TAINTS.c.key, TAINTS.c.value).distinct()
-            .where(TAINTS.c.effect.in_(_SCHEDULING))):
+            .where(TAINTS.c.effect.in_(_SCHEDULING), _in_placement())):
         values[key].add(value)
     return {key: frozenset(found) for key, found in values.items()}
 
