@@ -33,6 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cyborg.conf import CONF
 from cyborg.db import api as db_api
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import PROVIDERS
@@ -143,11 +144,13 @@ def _driver_row(device_id: int, taint: taint_rules.Taint,
 
 
 def _within_limit(connection, reported: dict[int, list[taint_rules.Taint]],
-                  limit: int, known_keys: set[str]
+                  limit: int | None, known_keys: set[str]
                   ) -> dict[int, list[taint_rules.Taint]]:
     """``reported`` with each taint whose new key is over the limit
     replaced by the :data:`~cyborg.domain.taints.UNHEALTHY_KEY` taint
     (same effect; a device keeps one taint per key, the strongest)."""
+    if limit is None:
+        limit = CONF.taints.max_keys
     wanted = {taint.key for taints in reported.values() for taint in taints}
     over = set(keys_over_limit(connection, wanted - known_keys, limit))
     if not over:
@@ -171,10 +174,12 @@ def _within_limit(connection, reported: dict[int, list[taint_rules.Taint]],
 
 def sync_driver_taints(connection,
                        reported: dict[int, list[taint_rules.Taint]],
-                       limit: int, now: datetime.datetime) -> set[int]:
+                       limit: int | None, now: datetime.datetime
+                       ) -> set[int]:
     """Make the driver rows of the devices of ``reported`` (``{device
     id: the driver taints its report holds}``) those taints; the ids of
-    the devices whose driver taints changed.
+    the devices whose driver taints changed. ``limit``: most distinct
+    keys (None: ``[taints] max_keys``), see :func:`_within_limit`.
 
     A taint whose key, value, effect and reason are unchanged keeps its
     row (and the time it was added); one whose value, effect or reason
