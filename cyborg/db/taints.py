@@ -33,11 +33,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cyborg.common import constants
 from cyborg.conf import CONF
 from cyborg.db import api as db_api
 from cyborg.db.models import DEPLOYABLES
+from cyborg.db.models import DEVICES
 from cyborg.db.models import PROVIDERS
+from cyborg.db.models import SERVICES
 from cyborg.db.models import TAINTS
+from cyborg.domain import device_health
 from cyborg.domain import taints as taint_rules
 
 #: ``origin`` of a driver taint's row.
@@ -104,6 +108,34 @@ def active_scheduling_taints(context) -> dict[str, frozenset[str]]:
             .where(TAINTS.c.effect.in_(_SCHEDULING), _in_placement())):
         values[key].add(value)
     return {key: frozenset(found) for key, found in values.items()}
+
+
+@db_api.main_context_manager.reader.connection
+def device_states(context, deployable_ids: Collection[int]
+                  ) -> dict[int, device_health.DeviceState]:
+    """``{deployable id: what the health of its device is graded from}``
+    (see :mod:`cyborg.domain.device_health`): two statements, none for
+    no deployable."""
+    if not deployable_ids:
+        return {}
+    connection = context.connection
+    rows = list(connection.execute(
+        sa.select(DEPLOYABLES.c.id, DEVICES.c.id.label('device_id'),
+                  DEVICES.c.health, DEVICES.c.missing,
+                  DEVICES.c.health_reason, DEVICES.c.health_since,
+                  SERVICES.c.last_seen_up)
+        .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+        .outerjoin(SERVICES, sa.and_(
+            SERVICES.c.host == DEVICES.c.hostname,
+            SERVICES.c.binary == constants.BINARY_AGENT))
+        .where(DEPLOYABLES.c.id.in_(sorted(set(deployable_ids))))))
+    taints = rows_taints(connection, {row.device_id for row in rows})
+    return {row.id: device_health.DeviceState(
+        health=row.health, missing=row.missing,
+        health_reason=row.health_reason, health_since=row.health_since,
+        agent_seen=row.last_seen_up,
+        taints=tuple(taints.get(row.device_id, ())))
+        for row in rows}
 
 
 def active_scheduling_keys(context) -> set[str]:
