@@ -14,8 +14,8 @@
 
 For every deployable of a host, cyborg owns one resource provider under the
 host's compute node provider, with the deployable's full inventory and
-traits (plus ``OWNER_CYBORG``, and the trait of each key of the device's
-taints with a scheduling effect, see :mod:`cyborg.domain.taints`). A
+traits (plus ``OWNER_CYBORG``, and the traits of the device's taints
+with a scheduling effect, see :mod:`cyborg.domain.tolerations`). A
 device that is disabled, unhealthy (without taints: an older agent's) or
 missing keeps its provider but reserves its whole inventory, so nothing
 new is scheduled on it.
@@ -74,7 +74,7 @@ from cyborg.db import providers as providers_db
 from cyborg.domain import device_tree
 from cyborg.domain import devices
 from cyborg.domain import providers
-from cyborg.domain import taints as taint_rules
+from cyborg.domain import tolerations
 
 LOG = logging.getLogger(__name__)
 
@@ -200,9 +200,9 @@ def load_host_state(context, host: str) -> HostState | None:
             anchors[row.id] = parent_anchor
             continue
         anchors[row.id] = row.rp_uuid
-        # Each taint with a scheduling effect puts its key's trait on
-        # every provider of the device.
-        taint_traits = taint_rules.scheduling_traits(
+        # Each taint with a scheduling effect puts its key's and its
+        # value's traits on every provider of the device.
+        taint_traits = tolerations.placement_traits(
             rows.taints.get(row.device_id, ()))
         traits = sorted(providers.provider_traits(
             providers.traits_of(attrs)) | taint_traits)

@@ -23,12 +23,19 @@ A toleration covers every effect of its key (it matters only to
 scheduling: a NoExecute taint marks the requests bound on the device
 whether they tolerate it or not).
 
-Placement sees one trait per taint key (:func:`cyborg.domain.taints.
-trait_name`), so what the profile answer asks is decided per key: a
-group forbids the trait of each active scheduling key (a key that some
-device has with NoSchedule or NoExecute) unless it tolerates every
-active value of that key. An ``Equal`` toleration therefore tolerates
-its key only while no device has that key with another value.
+Placement sees two traits per scheduling taint on the providers of its
+device: its key's (:func:`cyborg.domain.taints.trait_name`) and its key
+and value's (:func:`value_trait_name`). What the profile answer asks of
+each group, for each active scheduling key (a key that some device has
+with NoSchedule or NoExecute), is:
+
+* no toleration of the key: its key trait forbidden;
+* ``Exists``: nothing;
+* ``Equal:<value>``: the value trait of each of the key's other active
+  values forbidden.
+
+So a request lands on a device only if the group tolerates every
+scheduling taint of the device, exactly as each toleration says.
 
 Dependency-free: the API imports it to validate a profile and to answer
 Nova.
@@ -37,6 +44,7 @@ Nova.
 from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
+import hashlib
 
 from cyborg.domain import taints as taint_rules
 
@@ -45,6 +53,25 @@ PREFIX = 'toleration'
 EXISTS = 'Exists'
 EQUAL = 'Equal'
 OPERATORS = (EXISTS, EQUAL)
+
+#: Prefix of the trait of a taint's key and value (never that of a key
+#: trait: its 13th character is "V", a key trait's is "_").
+VALUE_TRAIT_PREFIX = 'CUSTOM_TAINTV_'
+
+
+def value_trait_name(key: str, value: str) -> str:
+    """The Placement trait of taint ``key``=``value`` (a digest: a value
+    may hold any character and be as long as a trait name)."""
+    digest = hashlib.sha256(('%s=%s' % (key, value)).encode()).hexdigest()
+    return VALUE_TRAIT_PREFIX + digest[:32].upper()
+
+
+def placement_traits(taints: Iterable[taint_rules.Taint]) -> set[str]:
+    """The traits ``taints`` put on their device's providers: the key
+    trait and the value trait of each taint with a scheduling effect."""
+    taints = [taint for taint in taints if taint.keeps_allocations_off()]
+    return (taint_rules.scheduling_traits(taints)
+            | {value_trait_name(taint.key, taint.value) for taint in taints})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,16 +124,19 @@ def of_group(group: Mapping[str, str]) -> dict[str, Toleration]:
 
 def forbidden_traits(group: Mapping[str, str],
                      active: Mapping[str, Iterable[str]]) -> list[str]:
-    """The taint traits ``group`` must forbid, sorted: that of each key
-    of ``active`` (``{key: its values on devices}`` of the scheduling
-    taints) that the group does not tolerate for every value."""
+    """The taint traits ``group`` must forbid, sorted, given ``active``
+    (``{key: its values on devices}`` of the scheduling taints): the key
+    trait of each key it does not tolerate, the value trait of each value
+    that its ``Equal`` toleration of the key does not match."""
     tolerations = of_group(group)
     forbidden = []
     for key, values in active.items():
         toleration = tolerations.get(key)
-        if toleration is None or not all(
-                toleration.tolerates(key, value) for value in values):
+        if toleration is None:
             forbidden.append(taint_rules.trait_name(key))
+            continue
+        forbidden += [value_trait_name(key, value) for value in values
+                      if not toleration.tolerates(key, value)]
     return sorted(forbidden)
 
 

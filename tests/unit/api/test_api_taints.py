@@ -35,6 +35,7 @@ from cyborg.db import providers as providers_db
 from cyborg.db import taints as taints_db
 from cyborg.domain import device_tree
 from cyborg.domain import providers
+from cyborg.domain import tolerations
 
 T0 = datetime.datetime(2026, 3, 1, 10, 0, 0)
 T1 = T0 + datetime.timedelta(minutes=1)
@@ -124,8 +125,10 @@ def test_nova_reads_the_untolerated_taints_as_forbidden(app, version):
     assert _groups(app, 'tolerant', version) == [
         {'resources:FPGA': '1', 'toleration:gpu.xid': 'Exists'}]
     # Equal:31 does not tolerate the value 79.
-    assert _groups(app, 'picky', version)[0][
-        'trait:CUSTOM_TAINT_GPU_XID'] == 'forbidden'
+    assert _groups(app, 'picky', version) == [{
+        'resources:FPGA': '1', 'toleration:gpu.xid': 'Equal:31',
+        'trait:' + tolerations.value_trait_name('gpu.xid', '79'):
+        'forbidden'}]
 
 
 def test_by_name_or_uuid_too_but_not_the_whole_list(app):

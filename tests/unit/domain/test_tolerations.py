@@ -16,6 +16,8 @@ import pytest
 
 from cyborg.common import exception
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import resource_names
+from cyborg.domain import taints
 from cyborg.domain import tolerations
 
 T = tolerations.Toleration
@@ -62,17 +64,38 @@ def test_of_group_skips_what_is_not_a_valid_toleration():
         'drain': T('drain', 'Equal', 'rack1')}
 
 
+V = tolerations.value_trait_name
+
+
 @pytest.mark.parametrize('active, forbidden', [
     ({}, []),
     ({'gpu.xid': {'31', '79'}}, []),
     ({'drain': {'rack1'}}, []),
-    # Another value of an Equal toleration's key: the whole key forbidden.
-    ({'drain': {'rack1', 'rack2'}}, ['CUSTOM_TAINT_DRAIN']),
+    # Another value of an Equal toleration's key: that value forbidden.
+    ({'drain': {'rack1', 'rack2', 'rack3'}},
+     sorted([V('drain', 'rack2'), V('drain', 'rack3')])),
     ({'cyborg.unhealthy': {''}, 'gpu.xid': {''}},
      ['CUSTOM_TAINT_CYBORG_UNHEALTHY']),
 ])
 def test_forbidden_traits(active, forbidden):
     assert tolerations.forbidden_traits(GROUP, active) == forbidden
+
+
+def test_value_traits_are_valid_distinct_and_never_key_traits():
+    names = {V('k', value) for value in ('', 'a', 'b', 'x' * 255)}
+    assert len(names) == 4
+    assert all(resource_names.is_valid_trait(name) and len(name) <= 255
+               and not name.startswith(taints.TRAIT_PREFIX)
+               for name in names)
+
+
+def test_placement_traits_of_scheduling_taints_only():
+    assert tolerations.placement_traits([
+        taints.Taint('gpu.xid', 'NoSchedule', '79'),
+        taints.Taint('drain', 'NoExecute'),
+        taints.Taint('gpu.link', 'None', 'x4')]) == {
+        'CUSTOM_TAINT_GPU_XID', V('gpu.xid', '79'),
+        'CUSTOM_TAINT_DRAIN', V('drain', '')}
 
 
 def test_with_forbidden_taints_keeps_what_the_group_names():
