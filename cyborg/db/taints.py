@@ -84,12 +84,12 @@ def effective_taints(context, device_ids: Collection[int]
 
 def _in_placement() -> sa.ColumnElement:
     """Whether a provider of the taint's device was written to Placement
-    since the taint was added or changed (so its trait exists there)."""
+    since the taint was added (so its traits exist there: a change that
+    changes them adds the taint again, see :func:`sync_driver_taints`)."""
     return sa.exists().where(
         DEPLOYABLES.c.device_id == TAINTS.c.device_id,
         PROVIDERS.c.uuid == DEPLOYABLES.c.rp_uuid,
-        PROVIDERS.c.updated_at >= sa.func.coalesce(TAINTS.c.updated_at,
-                                                   TAINTS.c.created_at))
+        PROVIDERS.c.updated_at >= TAINTS.c.created_at)
 
 
 @db_api.main_context_manager.reader.connection
@@ -204,6 +204,12 @@ def _within_limit(connection, reported: dict[int, list[taint_rules.Taint]],
     return result
 
 
+def _new_traits(row, taint: taint_rules.Taint) -> bool:
+    """Whether ``taint`` puts other traits on its device than ``row``."""
+    return (row.value != taint.value
+            or (row.effect in _SCHEDULING) != taint.keeps_allocations_off())
+
+
 def sync_driver_taints(connection,
                        reported: dict[int, list[taint_rules.Taint]],
                        limit: int | None, now: datetime.datetime
@@ -214,9 +220,12 @@ def sync_driver_taints(connection,
     keys (None: ``[taints] max_keys``), see :func:`_within_limit`.
 
     A taint whose key, value, effect and reason are unchanged keeps its
-    row (and the time it was added); one whose value, effect or reason
-    changed is updated (its time kept: the key was already there); the
-    others are inserted or deleted. One read of the devices' driver rows
+    row (and the time it was added); one whose reason changed, or whose
+    effect changed from one scheduling effect to the other, is updated
+    in place (its traits are the same); one whose value changed, or
+    that starts or stops keeping allocations off, is added again (its
+    row deleted and inserted: it is new to Placement); the others are
+    inserted or deleted. One read of the devices' driver rows
     (none for no device), then at most one statement per insert batch,
     update and delete batch; a new key costs one read more (the limit).
     """
@@ -241,6 +250,9 @@ def sync_driver_taints(connection,
                 changed.add(device_id)
         for key, taint in wanted.items():
             row = have.get(key)
+            if row is not None and _new_traits(row, taint):
+                deleted.append(row.id)
+                row = None
             if row is None:
                 inserts.append(_driver_row(device_id, taint, now))
                 changed.add(device_id)

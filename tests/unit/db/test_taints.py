@@ -114,20 +114,34 @@ def test_a_report_stores_its_driver_taints(database, admin_context,
 def test_taints_alone_change_a_device_and_keep_their_time(
         database, admin_context, fake_conf, clock):
     clock(T0)
-    wire = _wire(fake_conf, {0: [_taint('gpu.xid', 'None', '31')]})
+    wire = _wire(fake_conf, {0: [_taint('gpu.xid', 'NoSchedule', '31'),
+                                 _taint('gpu.link', 'None', 'x8')]})
     first = wire[0]['address']
     _apply(admin_context, wire)
     clock(T1)
-    # The value changes, a key is added: one device updated.
+    # A reason and a scheduling effect change in place; a key is added.
     summary = _apply(admin_context, _wire(fake_conf, {0: [
-        _taint('gpu.xid', 'None', '43'), _taint('gpu.aer')]}))
+        _taint('gpu.xid', 'NoExecute', '31', 'again'),
+        _taint('gpu.link', 'None', 'x8', 'narrow'), _taint('gpu.aer')]}))
     assert summary.updated == 1
     rows = _rows(database)
+    assert rows[(first, 'gpu.xid')] == ('31', 'NoExecute', 'driver',
+                                        'driver', 'again', T0)
+    assert rows[(first, 'gpu.link')][4:] == ('narrow', T0)
+    assert rows[(first, 'gpu.aer')][5] == T1
+    # A new value, or an effect that starts keeping allocations off, is
+    # a new taint to Placement: added again.
+    clock(T2)
+    _apply(admin_context, _wire(fake_conf, {0: [
+        _taint('gpu.xid', 'NoExecute', '43', 'again'),
+        _taint('gpu.link', 'NoSchedule', 'x8', 'narrow'),
+        _taint('gpu.aer')]}))
+    rows = _rows(database)
     assert rows[(first, 'gpu.xid')][0] == '43'
-    assert rows[(first, 'gpu.xid')][5] == T0
+    assert rows[(first, 'gpu.xid')][5] == T2
+    assert rows[(first, 'gpu.link')][5] == T2
     assert rows[(first, 'gpu.aer')][5] == T1
     # Gone from the report: gone from the database.
-    clock(T2)
     assert _apply(admin_context, _wire(fake_conf)).updated == 1
     assert _rows(database) == {}
 
