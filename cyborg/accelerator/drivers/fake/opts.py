@@ -82,7 +82,8 @@ opts = [
                     'discovery. A list of objects with "address" and '
                     'optionally "type", "resource_class", "traits", '
                     '"accelerators", "handle_type", "preparation", '
-                    '"children" and "health".'),
+                    '"children", "health" and "taints" (driver taints in '
+                    'their wire form).'),
 ]
 
 
