@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from cyborg.accelerator.drivers.fake import driver as fake
+from cyborg.db import hosts
 from cyborg.db import inventory
 from cyborg.db import models
 from cyborg.db import providers as providers_db
@@ -193,6 +194,16 @@ def test_a_removed_device_takes_its_driver_and_admin_taints(
     _add_admin_taint(database, _device_ids(database)[wire[0]['address']],
                      'drain')
     _apply(admin_context, wire[1:])
+    assert _rows(database) == {}
+
+
+def test_a_deleted_host_takes_its_taints(database, admin_context,
+                                         fake_conf):
+    wire = _wire(fake_conf, {0: [_taint('gpu.xid')]})
+    _apply(admin_context, wire)
+    _add_admin_taint(database, _device_ids(database)[wire[1]['address']],
+                     'drain')
+    assert hosts.delete_host(admin_context, 'host1')['devices'] == 2
     assert _rows(database) == {}
 
 
