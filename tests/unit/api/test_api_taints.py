@@ -26,6 +26,7 @@ import webob
 
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.api import app as api_app
+from cyborg.api import profile_cache
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
 from cyborg.db import device_profiles as profiles_db
@@ -155,6 +156,13 @@ def test_the_active_taints_cost_one_cached_query(app, conf):
             _groups(app, 'plain')
     # The default cache (2 s) answers the second and third reads.
     assert len(calls) == 1
+
+
+def test_a_disabled_cache_reads_the_active_taints_every_time():
+    cache = profile_cache.ProfileCache(0)
+    answers = iter([{'a': {''}}, {}])
+    assert cache.active_taints(lambda: next(answers)) == {'a': {''}}
+    assert cache.active_taints(lambda: next(answers)) == {}
 
 
 def test_without_active_taints_the_groups_are_as_stored(

@@ -128,7 +128,8 @@ class DeviceProfilesController(routing.Resource):
             profiles = profiles_db.device_profile_list(context, names)
         # Nova reads a profile by name (at any microversion) at every
         # schedule: what it reads forbids the taints it does not tolerate.
-        active = _active_taints(context) if names is not None else None
+        active = (_active_taints(context) if names is not None and profiles
+                  else None)
         return base.render({COLLECTION: [view(p, active) for p in profiles]})
 
     @pecan.expose('json')
