@@ -17,12 +17,17 @@ A device's rows come from its driver (``source`` driver, ``origin``
 :func:`sync_driver_taints`) and from taint rules (``source`` admin,
 ``origin`` the rule's uuid: written by :mod:`cyborg.db.taint_rules`).
 Its *effective* taints are all its rows, whatever their source: the
-Placement sync puts a trait on its providers for each key with a
-scheduling effect, and the device profile answer forbids each active
-key that a group does not tolerate.
+Placement sync puts the traits of each taint with a scheduling effect on
+its providers (:func:`cyborg.domain.tolerations.placement_traits`), and
+the device profile answer forbids those a group does not tolerate.
 
-The number of distinct keys is bounded (``[taints] max_keys``): see
-:func:`keys_over_limit`.
+A row's ``created_at`` is when the taint was added, and tells whether
+Placement has its traits yet (:func:`active_scheduling_taints`): every
+writer stamps it with the time of its write, and a taint whose value
+changes, or that starts or stops keeping allocations off, is a new row.
+
+The number of distinct keys is bounded (``[taints] max_keys``): every
+writer checks new keys with :func:`keys_over_limit`.
 """
 
 import collections
