@@ -33,6 +33,7 @@ from cyborg.accelerator.drivers import errors
 from cyborg.agent import driver_calls
 from cyborg.domain import device_tree
 from cyborg.domain import remediation
+from cyborg.domain import taints as taints_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -84,7 +85,8 @@ class Remediator:
         for part in reported:
             for device in part.devices:
                 key = _key(part.driver.name, device.address)
-                device.taints = self.tracker.taints(key)
+                device.taints = _merged(device.taints,
+                                        self.tracker.taints(key))
                 device.health = (
                     device_tree.Health.UNHEALTHY
                     if remediation.unhealthy(device.taints)
@@ -170,3 +172,13 @@ class Remediator:
             self._applied[key] = now
         else:
             self._applied.pop(key, None)
+
+
+def _merged(declared: list[taints_mod.Taint],
+            tracked: list[taints_mod.Taint]) -> list[taints_mod.Taint]:
+    """The taints a driver declared on the device itself (a driver that
+    judges its devices' taints on its own, e.g. the fake driver's
+    devices file) and those of the catalog; the catalog's wins a key
+    both have."""
+    keys = {taint.key for taint in tracked}
+    return [taint for taint in declared if taint.key not in keys] + tracked

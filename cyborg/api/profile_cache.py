@@ -20,8 +20,15 @@ and a create or delete through this API process drops the whole cache. In
 a deployment with several API processes, a profile deleted through another
 process may still be returned for up to ``ttl`` seconds, the same outcome
 as a read racing the delete. ``ttl = 0`` disables the cache.
+
+The active scheduling taints (what the answer to Nova adds forbidden
+traits for, see :mod:`cyborg.domain.tolerations`) are cached the same
+way, as one entry: a new taint reaches the answers of an API process
+within ``ttl`` seconds, and a profile read costs at most one query for
+them.
 """
 
+from collections.abc import Callable
 import threading
 import time
 from typing import Any
@@ -33,6 +40,7 @@ class ProfileCache:
         self._ttl = ttl
         self._max_entries = max_entries
         self._entries: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._taints: tuple[float, Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -53,6 +61,17 @@ class ProfileCache:
                 self._entries = {}
             self._entries[profile['name']] = (time.monotonic() + self._ttl,
                                               profile)
+
+    def active_taints(self, load: Callable[[], Any]) -> Any:
+        """What ``load()`` (the active scheduling taints) answered within
+        the last ``ttl`` seconds, or its answer now."""
+        entry = self._taints
+        if entry is not None and entry[0] >= time.monotonic():
+            return entry[1]
+        value = load()
+        if self.enabled:
+            self._taints = (time.monotonic() + self._ttl, value)
+        return value
 
     def clear(self) -> None:
         with self._lock:

@@ -14,7 +14,9 @@
 
 For every deployable of a host, cyborg owns one resource provider under the
 host's compute node provider, with the deployable's full inventory and
-traits (plus ``OWNER_CYBORG``). A device that is disabled, unhealthy or
+traits (plus ``OWNER_CYBORG``, and the traits of the device's taints
+with a scheduling effect, see :mod:`cyborg.domain.tolerations`). A
+device that is disabled, unhealthy (without taints: an older agent's) or
 missing keeps its provider but reserves its whole inventory, so nothing
 new is scheduled on it.
 
@@ -72,6 +74,7 @@ from cyborg.db import providers as providers_db
 from cyborg.domain import device_tree
 from cyborg.domain import devices
 from cyborg.domain import providers
+from cyborg.domain import tolerations
 
 LOG = logging.getLogger(__name__)
 
@@ -116,9 +119,9 @@ def inventory(resource_class: str, total: int, schedulable: bool,
         'allocation_ratio': 1.0}}
 
 
-def is_schedulable(device) -> bool:
+def is_schedulable(device, taint_traits: set[str] | None = None) -> bool:
     return devices.is_schedulable(device.status, device.health,
-                                  device.missing)
+                                  device.missing, bool(taint_traits))
 
 
 @dataclasses.dataclass
@@ -197,14 +200,18 @@ def load_host_state(context, host: str) -> HostState | None:
             anchors[row.id] = parent_anchor
             continue
         anchors[row.id] = row.rp_uuid
+        # Each taint with a scheduling effect puts its key's and its
+        # value's traits on every provider of the device.
+        taint_traits = tolerations.placement_traits(
+            rows.taints.get(row.device_id, ()))
         traits = sorted(providers.provider_traits(
-            providers.traits_of(attrs)))
+            providers.traits_of(attrs)) | taint_traits)
         desired[row.rp_uuid] = ProviderSpec(
             uuid=row.rp_uuid, name=providers.provider_name(host, row.name),
             parent_uuid=parent_anchor or service.compute_rp_uuid,
             inventories=inventory(
                 attrs[providers.RESOURCE_CLASS_KEY], row.num_accelerators,
-                is_schedulable(row) and not row.retained,
+                is_schedulable(row, taint_traits) and not row.retained,
                 # ``handles`` lists only the devices holding a retained
                 # deployable; any other deployable defaults to "every unit has
                 # a handle" and reserves nothing.

@@ -28,10 +28,12 @@ from cyborg.conf import notifications
 from cyborg.conf import nova
 from cyborg.conf import placement
 from cyborg.conf import remediation
+from cyborg.conf import taints
 from cyborg.conf import upgrade_levels
 
 _MODULES = (default, api, conductor, agent, placement, nova, upgrade_levels,
-            glance, bitstream_cache, notifications, metrics, remediation)
+            glance, bitstream_cache, notifications, metrics, remediation,
+            taints)
 
 
 def list_opts():

@@ -15,13 +15,13 @@ health signals of its devices (see :mod:`cyborg.domain.remediation`)."""
 
 from oslo_config import cfg
 
-from cyborg.domain import remediation
-
 group = cfg.OptGroup('remediation', title='Device health remediation')
 
 opts = [
     cfg.IntOpt('recovery_reports',
-               default=remediation.DEFAULT_RECOVERY_REPORTS, min=1,
+               # cyborg.domain.remediation.DEFAULT_RECOVERY_REPORTS (the
+               # options import nothing of the service; a test compares).
+               default=3, min=1,
                help='Reports in a row without a signal after which the '
                     'taint the signal put on a device goes (unless its '
                     'catalog entry is sticky, resets the device or '

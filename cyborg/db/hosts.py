@@ -32,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cyborg.db import api as db_api
+from cyborg.db import taints as taints_db
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import CPIDS
@@ -208,6 +209,8 @@ def delete_host(context, host: str) -> dict[str, int]:
         connection.execute(sa.update(DEPLOYABLES).where(
             DEPLOYABLES.c.id.in_(ids['deployables'])
         ).values(parent_id=None, root_id=None))
+    # The devices' taints (driver and admin) go with them.
+    taints_db.delete_device_taints(connection, ids['devices'])
     for table, name in ((ATTRIBUTES, 'attributes'),
                         (HANDLES, 'attach_handles'),
                         (DEPLOYABLES, 'deployables'),

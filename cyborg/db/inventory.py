@@ -63,6 +63,7 @@ from cyborg.common import constants
 from cyborg.db import api as db_api
 from cyborg.db import device_profiles
 from cyborg.db import services
+from cyborg.db import taints as taints_db
 from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
 from cyborg.db.models import ATTRIBUTES
@@ -76,6 +77,7 @@ from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
 from cyborg.domain import devices as device_rules
 from cyborg.domain import providers
+from cyborg.domain import taints as taint_rules
 from cyborg.domain import utilization as utilization_mod
 
 LOG = logging.getLogger(__name__)
@@ -231,7 +233,8 @@ def apply_report(context, host: str, rp_name: str,
                  devices: list[dict[str, Any]], digest: str,
                  failed_drivers: list[str],
                  utilization: dict[str, Any] | None = None,
-                 readings: BusyReadings | None = None
+                 readings: BusyReadings | None = None,
+                 max_taint_keys: int | None = None
                  ) -> DiffSummary | None:
     """Apply a report; None if it was already applied (same digest) and
     no released missing device waits for removal.
@@ -241,6 +244,9 @@ def apply_report(context, host: str, rp_name: str,
     commits: the caller needs no read to know it). With ``utilization``
     (cleaned readings, see :func:`cyborg.domain.utilization.clean_report`)
     the readings are stored in this transaction too, with one statement.
+    The driver taints of the reported devices replace their driver rows
+    (:func:`cyborg.db.taints.sync_driver_taints`; at most
+    ``max_taint_keys`` distinct keys, None: ``[taints] max_keys``).
     """
     connection = context.connection
     # Locked before the digest is compared: a second conductor applying the
@@ -249,7 +255,7 @@ def apply_report(context, host: str, rp_name: str,
     if service.report_hash == digest and not connection.execute(
             sa.select(_removal_pending(host))).scalar():
         return None
-    diff = _HostDiff(connection, host, failed_drivers)
+    diff = _HostDiff(connection, host, failed_drivers, max_taint_keys)
     summary = diff.apply(devices)
     services.record_report(connection, service.id, digest, rp_name)
     if utilization is not None:
@@ -274,6 +280,24 @@ def _attributes(deployable: dict[str, Any]) -> dict[str, str]:
     return values
 
 
+def _reported_taints(host: str, device: dict[str, Any]
+                     ) -> list[taint_rules.Taint]:
+    """The driver taints of a reported device (wire form); an invalid
+    one is left out with a warning, the rest of the report applies."""
+    taints = []
+    for wire in device.get('taints') or ():
+        try:
+            taint = taint_rules.Taint.from_wire(wire)
+        except (KeyError, TypeError, ValueError) as e:
+            LOG.warning('Inventory of %s: invalid taint %r of device %s '
+                        'left out: %s', host, wire, device['address'], e)
+            continue
+        # An agent reports driver taints only, whatever it says.
+        taint.source = taint_rules.Source.DRIVER
+        taints.append(taint)
+    return taints
+
+
 def _board_info(value) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -283,12 +307,18 @@ def _board_info(value) -> str | None:
 class _HostDiff:
     """Diff of one host's reported tree against its rows."""
 
-    def __init__(self, connection, host: str, failed_drivers: list[str]):
+    def __init__(self, connection, host: str, failed_drivers: list[str],
+                 max_taint_keys: int | None = None):
         self.connection = connection
         self.host = host
         self.failed_drivers = set(failed_drivers)
+        self.max_taint_keys = max_taint_keys
         self.summary = DiffSummary()
         self.now = timeutils.utcnow()
+        # {device id: its reported driver taints}, for the devices reported.
+        self._taints: dict[int, list[taint_rules.Taint]] = {}
+        # Ids of the devices counted as updated.
+        self._updated: set[int] = set()
         self._load()
 
     def _rows(self, table, column, values) -> list:
@@ -357,7 +387,17 @@ class _HostDiff:
                 self._remove_device(row)
         self._add_devices([device for address, device in wanted.items()
                            if address not in self.devices])
+        self._sync_taints()
         return self.summary
+
+    def _sync_taints(self) -> None:
+        """Store the reported driver taints; a device whose taints alone
+        changed counts as updated (its providers' traits change)."""
+        changed = taints_db.sync_driver_taints(
+            self.connection, self._taints,
+            self.max_taint_keys, self.now)
+        known = {row.id for row in self.devices.values()}
+        self.summary.updated += len((changed & known) - self._updated)
 
     def _insert(self, table, rows: list[dict[str, Any]]) -> list[int]:
         """Insert rows (each with its ``uuid``) with one statement; their
@@ -399,6 +439,8 @@ class _HostDiff:
                                                          False),
                 created_at=self.now))
         device_ids = self._insert(DEVICES, rows)
+        for device, device_id in zip(devices, device_ids, strict=True):
+            self._taints[device_id] = _reported_taints(self.host, device)
         self.summary.added_devices += rows
         cpids = [(device_id, cpid) for device, device_id
                  in zip(devices, device_ids, strict=True)
@@ -433,6 +475,7 @@ class _HostDiff:
                                                **changes))
             _note_health_change(self.summary, row, changes)
         changed = bool(changes)
+        self._taints[row.id] = _reported_taints(self.host, device)
         cpid_ids = self._sync_cpids(row.id, device['controlpath_ids'])
         existing = {dep.name: dep for dep in self._children(
             self.deployables, 'device_id', row.id)}
@@ -461,6 +504,7 @@ class _HostDiff:
                 changed |= self._remove_deployable(dep_row)
         if changed:
             self.summary.updated += 1
+            self._updated.add(row.id)
 
     def _remove_device(self, row) -> None:
         deployables = self._children(self.deployables, 'device_id', row.id)
@@ -482,6 +526,8 @@ class _HostDiff:
             self._delete_deployable(dep.id)
         self.connection.execute(sa.delete(CPIDS).where(
             CPIDS.c.device_id == row.id))
+        # Its driver and admin taints go with it.
+        taints_db.delete_device_taints(self.connection, [row.id])
         self.connection.execute(sa.delete(DEVICES).where(
             DEVICES.c.id == row.id))
         self._removed.add(row.address)

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from cyborg.db import api as db_api
 from cyborg.db import services
+from cyborg.db import taints as taints_db
 from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import DEPLOYABLES
 from cyborg.db.models import DEVICES
@@ -54,6 +55,8 @@ class HostRows:
     #: Attach handle rows per deployable id, of the deployables of the
     #: devices that hold a ``retained`` deployable (only those).
     handles: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Taints (driver and admin) per device id, of the tainted devices.
+    taints: dict[int, list[Any]] = dataclasses.field(default_factory=dict)
 
 
 @db_api.main_context_manager.reader.connection
@@ -94,7 +97,9 @@ def host_rows(context, host: str) -> HostRows | None:
             sa.select(HANDLES.c.deployable_id, sa.func.count())
             .where(HANDLES.c.deployable_id.in_(sorted(handles)))
             .group_by(HANDLES.c.deployable_id)).all())
-    return HostRows(service, rows, attributes, known, handles)
+    taints = taints_db.rows_taints(connection,
+                                   {row.device_id for row in rows})
+    return HostRows(service, rows, attributes, known, handles, taints)
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from oslo_utils import uuidutils
 
 from cyborg.common import exception
 from cyborg.domain import resource_names
+from cyborg.domain import tolerations
 
 RESOURCES = 'resources'
 # Most accelerators one group may request (each becomes an ARQ).
@@ -102,10 +103,12 @@ def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
     for key, value in group.items():
         prefix, sep, name = key.partition(':')
         prefix = prefix.strip()
-        if not sep or prefix not in (RESOURCES, TRAIT, ACCEL):
+        if not sep or prefix not in (RESOURCES, TRAIT, ACCEL,
+                                     tolerations.PREFIX):
             raise _invalid('Device profile group keys must be of the form '
-                           'resources:<RC>, trait:<TRAIT> or accel:<key>, '
-                           'not %r (group %d)', key, index)
+                           'resources:<RC>, trait:<TRAIT>, accel:<key> or '
+                           'toleration:<taint key>, not %r (group %d)',
+                           key, index)
         if prefix == RESOURCES:
             name = resource_names.normalize(name)
             if not resource_names.is_valid_resource_class(name):
@@ -121,6 +124,12 @@ def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
                 raise _invalid('Unsupported trait value %r of %s, the value '
                                'must be one among %s', value, key,
                                list(TRAIT_VALUES))
+        elif prefix == tolerations.PREFIX:
+            name = name.strip()
+            try:
+                tolerations.parse_value(name, value)
+            except ValueError as e:
+                raise _invalid('%s (group %d)', e, index)
         else:
             name = name.strip()
             value = _accel_value(name, value)

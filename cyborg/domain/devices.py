@@ -22,11 +22,20 @@ MAINTAINING = 'maintaining'
 STATUSES = (ENABLED, MAINTAINING)
 
 
-def is_schedulable(status: str, health: str, missing: bool) -> bool:
+def is_schedulable(status: str, health: str, missing: bool,
+                   tainted: bool = False) -> bool:
     """Whether new instances may be scheduled on the device: enabled,
-    healthy and still reported by its agent."""
-    return (status == ENABLED and health == device_tree.Health.HEALTHY.value
-            and not missing)
+    healthy and still reported by its agent.
+
+    ``tainted``: the device has a taint with a scheduling effect. An
+    agent that sends taints reports a device unhealthy exactly when a
+    driver taint keeps allocations off it; such a device is left to its
+    taints' traits (requests that tolerate them may still use it), while
+    one reported unhealthy without taints (an older agent) is not
+    schedulable at all.
+    """
+    healthy = health == device_tree.Health.HEALTHY.value or tainted
+    return status == ENABLED and healthy and not missing
 
 
 # Why a device has its health (``devices.health_reason``). The conductor

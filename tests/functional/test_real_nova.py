@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -584,3 +585,91 @@ def test_delete_leaves_no_arq_and_no_allocation(rn, boots):
             headers=PLACEMENT, timeout=10)
         assert response.json()['allocations'] == {}, rp
     rn.check_alive()
+
+
+# Taints and tolerations ----------------------------------------------------
+
+TAINT_KEY = 'rn.drain'
+TAINT_TRAIT = 'CUSTOM_TAINT_RN_DRAIN'
+TAINTED_ADDRESS = '0000:71:00.0'
+
+
+def _write_devices(rn, host: str, devices: list[dict]) -> None:
+    """What ``host``'s fake driver reports from its next discovery."""
+    path = os.path.join(rn.directory, 'devices-%s.json' % host)
+    with open(path + '.new', 'w') as f:
+        json.dump(devices, f)
+    os.replace(path + '.new', path)
+
+
+def _provider_traits(rn, rp: str) -> list[str]:
+    response = requests.get(
+        rn.placement.url + '/resource_providers/%s/traits' % rp,
+        headers=PLACEMENT, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()['traits']
+
+
+def _tolerating_flavor(rn) -> str:
+    """A flavor whose profile (PCI_TRAIT) tolerates TAINT_KEY."""
+    rn.cyborg('POST', '/device_profiles', version='accelerator 2.8', json=[{
+        'name': 'rn-tolerant',
+        'groups': [{'resources:FPGA': '1', 'trait:' + PCI_TRAIT: 'required',
+                    'toleration:' + TAINT_KEY: 'Exists'}]}])
+    flavor = rn.compute('POST', '/flavors', json={'flavor': {
+        'name': 'rn-tolerant', 'ram': 64, 'vcpus': 1, 'disk': 1}})['flavor']
+    rn.compute('POST', '/flavors/%s/os-extra_specs' % flavor['id'],
+               json={'extra_specs': {'accel:device_profile': 'rn-tolerant'}})
+    return flavor['id']
+
+
+def test_a_taint_keeps_untolerating_servers_off_its_device(rn, boots):
+    """A NoSchedule driver taint on HOST_2's device: servers whose
+    profile does not tolerate it land on HOST_1's device (and fill it);
+    one whose profile tolerates it may still use the tainted device."""
+    (spec,) = [c for c in COMPUTES if c.host == HOST_2]
+    rp = next(rp for rp, (host, address) in _deployables(rn).items()
+              if (host, address) == (HOST_2, TAINTED_ADDRESS))
+    tainted = [dict(device, health='unhealthy', taints=[{
+        'key': TAINT_KEY, 'value': '', 'effect': 'NoSchedule',
+        'source': 'driver', 'reason': 'drained for a test'}])
+        for device in spec.devices]
+    _write_devices(rn, HOST_2, tainted)
+    try:
+        servers.wait_for(lambda: TAINT_TRAIT in _provider_traits(rn, rp),
+                         30, 'the taint trait on %s' % TAINTED_ADDRESS)
+        # The profile Nova reads forbids it (once the sync is recorded
+        # and the API's profile cache has let its last answer go).
+        name = _profile(rn, PCI_TRAIT)
+        servers.wait_for(lambda: rn.cyborg(
+            'GET', '/device_profiles', params={'name': name})[
+            'device_profiles'][0]['groups'][0].get(
+            'trait:' + TAINT_TRAIT) == 'forbidden', 30,
+            'the profile forbidding %s' % TAINT_TRAIT, interval=0.5)
+        untolerating = [_boot(rn, boots) for _ in range(PCI_HANDLES)]
+        for server in untolerating:
+            assert _wait_status(rn, server, 'ACTIVE')[
+                'OS-EXT-SRV-ATTR:host'] == HOST_1
+            _assert_bound(rn, server, HOST_1)
+        # HOST_1's PCI device is full: the tolerating server can only
+        # land on the tainted device, and does.
+        body = {'name': 'rn-tolerant-%s' % uuid.uuid4().hex[:6],
+                'imageRef': nova_services.IMAGE_ID,
+                'flavorRef': _tolerating_flavor(rn), 'networks': 'none'}
+        server = rn.compute('POST', '/servers',
+                            json={'server': body})['server']['id']
+        boots.append(server)
+        assert _wait_status(rn, server, 'ACTIVE')[
+            'OS-EXT-SRV-ATTR:host'] == HOST_2
+        (arq,) = _assert_bound(rn, server, HOST_2).values()
+        assert arq['device_rp_uuid'] == rp
+        # Its owner sees why its device is unhealthy (2.8).
+        health = rn.cyborg('GET', '/accelerator_requests/%s' % arq['uuid'],
+                           version='accelerator 2.8')['device_health']
+        assert health['status'] == 'Unhealthy'
+        assert health['reason'] == 'rn.drain: drained for a test'
+    finally:
+        _write_devices(rn, HOST_2, spec.devices)
+        servers.wait_for(
+            lambda: TAINT_TRAIT not in _provider_traits(rn, rp), 30,
+            'the taint trait gone from %s' % TAINTED_ADDRESS)

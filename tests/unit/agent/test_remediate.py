@@ -177,3 +177,15 @@ def test_the_fake_drivers_unhealthy_option_is_the_unhealthy_taint(
     assert _taints(finder)[FIRST] == ('unhealthy', ['cyborg.unhealthy'])
     devices({'address': FIRST})
     assert _taints(finder)[FIRST] == ('healthy', [])
+
+
+def test_taints_a_driver_declared_are_kept_beside_the_catalogs():
+    from cyborg.agent import remediate
+    from cyborg.domain import taints
+
+    declared = [taints.Taint('site.maintenance', 'NoSchedule'),
+                taints.Taint('cyborg.unhealthy', 'None')]
+    tracked = [taints.Taint('cyborg.unhealthy', 'NoSchedule')]
+    assert remediate._merged(declared, tracked) == [declared[0],
+                                                    tracked[0]]
+    assert remediate._merged([], tracked) == tracked

@@ -293,3 +293,11 @@ def test_the_longest_signal_name_gives_a_valid_key():
     name = 'x' * rem.SIGNAL_MAX_LENGTH
     assert summary(report(tracker(), name)) == [('cyborg.' + name, 'None',
                                                  name)]
+
+
+def test_the_option_default_is_the_trackers():
+    from cyborg.conf import remediation as remediation_opts
+
+    [option] = [opt for opt in remediation_opts.opts
+                if opt.name == 'recovery_reports']
+    assert option.default == rem.DEFAULT_RECOVERY_REPORTS

@@ -42,6 +42,7 @@ from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers import passthrough
 from cyborg.domain import device_tree
 from cyborg.domain import remediation
+from cyborg.domain import taints
 
 LOG = logging.getLogger(__name__)
 
@@ -136,7 +137,9 @@ class FakeDriver(base.AcceleratorDriver):
             std_board_info={'device_id': '0xabcd', 'class': 'Fake class'},
             vendor_board_info='fake_vendor_info',
             health=health,
-            driver=self.name)
+            driver=self.name,
+            taints=[taints.Taint.from_wire(taint)
+                    for taint in spec.get('taints', ())])
 
     def _handle(self, handle_type: str, pf: dict[str, str],
                 index: int) -> device_tree.AttachHandle:

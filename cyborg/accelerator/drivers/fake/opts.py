@@ -82,10 +82,11 @@ opts = [
                     'discovery. A list of objects with "address" and '
                     'optionally "type", "resource_class", "traits", '
                     '"accelerators", "handle_type", "preparation", '
-                    '"children", "health", "signals" (health signal '
-                    'names given at every discovery, e.g. ["xid.48"], '
-                    'judged by the [remediation] catalog) and "reset" '
-                    '("ok" or "fail": what a reset of the device does).'),
+                    '"children", "health", "taints" (driver taints in '
+                    'their wire form), "signals" (health signal names '
+                    'given at every discovery, e.g. ["xid.48"], judged by '
+                    'the [remediation] catalog) and "reset" ("ok" or '
+                    '"fail": what a reset of the device does).'),
 ]
 
 

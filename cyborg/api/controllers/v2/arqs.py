@@ -24,6 +24,7 @@ by default a service token (a token whose roles include one of
 
 from typing import Any
 
+from oslo_utils import timeutils
 import pecan
 
 from cyborg.api import microversion
@@ -34,8 +35,10 @@ from cyborg.api.controllers.v2 import arq_patch
 from cyborg.api.schemas import arq as schema
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
+from cyborg.db import taints as taints_db
 from cyborg.domain import arq_states as states
 from cyborg.domain import arqs as arq_rules
+from cyborg.domain import device_health
 from cyborg.domain import device_profile as dp_rules
 from cyborg.policies import arq as policy
 
@@ -45,11 +48,16 @@ RESOLVED = 'resolved'
 _SERVICE_TOKEN = (policy.INSTANCE_BINDING, exception.ServiceTokenRequired)
 
 
-def view(arq: dict[str, Any]) -> dict[str, Any]:
+def view(arq: dict[str, Any],
+         health: dict[int, device_health.DeviceHealth] | None = None
+         ) -> dict[str, Any]:
     """An ARQ as the API shows it: its state as clients know it
-    (:func:`states.shown`), attach handles only once Bound, and from 2.5
+    (:func:`states.shown`), attach handles only once Bound, from 2.5
     why a bind failed (``bind_error``, null unless it failed; also while
-    a failure is still being reported to Nova as ``BindStarted``)."""
+    a failure is still being reported to Nova as ``BindStarted``), and
+    from 2.8 the health of its device (``device_health``, from
+    ``health``: by deployable id, see :func:`_device_health`; null
+    without a device)."""
     bound = arq['state'] == states.BOUND
     info = (arq['attach_handle_info'] or {}) if bound else {}
     result = {
@@ -73,7 +81,32 @@ def view(arq: dict[str, Any]) -> dict[str, Any]:
     if base.version_at_least(microversion.ARQ_BIND_ERROR):
         result['bind_error'] = (arq['bind_error'] if arq['state']
                                 in states.FAILED else None)
+    if base.version_at_least(microversion.DEVICE_TAINTS):
+        graded = (health or {}).get(arq.get('deployable_id'))
+        result['device_health'] = None if graded is None else {
+            'status': graded.status, 'reason': graded.reason,
+            'since': base.timestamp(graded.since)}
     return result
+
+
+def _device_health(context, arqs: list[dict[str, Any]]
+                   ) -> dict[int, device_health.DeviceHealth] | None:
+    """The health of the devices ``arqs`` hold, by deployable id, when
+    the request's version shows it (two queries; none below 2.8)."""
+    if not base.version_at_least(microversion.DEVICE_TAINTS):
+        return None
+    states_of = taints_db.device_states(
+        context, {arq['deployable_id'] for arq in arqs
+                  if arq.get('deployable_id') is not None})
+    now = timeutils.utcnow()
+    timeout = pecan.request.conf.taints.health_unknown_after
+    return {deployable_id: device_health.grade(state, now, timeout)
+            for deployable_id, state in states_of.items()}
+
+
+def _views(context, arqs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    health = _device_health(context, arqs)
+    return [view(arq, health) for arq in arqs]
 
 
 def _max_items() -> int:
@@ -128,14 +161,14 @@ class ARQsController(routing.Resource):
                 # Nova waits until every ARQ of the instance is resolved.
                 return base.render({'error_message': 'null'}, status=423)
             arqs = resolved
-        return base.render({'arqs': [view(arq) for arq in arqs]})
+        return base.render({'arqs': _views(context, arqs)})
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
         uuid = validation.check_uuid(uuid)
         arq = arq_db.arq_get(context, uuid, arq_rules.project_scope(context))
-        return base.render(view(arq))
+        return base.render(_views(context, [arq])[0])
 
     @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE)

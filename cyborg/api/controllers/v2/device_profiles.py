@@ -24,18 +24,27 @@ from cyborg.api.controllers import routing
 from cyborg.api.schemas import device_profile as schema
 from cyborg.common import exception
 from cyborg.db import device_profiles as profiles_db
+from cyborg.db import taints as taints_db
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import tolerations
 from cyborg.policies import device_profile as policy
 
 COLLECTION = 'device_profiles'
 
 
-def view(profile: dict) -> dict:
+def view(profile: dict, active_taints: dict | None = None) -> dict:
+    """The API form of ``profile``; with ``active_taints`` (``{key:
+    values}`` of the active scheduling taints), its groups as Nova must
+    read them: each forbids the taint traits it does not tolerate."""
+    groups = profile['groups']
+    if active_taints:
+        groups = [tolerations.with_forbidden_taints(group, active_taints)
+                  for group in groups]
     return {
         'uuid': profile['uuid'],
         'name': profile['name'],
         'description': profile['description'],
-        'groups': profile['groups'],
+        'groups': groups,
         'created_at': base.timestamp(profile['created_at']),
         'updated_at': base.timestamp(profile['updated_at']),
         'links': [base.link(COLLECTION, profile['uuid'])],
@@ -53,8 +62,30 @@ def _identities(value: str) -> list[tuple[str, str]]:
     return [('name', name) for name in dict.fromkeys(names)]
 
 
+def _active_taints(context) -> dict:
+    """The active scheduling taints, through the API process's cache
+    (one query at most)."""
+    return pecan.request.profile_cache.active_taints(
+        lambda: taints_db.active_scheduling_taints(context))
+
+
+def _check_tolerations_allowed(groups: list) -> None:
+    """Tolerations are new at the device taints microversion: below it,
+    a toleration key is refused as any unknown key was."""
+    if base.version_at_least(microversion.DEVICE_TAINTS):
+        return
+    for index, group in enumerate(groups):
+        for key in group:
+            if key.partition(':')[0].strip() == tolerations.PREFIX:
+                raise exception.InvalidParameterValue(
+                    err='Device profile group keys must be of the form '
+                        'resources:<RC>, trait:<TRAIT> or accel:<key>, '
+                        'not %r (group %d)' % (key, index))
+
+
 def _creation_values(body: list[dict]) -> dict:
     values = dict(body[0])
+    _check_tolerations_allowed(values['groups'])
     if uuidutils.is_uuid_like(values['name']):
         raise exception.Invalid(reason='Device profile name %s must not be '
                                        'a UUID' % values['name'])
@@ -95,7 +126,11 @@ class DeviceProfilesController(routing.Resource):
             profiles = _list_one_name(context, names[0])
         else:
             profiles = profiles_db.device_profile_list(context, names)
-        return base.render({COLLECTION: [view(p) for p in profiles]})
+        # Nova reads a profile by name (at any microversion) at every
+        # schedule: what it reads forbids the taints it does not tolerate.
+        active = (_active_taints(context) if names is not None and profiles
+                  else None)
+        return base.render({COLLECTION: [view(p, active) for p in profiles]})
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
@@ -109,7 +144,8 @@ class DeviceProfilesController(routing.Resource):
             raise exception.MicroversionTooLow(
                 version=microversion.as_string(
                     microversion.DEVICE_PROFILE_BY_NAME))
-        return base.render({'device_profile': view(profile)})
+        return base.render({'device_profile': view(profile,
+                                                   _active_taints(context))})
 
     @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE,

@@ -21,6 +21,7 @@ from cyborg.api.controllers import routing
 from cyborg.api.schemas import device as schema
 from cyborg.db import hardware
 from cyborg.db import models
+from cyborg.db import taints as taints_db
 from cyborg.domain import arq_states
 from cyborg.domain import devices
 from cyborg.domain import utilization
@@ -32,10 +33,11 @@ _COLUMNS = frozenset(c.name for c in models.Device.__table__.columns
                      ) - {'utilization'}
 
 
-def view(device: dict) -> dict:
+def view(device: dict, taints: dict | None = None) -> dict:
     """A device as the request's version shows it; ``deployables``
     (from 2.7) only when ``device`` was read with its allocations (see
-    :func:`_shows_allocations`)."""
+    :func:`_shows_allocations`); ``taints`` from 2.8 (``taints``: the
+    devices' taints by device id, see :func:`_taints`)."""
     result = {
         'uuid': device['uuid'], 'type': device['type'],
         'vendor': device['vendor'], 'model': device['model'],
@@ -60,7 +62,26 @@ def view(device: dict) -> dict:
         if 'deployables' in device:
             result['deployables'] = [_deployable_view(deployable)
                                      for deployable in device['deployables']]
+    if base.version_at_least(microversion.DEVICE_TAINTS):
+        result['taints'] = [_taint_view(taint) for taint
+                            in (taints or {}).get(device['id'], ())]
     return result
+
+
+def _taint_view(taint) -> dict:
+    return {'key': taint.key, 'value': taint.value,
+            'effect': taint.effect.value, 'source': taint.source.value,
+            'reason': taint.reason or None,
+            'added_at': base.timestamp(taint.added_at)}
+
+
+def _taints(context, devices: list[dict]) -> dict | None:
+    """The taints of ``devices`` by device id, when the request's version
+    shows them (one query; none below 2.8)."""
+    if not base.version_at_least(microversion.DEVICE_TAINTS):
+        return None
+    return taints_db.effective_taints(context,
+                                      [device['id'] for device in devices])
 
 
 def _deployable_view(deployable: dict) -> dict:
@@ -101,13 +122,15 @@ class DevicesController(routing.Resource):
         rows = hardware.device_list(
             context, query, allocations=_shows_allocations(context),
             **filters_lib.paging(filters, _COLUMNS))
-        return base.render({COLLECTION: [view(d) for d in rows]})
+        taints = _taints(context, rows)
+        return base.render({COLLECTION: [view(d, taints) for d in rows]})
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
     def get_one(self, uuid, *, context, query):
-        return base.render(view(hardware.device_get(
-            context, uuid, allocations=_shows_allocations(context))))
+        device = hardware.device_get(
+            context, uuid, allocations=_shows_allocations(context))
+        return base.render(view(device, _taints(context, [device])))
 
     @pecan.expose('json')
     @base.endpoint(policy.DISABLE)
