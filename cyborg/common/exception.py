@@ -101,6 +101,10 @@ class DeviceProfileNotFound(NotFound):
     msg_fmt = 'Device Profile not found with %(key)s=%(value)s'
 
 
+class TaintRuleNotFound(NotFound):
+    msg_fmt = 'Device taint rule %(uuid)s could not be found.'
+
+
 class NotAcceptable(CyborgException):
     msg_fmt = 'Request not acceptable: %(reason)s'
     code = 406
@@ -122,6 +126,12 @@ class DuplicateDeviceProfileName(Conflict):
 
 class DuplicateDeviceProfileUUID(Conflict):
     msg_fmt = 'A device_profile with uuid %(uuid)s already exists.'
+
+
+class TaintKeyLimitReached(Conflict):
+    msg_fmt = ('Taint key %(key)s would be one more than the %(limit)d '
+               'distinct taint keys [taints] max_keys allows: reuse a key '
+               'in use, or delete rules whose keys are no longer needed')
 
 
 class DeviceProfileInUse(Conflict):

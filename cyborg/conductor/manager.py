@@ -32,9 +32,11 @@ from cyborg.db import device_profiles as profiles_db
 from cyborg.db import errors as db_errors
 from cyborg.db import hardware
 from cyborg.db import services as services_db
+from cyborg.db import taint_rules as taint_rules_db
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import devices as device_rules
 from cyborg.domain import providers
+from cyborg.domain import taint_rules
 from cyborg.notifications import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
@@ -125,6 +127,50 @@ class ConductorManager:
         profiles_db.device_profile_delete(context, [tuple(i) for i in idents])
         LOG.info('Deleted device profiles %s',
                  ', '.join(value for _key, value in idents))
+
+    # Device taint rules
+
+    @_expected
+    def taint_rule_create(self, context, values: dict[str, Any]
+                          ) -> dict[str, Any]:
+        """Create a device taint rule and apply it (API 1.5): a taint on
+        every device it selects, a Placement sync of their hosts after
+        the answer and, for NoExecute, the ARQs bound on them marked and
+        announced (``device_taint_rule.no_execute``). A dry run (effect
+        None) writes the rule alone. Raises Invalid for an invalid
+        selector or taint."""
+        try:
+            taint_rules.check_selector(values.get('selector'))
+            taint_rules.rule_taint(values['key'], values['effect'],
+                                   values.get('value'), values.get('reason'))
+        except (KeyError, TypeError, ValueError) as e:
+            raise exception.Invalid(reason='invalid taint rule: %s' % e)
+        applied = taint_rules_db.rule_create(context, values)
+        rule = applied.rule
+        LOG.info('Created device taint rule %s (%s, %s): %d device(s) on '
+                 '%d host(s) tainted, %d ARQ(s) marked', rule['uuid'],
+                 rule['key'], rule['effect'], len(applied.devices),
+                 len(applied.hosts), len(applied.marked))
+        if taint_rules.marks_arqs(rule['effect']):
+            notifications.emit_taint_rule(
+                self._notifier, context,
+                notifications.TAINT_RULE_NO_EXECUTE, rule, applied.devices,
+                applied.marked)
+        for host in applied.hosts:
+            self._sync_later(host)
+        return _jsonable(rule)
+
+    @_expected
+    def taint_rule_delete(self, context, uuid: str) -> None:
+        """Delete a device taint rule, its taints and the marks of its
+        NoExecute taint (API 1.5); its hosts are synced after the
+        answer. Raises TaintRuleNotFound."""
+        rule, hosts = taint_rules_db.rule_delete(context, uuid)
+        LOG.info('Deleted device taint rule %s (%s, %s): taints removed '
+                 'on %d host(s)', uuid, rule['key'], rule['effect'],
+                 len(hosts))
+        for host in hosts:
+            self._sync_later(host)
 
     # Services and inventory
 

@@ -50,6 +50,7 @@ DEVICE_ENABLE = 'device.enable'
 DEVICE_DISABLE = 'device.disable'
 PROGRAM_END = 'deployable.program.end'
 PROGRAM_ERROR = 'deployable.program.error'
+TAINT_RULE_NO_EXECUTE = 'device_taint_rule.no_execute'
 # Sent by the usage audit (cyborg.conductor.usage_audit).
 ARQ_EXISTS = 'accelerator_request.exists'
 
@@ -98,3 +99,19 @@ def emit_devices(notifier: notifier_mod.Notifier, context, event_type: str,
     for device in devices:
         payloads.emit(notifier, context, event_type,
                       payloads.device_values(device))
+
+
+def emit_taint_rule(notifier: notifier_mod.Notifier, context,
+                    event_type: str, rule: Mapping[str, Any],
+                    devices: list[Mapping[str, Any]],
+                    arqs: list[Mapping[str, Any]]) -> None:
+    """``event_type`` for a taint rule, the devices it tainted and the
+    ARQs it marked (as :mod:`cyborg.db.taint_rules` gives them)."""
+    if not notifier.enabled:
+        return
+    try:
+        values = payloads.taint_rule_values(rule, devices, arqs)
+    except Exception:
+        LOG.exception('Could not build the %s notification', event_type)
+        return
+    payloads.emit(notifier, context, event_type, values)

@@ -50,6 +50,8 @@ class ConductorAPI:
       its tree.
     * 1.4 - Add bound_devices (the agent resets no device that holds an
       accelerator request). Capped below 1.4, the agent resets nothing.
+    * 1.5 - Add taint_rule_create, taint_rule_delete. Capped below 1.5,
+      the API answers 503 to a taint rule's creation or deletion.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -197,3 +199,16 @@ class ConductorAPI:
         return self._prepare('deployable_program', '1.1').call(
             context, 'deployable_program', deployable_uuid=deployable_uuid,
             image_uuid=image_uuid)
+
+    def taint_rule_create(self, context, values: dict[str, Any]
+                          ) -> dict[str, Any]:
+        """Create a device taint rule and apply it (API 1.5); returns the
+        rule. See :meth:`cyborg.conductor.manager.ConductorManager.
+        taint_rule_create`."""
+        return self._prepare('taint_rule_create', '1.5').call(
+            context, 'taint_rule_create', values=values)
+
+    def taint_rule_delete(self, context, uuid: str) -> None:
+        """Delete a device taint rule and its taints (API 1.5)."""
+        return self._prepare('taint_rule_delete', '1.5').call(
+            context, 'taint_rule_delete', uuid=uuid)

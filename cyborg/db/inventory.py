@@ -63,6 +63,7 @@ from cyborg.common import constants
 from cyborg.db import api as db_api
 from cyborg.db import device_profiles
 from cyborg.db import services
+from cyborg.db import taint_rules as taint_rules_db
 from cyborg.db import taints as taints_db
 from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
@@ -257,6 +258,9 @@ def apply_report(context, host: str, rp_name: str,
         return None
     diff = _HostDiff(connection, host, failed_drivers, max_taint_keys)
     summary = diff.apply(devices)
+    # Devices new to the host get the taints of the rules selecting them.
+    taint_rules_db.taint_new_devices(
+        connection, [device['uuid'] for device in summary.added_devices])
     services.record_report(connection, service.id, digest, rp_name)
     if utilization is not None:
         _store_utilization(connection, host, utilization_mod.changes(

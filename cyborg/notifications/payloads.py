@@ -33,6 +33,8 @@ from oslo_log import log as logging
 
 from cyborg.domain import arq_states
 from cyborg.domain import devices as device_rules
+from cyborg.domain import taint_rules
+from cyborg.domain import taints
 from cyborg.notifications import envelope as envelope_mod
 from cyborg.notifications import notifier as notifier_mod
 
@@ -178,6 +180,43 @@ EXISTS = Payload(
     'The usage of one accelerator request during one audit period.')
 
 
+def _array(items: Mapping[str, Any]) -> dict[str, Any]:
+    return {'type': 'array', 'items': dict(items)}
+
+
+TAINT_RULE = Payload(
+    'DeviceTaintRulePayload', '1.0', {
+        'uuid': _UUID,
+        'name': _NULLABLE_STRING,
+        'selector': {'type': 'object'},
+        'key': _STRING,
+        'value': _STRING,
+        'effect': {'enum': list(taints.EFFECTS)},
+        'reason': _NULLABLE_STRING,
+        # The devices the rule tainted.
+        'devices': _array({
+            'type': 'object', 'additionalProperties': False,
+            'required': ['uuid', 'hostname', 'address'],
+            'properties': {'uuid': _UUID, 'hostname': _STRING,
+                           'address': _STRING}}),
+        # The ARQs bound on them that it marked, each with its instance,
+        # project, host and device.
+        'arqs': _array({
+            'type': 'object', 'additionalProperties': False,
+            'required': ['uuid', 'instance_uuid', 'project_id', 'hostname',
+                         'device_uuid'],
+            'properties': {'uuid': _UUID, 'instance_uuid': _NULLABLE_UUID,
+                           'project_id': _NULLABLE_STRING,
+                           'hostname': _NULLABLE_STRING,
+                           'device_uuid': _UUID}}),
+        'instances': _array(_UUID),
+        'projects': _array(_STRING),
+    },
+    'A NoExecute device taint rule, the devices it tainted and the '
+    'accelerator requests bound on them that it marked: the instances '
+    'and projects to move off those devices (nothing is stopped).')
+
+
 @dataclasses.dataclass(frozen=True)
 class Event:
     payload: Payload
@@ -200,6 +239,7 @@ EVENTS: dict[str, Event] = {
     'deployable.program.end': Event(DEPLOYABLE, notifier_mod.INFO),
     'deployable.program.error': Event(DEPLOYABLE, notifier_mod.ERROR),
     'accelerator_request.exists': Event(EXISTS, notifier_mod.INFO),
+    'device_taint_rule.no_execute': Event(TAINT_RULE, notifier_mod.INFO),
 }
 
 
@@ -229,6 +269,25 @@ def device_values(device: Mapping[str, Any]) -> dict[str, Any]:
     say otherwise)."""
     values = {field: device.get(field) for field in DEVICE.fields}
     values['status'] = values['status'] or device_rules.ENABLED
+    return values
+
+
+def taint_rule_values(rule: Mapping[str, Any],
+                      devices: list[Mapping[str, Any]],
+                      arqs: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The taint rule payload's values of a rule (as
+    :mod:`cyborg.db.taint_rules` gives it), the devices it tainted and
+    the ARQs it marked."""
+    values = {field: rule.get(field) for field in
+              ('uuid', 'name', 'selector', 'key', 'value', 'effect',
+               'reason')}
+    status = taint_rules.status(devices, arqs)
+    values['devices'] = status['devices']
+    values['arqs'] = sorted(({field: arq[field] for field in (
+        'uuid', 'instance_uuid', 'project_id', 'hostname', 'device_uuid')}
+        for arq in arqs), key=lambda arq: arq['uuid'])
+    values['instances'] = status['instances']
+    values['projects'] = status['projects']
     return values
 
 

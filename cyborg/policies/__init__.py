@@ -30,13 +30,15 @@ from cyborg.policies import checks
 from cyborg.policies import deployable
 from cyborg.policies import device
 from cyborg.policies import device_profile
+from cyborg.policies import device_taint_rule
 from cyborg.policies import metrics
 
 
 def list_rules():
     return list(itertools.chain(base.rules, device_profile.rules, arq.rules,
                                 device.rules, deployable.rules,
-                                attribute.rules, metrics.rules))
+                                attribute.rules, metrics.rules,
+                                device_taint_rule.rules))
 
 
 def get_enforcer(conf: cfg.ConfigOpts | None = None) -> policy.Enforcer:

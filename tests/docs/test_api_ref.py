@@ -32,6 +32,9 @@ from tests.docs.api_ref import sections
 NOT_ENDPOINTS = {
     # attributes.delete(uuid=None): 400, the uuid goes in the path.
     ('DELETE', '/v2/attributes'),
+    # device_taint_rules.delete(ident=None): 400, the uuid goes in the
+    # path.
+    ('DELETE', '/v2/device_taint_rules'),
 }
 
 

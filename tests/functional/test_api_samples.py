@@ -65,6 +65,7 @@ SAMPLE_IDS = {
     'deployable_uuid': '1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5e',
     'attribute_uuid': '6e5d4c3b-2a1f-4e0d-9c8b-7a6f5e4d3c2b',
     'attach_handle_uuid': '0f1e2d3c-4b5a-4968-8776-655443322110',
+    'taint_rule_uuid': '3f2a9c7e-1b4d-4e6a-8c5f-2d7b9e1a4c60',
     'attribute_key': 'sample_key',
     'project_id': '6c1d8e3c5f0a4b2e9d7f1a3b5c7e9f01',
     # The attributes the agent's report created (rc, trait0).
@@ -431,6 +432,26 @@ def test_attributes(replay):
     replay.call('GET', '/v2/attributes/' + created['uuid'], 200,
                 response='attribute-get-resp.json')
     replay.call('DELETE', '/v2/attributes/' + created['uuid'], 204)
+
+
+def test_device_taint_rules(replay):
+    _device(replay)
+    headers = dict(ADMIN, **{'openstack-api-version': 'accelerator 2.8'})
+    created = replay.call('POST', '/v2/device_taint_rules', 201,
+                          request='device_taint_rule-create-req.json',
+                          response='device_taint_rule-create-resp.json',
+                          headers=headers)
+    replay.real['taint_rule_uuid'] = created['uuid']
+    # A dry run over the host's devices: it lists them, changes nothing.
+    assert [d['uuid'] for d in created['status']['devices']] == [
+        replay.real['device_uuid']]
+    path = '/v2/device_taint_rules/' + created['uuid']
+    replay.call('GET', '/v2/device_taint_rules', 200,
+                response='device_taint_rules-list-resp.json',
+                headers=headers)
+    replay.call('GET', path, 200, response='device_taint_rule-get-resp.json',
+                headers=headers)
+    replay.call('DELETE', path, 204, headers=headers)
 
 
 def test_every_sample_is_documented_and_replayed():

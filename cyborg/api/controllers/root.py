@@ -24,6 +24,7 @@ from cyborg.api.controllers.v2 import arqs
 from cyborg.api.controllers.v2 import attributes
 from cyborg.api.controllers.v2 import deployables
 from cyborg.api.controllers.v2 import device_profiles
+from cyborg.api.controllers.v2 import device_taint_rules
 from cyborg.api.controllers.v2 import devices
 from cyborg.common import metrics
 from cyborg.policies import metrics as metrics_policy
@@ -59,6 +60,8 @@ class RootController:
             deployables.COLLECTION: deployables.DeployablesController(),
             attributes.COLLECTION: attributes.AttributesController(),
             arqs.COLLECTION: arqs.ARQsController(),
+            device_taint_rules.COLLECTION:
+                device_taint_rules.DeviceTaintRulesController(),
         }
         #: The paths outside the collections, each to its handler.
         self._fixed = {'/': 'root_document', '/v2': 'v2_document',

@@ -43,6 +43,7 @@ from cyborg.api.controllers import routing
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import migration
+from cyborg.db import models
 from cyborg.domain import arq_states as states
 from tests import factories
 from tests.unit.conftest import DATABASES
@@ -121,6 +122,10 @@ RULES = {
     'cyborg:attribute:create': ADMINS,
     'cyborg:attribute:delete': ADMINS,
     'cyborg:metrics:get': ADMINS | {'service_role'},
+    'cyborg:device_taint_rule:get_all': ADMINS,
+    'cyborg:device_taint_rule:get_one': ADMINS,
+    'cyborg:device_taint_rule:create': ADMINS,
+    'cyborg:device_taint_rule:delete': ADMINS,
 }
 
 DP_UUID = '66666666-6666-4666-8666-666666666666'
@@ -128,6 +133,8 @@ DEVICE_UUID = '77777777-7777-4777-8777-777777777777'
 DEPLOYABLE_UUID = '88888888-8888-4888-8888-888888888888'
 ATTRIBUTE_UUID = '99999999-9999-4999-8999-999999999999'
 RP = '11111111-1111-4111-8111-111111111111'
+TAINT_RULE_UUID = '12121212-1212-4121-8121-121212121212'
+V2_8 = {'OpenStack-API-Version': 'accelerator 2.8'}
 INSTANCE = '22222222-2222-4222-8222-222222222222'
 ARQ = 'aaaaaaaa-0000-4000-8000-000000000001'  # p1, Initial
 BOUND_ARQ = 'aaaaaaaa-0000-4000-8000-000000000002'  # p1, bound to INSTANCE
@@ -163,6 +170,8 @@ class Case:
     # Outcomes of personas the policy admits that are decided by other
     # checks (project isolation), persona -> status.
     overrides: dict = dataclasses.field(default_factory=dict)
+    # Headers sent with the persona's (a microversion).
+    headers: dict = dataclasses.field(default_factory=dict)
 
 
 CASES = [
@@ -225,6 +234,18 @@ CASES = [
     Case('delete an attribute', 'DELETE', '/v2/attributes/' + ATTRIBUTE_UUID,
          'cyborg:attribute:delete', 204),
     Case('read the metrics', 'GET', '/metrics', 'cyborg:metrics:get', 200),
+    Case('list device taint rules', 'GET', '/v2/device_taint_rules',
+         'cyborg:device_taint_rule:get_all', 200, headers=V2_8),
+    Case('show a device taint rule', 'GET',
+         '/v2/device_taint_rules/' + TAINT_RULE_UUID,
+         'cyborg:device_taint_rule:get_one', 200, headers=V2_8),
+    Case('create a device taint rule', 'POST', '/v2/device_taint_rules',
+         'cyborg:device_taint_rule:create', 201, headers=V2_8,
+         body={'selector': {'host': 'h1'},
+               'taint': {'key': 'drain', 'effect': 'None'}}),
+    Case('delete a device taint rule', 'DELETE',
+         '/v2/device_taint_rules/' + TAINT_RULE_UUID,
+         'cyborg:device_taint_rule:delete', 204, headers=V2_8),
 ]
 
 
@@ -267,6 +288,7 @@ def conductor():
         'groups': [{'resources:FPGA': '1'}], 'created_at': CREATED,
         'updated_at': None,
     }
+    conductor.taint_rule_create.return_value = {'uuid': TAINT_RULE_UUID}
     conductor.attribute_create.return_value = {
         'uuid': ATTRIBUTE_UUID, 'deployable_id': 1, 'key': 'k2',
         'value': 'v', 'created_at': CREATED, 'updated_at': None,
@@ -287,6 +309,9 @@ def _seed(engine) -> None:
         deployable = factories.create_test_deployable(
             connection, uuid=DEPLOYABLE_UUID, name='d', num_accelerators=1,
             device_id=device['id'], rp_uuid=RP, created_at=CREATED)
+        connection.execute(sa.insert(models.TAINT_RULES).values(
+            uuid=TAINT_RULE_UUID, selector='{"host": "h1"}', key='drain',
+            effect='None', created_at=CREATED))
         factories.create_test_attribute(
             connection, uuid=ATTRIBUTE_UUID, deployable_id=deployable['id'],
             key='k', value='v', created_at=CREATED)
@@ -373,7 +398,7 @@ def _faultstring(response) -> str:
 @pytest.mark.parametrize('case,persona', MATRIX)
 def test_endpoint_policy(app, conductor, case, persona):
     status, refused_by = expected(case, persona)
-    response = _request(app, case, PERSONAS[persona])
+    response = _request(app, case, dict(PERSONAS[persona], **case.headers))
     assert response.status_int == status, response.body
     if refused_by == POLICY:
         assert _faultstring(response) == (

@@ -41,6 +41,7 @@ CONDUCTOR_METHODS = {
     'attribute_delete': '1.0', 'arq_create': '1.0', 'arq_bind': '1.0',
     'arq_unbind': '1.0', 'arq_delete': '1.0',
     'deployable_program': '1.1', 'bound_devices': '1.4',
+    'taint_rule_create': '1.5', 'taint_rule_delete': '1.5',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',

@@ -142,3 +142,17 @@ def test_a_payload_that_cannot_be_built_is_dropped_not_raised():
     notifier = notifier_mod.Notifier(recording)
     assert payloads.emit(notifier, None, 'device.create', {}) is False
     assert recording.sent == []
+
+
+def test_the_taint_rule_schema_is_valid_and_its_values_fit_it():
+    jsonschema.Draft202012Validator.check_schema(payloads.TAINT_RULE.schema())
+    data = sample('device_taint_rule.no_execute')['payload'][
+        'cyborg_object.data']
+    arqs = data['arqs']
+    rule = {k: data[k] for k in ('uuid', 'name', 'selector', 'key', 'value',
+                                 'effect', 'reason')}
+    values = payloads.taint_rule_values(
+        dict(rule, id=7, created_at=None),
+        [dict(d, id=1, driver='x') for d in data['devices']],
+        [dict(a, device_id=1) for a in arqs])
+    assert values == data
