@@ -32,8 +32,9 @@ host has them:
   log commands (``dmesg``) keep only the lines that name a PCI device
   or come from NVIDIA's driver.
 * ``cyborg-capture/manifest.json``: the format, the time, the kernel
-  release, the drivers, the version of each command run, and the
-  SHA-256 of every file.
+  release, the drivers (and those that failed), the version of each
+  command run, the files that could not be read, and the SHA-256 of
+  every file.
 
 With ``mask`` serial numbers and MAC addresses are replaced
 (:mod:`.mask`). The archive is deterministic: entries sorted, times,
@@ -226,6 +227,7 @@ def build(recording: Recording, host_root: str,
     manifest = {
         'format': FORMAT,
         'captured_at': now.strftime(TIME_FORMAT),
+        'commands': len(calls),
         'kernel': sysfs.read_text(sysfs.HostRoot(host_root),
                                   '/proc/sys/kernel/osrelease'),
         'drivers': recording.drivers,

@@ -42,6 +42,7 @@ from oslo_config import cfg
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.allinone import fake_tools
+from cyborg.common import exception
 from cyborg.hostcapture import capture as capture_mod
 from cyborg.hostcapture import recorder
 
@@ -51,8 +52,10 @@ STATE_DIR = 'host-replay'
 TIMEOUT_MARGIN = 1.0
 
 
-class CaptureError(Exception):
-    """A capture that cannot be replayed (one line saying why)."""
+class CaptureError(exception.ConfigInvalid):
+    """A capture that cannot be replayed (one line saying why): a host
+    root that cannot work."""
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +117,8 @@ def _load(source: str, root: str, member: str):
         with open(os.path.join(root, member), 'rb') as f:
             return json.loads(f.read())
     except (OSError, ValueError) as e:
-        raise CaptureError('%s: %s cannot be read: %s' % (source, member, e))
+        raise CaptureError('%s: %s cannot be read: %s'
+                           % (source, member, e))
 
 
 def _manifest(source: str, root: str) -> dict:
@@ -164,9 +168,10 @@ def write_tools(calls: list[recorder.Call], tools_dir: str) -> None:
 def host_and_runner(conf: cfg.ConfigOpts
                     ) -> tuple[sysfs.HostRoot | None,
                                runner_mod.Runner | None]:
-    """What the drivers of ``conf`` read and run through: the replay of
-    ``[agent] host_root`` (prepared under ``[DEFAULT] state_path``) when
-    it names a capture, else (None, None): their own. Raises
+    """What the agent's drivers read and run through (the arguments of
+    :func:`cyborg.agent.service.create`): the replay of ``[agent]
+    host_root`` (prepared under ``[DEFAULT] state_path``) when it names
+    a capture, else (None, None): their own. Raises
     :class:`CaptureError`."""
     source = conf.agent.host_root
     if not is_capture(source):
