@@ -139,17 +139,24 @@ def _check_driver(conf: cfg.ConfigOpts, driver) -> DriverCheck:
     return DriverCheck(driver.name, wire, utilization, notes, error)
 
 
+def _handles(deployable: dict) -> str:
+    """``; 4 attach handle(s) PCI (first: bus=3b ...)``, or nothing."""
+    handles = deployable['attach_handles']
+    if not handles:
+        return ''
+    first = ' '.join('%s=%s' % item for item in sorted(
+        handles[0]['attach_info'].items()))
+    return '; %d attach handle(s) %s (first: %s)' % (
+        len(handles), '/'.join(sorted({h['attach_type'] for h in handles})),
+        first)
+
+
 def _deployable_line(deployable: dict, depth: int) -> str:
-    handles = ', '.join('%s %s' % (
-        h['attach_type'], ' '.join('%s=%s' % item for item in sorted(
-            h['attach_info'].items())))
-        for h in deployable['attach_handles'])
     return '%sdeployable %s: %d x %s; traits %s; preparation %s%s' % (
         '  ' * (depth + 2), deployable['name'],
         deployable['num_accelerators'], deployable['resource_class'],
         ', '.join(deployable['traits']) or 'none',
-        device_tree.reported_preparation(deployable),
-        '; attach %s' % handles if handles else '')
+        device_tree.reported_preparation(deployable), _handles(deployable))
 
 
 def render(result: CheckResult) -> list[str]:
