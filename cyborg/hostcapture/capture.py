@@ -32,7 +32,8 @@ host has them:
   log commands (``dmesg``) keep only the lines that name a PCI device
   or come from NVIDIA's driver.
 * ``cyborg-capture/manifest.json``: the format, the time, the kernel
-  release, the drivers (and those that failed), the version of each
+  release, the drivers (and those that failed), the digest of their
+  report and its number of devices, the version of each
   command run, the files that could not be read, and the SHA-256 of
   every file.
 
@@ -60,6 +61,7 @@ from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.agent import discovery
+from cyborg.domain import device_tree
 from cyborg.hostcapture import mask as mask_mod
 from cyborg.hostcapture import recorder
 
@@ -102,6 +104,10 @@ class Recording:
     runner: recorder.RecordingRunner
     drivers: list[str]
     failed: list[str]
+    # The digest of the last round's report (its tree and failed
+    # drivers), as the agent computes it: a replay reports the same.
+    digest: str
+    devices: int
 
 
 def record(conf: cfg.ConfigOpts, host_root: str,
@@ -117,9 +123,16 @@ def record(conf: cfg.ConfigOpts, host_root: str,
     finder = discovery.Discovery(conf.host, conf.host, drivers, None)
     failed: set[str] = set()
     for _round in range(ROUNDS):
-        failed.update(finder.collect_all()[1])
+        wire, round_failed, _utilization = finder.collect_all()
+        failed.update(round_failed)
     return Recording(host, recording_runner,
-                     [driver.name for driver in drivers], sorted(failed))
+                     [driver.name for driver in drivers], sorted(failed),
+                     report_digest(wire, round_failed), len(wire))
+
+
+def report_digest(wire: list[dict], failed: list[str]) -> str:
+    """The digest of a report, as the agent sends it."""
+    return device_tree.tree_digest({'devices': wire, 'failed': failed})
 
 
 def _relative(host: sysfs.HostRoot, real: str) -> str:
@@ -232,6 +245,8 @@ def build(recording: Recording, host_root: str,
                                   '/proc/sys/kernel/osrelease'),
         'drivers': recording.drivers,
         'failed_drivers': recording.failed,
+        'report': {'digest': recording.digest,
+                   'devices': recording.devices},
         'masked': mask,
         'tools': tool_versions(runner, calls),
         'unreadable': unreadable,
