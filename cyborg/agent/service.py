@@ -32,20 +32,22 @@ REPORT_RETRY_DELAY = 5
 
 def create(conf: cfg.ConfigOpts, transport,
            glance_factory: Callable[[], Any] | None = None,
-           runner: Any = None, host: Any = None) -> service.RPCService:
+           runner: Any = None, host_root: Any = None) -> service.RPCService:
     """The agent; raises ConfigInvalid for a bad identity or driver list.
 
     ``glance_factory`` builds the Glance client the agent fetches
     bitstreams with (on the first programming); without it, programming
-    a Glance image fails with NoBitstreamSource. ``runner`` and ``host``:
-    what the drivers run commands through and read (the replay of a
-    capture, see :mod:`cyborg.hostcapture.replay`); None: their own."""
+    a Glance image fails with NoBitstreamSource. ``runner`` and
+    ``host_root``: what the drivers run commands through and read (the
+    replay of a capture, see :mod:`cyborg.hostcapture.replay`); None:
+    their own."""
     host = conf.host
     rp_name = discovery.resource_provider_name(conf)
     discovery.check_identity(host, rp_name)
     conductor_api = conductor_rpcapi.ConductorAPI(
         transport, version_cap=conf.upgrade_levels.conductor)
-    drivers = discovery.load_drivers(conf, runner=runner, host=host)
+    drivers = discovery.load_drivers(conf, runner=runner,
+                                     host=host_root)
     locks = driver_calls.DriverLocks()
     finder = discovery.Discovery(host, rp_name, drivers, conductor_api,
                                  locks=locks)

@@ -350,7 +350,7 @@ def _run(args: argparse.Namespace, state_dir: str,
         agent_service.create(
             CONF, transport,
             glance_factory=lambda: glance.GlanceClient.from_conf(CONF),
-            runner=replay_runner, host=replay_host),
+            runner=replay_runner, host_root=replay_host),
     ]
     for svc in services:
         svc.start()

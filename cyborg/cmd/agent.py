@@ -31,11 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # [agent] host_root may name a capture: the drivers read its
         # replay.
-        host, runner = replay.host_and_runner(CONF)
+        host_root, runner = replay.host_and_runner(CONF)
         agent = agent_service.create(
             CONF, transport,
             glance_factory=lambda: glance.GlanceClient.from_conf(CONF),
-            runner=runner, host=host)
+            runner=runner, host_root=host_root)
     except exception.ConfigInvalid as e:
         # A bad host name, driver list or capture: one line, nothing
         # started.
