@@ -119,6 +119,8 @@ def check(conf: cfg.ConfigOpts, runner: runner_mod.Runner | None = None,
         with _collecting():
             drivers = discovery.load_drivers(conf, runner=runner, host=host)
     except exception.ConfigInvalid as e:
+        # Also a driver that fails while it is built (load_drivers says
+        # which and why).
         return CheckResult([], str(e))
     return CheckResult([_check_driver(conf, driver) for driver in drivers])
 

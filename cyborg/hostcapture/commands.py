@@ -79,6 +79,7 @@ def capture_command(conf: cfg.ConfigOpts, output: str,
             raise CommandFailed(str(e))
         except OSError as e:
             raise CommandFailed('cannot write %s: %s' % (output, e))
+
     size = os.path.getsize(output)
     print('Captured %d file(s) and %d command(s) of driver(s) %s in %s '
           '(%d bytes)%s.' % (

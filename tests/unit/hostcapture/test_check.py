@@ -232,3 +232,18 @@ def test_manage_check_fails_with_one_line_per_problem(tmp_path):
     assert refused.stderr.strip().splitlines() == [
         'cyborg-manage: cannot write %s: %s is no directory' % (
             tmp_path / 'no' / 'x.tar.gz', tmp_path / 'no')]
+
+
+def test_a_driver_that_fails_while_it_is_built_fails_the_check(tmp_path):
+    def broken(root):
+        tree = hosts.nvidia_gpu_host(root)
+        tree.write(tree.dev(hosts.PGPU, 'vendor'), 'nvidia')
+        return tree
+    result = _check(tmp_path, 'nvidia_gpu', build=broken)
+    assert result.drivers == []
+    (problem,) = result.problems
+    assert problem == (
+        "the configuration cannot work on this host: Invalid configuration: "
+        "accelerator driver nvidia_gpu_driver cannot be loaded: "
+        "/sys/bus/pci/devices/%s/vendor: 'nvidia': not a base 16 integer"
+        % hosts.PGPU)
