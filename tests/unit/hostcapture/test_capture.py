@@ -28,12 +28,14 @@ import tarfile
 
 import pytest
 
+from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.agent import discovery
 from cyborg.allinone import fake_tools
 from cyborg.hostcapture import capture
 from cyborg.hostcapture import mask
+from cyborg.hostcapture import recorder
 from cyborg.hostcapture import replay
 from tests.fixtures import captures
 from tests.fixtures.hosts import hosts
@@ -276,3 +278,26 @@ def test_the_agent_replays_a_capture_named_as_its_host_root(tmp_path):
     assert report(conf, run, host_root)[0] == manifest['report']['digest']
     plain = captures.configure(host, str(tmp_path), str(tmp_path))
     assert replay.host_and_runner(plain) == (None, None)
+
+
+def test_a_command_that_timed_out_times_out_in_the_replay(tmp_path):
+    tools_dir = str(tmp_path / 'tools')
+    fake_tools.write_tool(tools_dir, 'npu-smi', {('info', '-l'): (
+        fake_tools.Reply('partial\n', sleep=5))})
+    recording = recorder.RecordingRunner(runner.CommandRunner([tools_dir]))
+    with pytest.raises(errors.ToolTimeout):
+        recording.run(['npu-smi', 'info', '-l'], timeout=0.3)
+    with pytest.raises(errors.ToolNotAvailable):
+        recording.run(['xbutil', 'examine'])
+    calls = capture.command_entries(recording.calls)
+    assert [c.to_json() for c in calls] == [
+        {'argv': ['npu-smi', 'info', '-l'], 'timeout': 0.3,
+         'stdout': 'partial\n', 'stderr': ''},
+        {'argv': ['xbutil', 'examine'], 'missing': True}]
+    replayed = str(tmp_path / 'replayed')
+    replay.write_tools(calls, replayed)
+    assert os.listdir(replayed) == ['npu-smi']
+    with pytest.raises(errors.ToolTimeout) as raised:
+        runner.CommandRunner([replayed]).run(['npu-smi', 'info', '-l'],
+                                             timeout=0.3)
+    assert raised.value.stdout == 'partial\n'
