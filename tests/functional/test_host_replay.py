@@ -63,3 +63,22 @@ def test_the_all_in_one_reports_a_captured_host(tmp_path):
     tools = os.path.join(tmp_path, 'state', replay.STATE_DIR, 'tools')
     ran = {call[0] for call in fake_tools.calls(tools)}
     assert {'nvidia-smi', 'adf_ctl', 'dmesg', 'fpgainfo'} <= ran, ran
+
+
+def test_the_agent_refuses_a_capture_that_does_not_match_its_manifest(
+        tmp_path):
+    unpacked = tmp_path / 'capture'
+    with tarfile.open(captures.BY_NAME['qat_4xxx'].archive) as tar:
+        tar.extractall(unpacked, filter='data')
+    with open(unpacked / capture.COMMANDS, 'a') as f:
+        f.write(' ')
+    config = servers.write_config(str(tmp_path / 'agent.conf'), {
+        'DEFAULT': {'transport_url': 'fake:/',
+                    'state_path': str(tmp_path / 'state')},
+        'agent': {'host_root': str(unpacked),
+                  'enabled_drivers': 'intel_qat_driver'}})
+    agent = servers.run_script('cyborg-agent', config_file=config,
+                               timeout=30)
+    assert (agent.returncode, agent.stderr) == (
+        2, "cyborg-agent: %s: %s does not match the manifest's hash\n"
+        % (unpacked, capture.COMMANDS))
