@@ -131,11 +131,17 @@ def _check_driver(conf: cfg.ConfigOpts, driver) -> DriverCheck:
         wire, failed, utilization = finder.collect_all()
     notes, error = [], None
     for record in collector.records:
-        if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            error = '%s: %s' % (type(exc).__name__, exc)
-        else:
-            notes.append(record.getMessage())
+        text = record.getMessage()
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            why = '%s: %s' % (type(exc).__name__, exc)
+            if failed:
+                # The discovery's failure: the driver reports nothing.
+                error = why
+                continue
+            # E.g. its utilization could not be read: reported without.
+            text = '%s (%s)' % (text, why)
+        notes.append(text)
     if failed and error is None:
         error = 'see the agent log'
     return DriverCheck(driver.name, wire, utilization, notes, error)

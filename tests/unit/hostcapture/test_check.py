@@ -27,6 +27,8 @@ import tarfile
 
 import pytest
 
+from cyborg.accelerator.drivers.fake import driver as fake_driver
+from cyborg.accelerator.drivers.fake import opts as fake_opts
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.hostcapture import capture
@@ -247,3 +249,24 @@ def test_a_driver_that_fails_while_it_is_built_fails_the_check(tmp_path):
         "accelerator driver nvidia_gpu_driver cannot be loaded: "
         "/sys/bus/pci/devices/%s/vendor: 'nvidia': not a base 16 integer"
         % hosts.PGPU)
+
+
+def test_a_utilization_that_cannot_be_read_is_a_note_not_a_failure(
+        tmp_path):
+    conf = captures.configure(
+        captures.FixtureHost('fake', hosts.qat_4xxx_host, ('fake_driver',)),
+        str(tmp_path), str(tmp_path))
+    fake_opts.register_opts(conf)
+
+    class NoUtilization(fake_driver.FakeDriver):
+        def utilization(self, devices):
+            raise RuntimeError('no counters')
+
+    driver = NoUtilization(conf)
+    driver.name = 'fake_driver'
+    result = check._check_driver(conf, driver)
+    assert result.problem is None
+    assert len(result.devices) == 1
+    assert result.notes == [
+        'Driver fake_driver failed to read the utilization of its devices; '
+        'they are reported without it (RuntimeError: no counters)']
