@@ -301,3 +301,23 @@ def test_a_command_that_timed_out_times_out_in_the_replay(tmp_path):
         runner.CommandRunner([replayed]).run(['npu-smi', 'info', '-l'],
                                              timeout=0.3)
     assert raised.value.stdout == 'partial\n'
+
+
+def test_a_driver_that_fails_is_captured_failing(tmp_path):
+    host = captures.BY_NAME['qat_4xxx']
+    tree = host.build(str(tmp_path / 'host'))
+    tree.write(tree.dev(hosts.QAT_PF, 'vendor'), 'intel')
+    conf = captures.configure(host, tree.root, str(tmp_path))
+    output = str(tmp_path / 'capture.tar.gz')
+    manifest = capture.capture(conf, output, tree.root,
+                               runner.CommandRunner([tree.tools_dir]))
+    assert manifest['failed_drivers'] == ['intel_qat_driver']
+    assert manifest['report']['devices'] == 0
+    # The file that fails it is in the capture: the replay fails alike.
+    vendor = 'sys/devices/pci0000:6a/0000:6a:00.0/%s/vendor' % hosts.QAT_PF
+    assert read_member(output, vendor) == b'intel\n'
+    opened = replay.open_capture(output, str(tmp_path / 'replay'))
+    digest, _utilization, failed = report(conf, opened.runner(),
+                                          opened.host())
+    assert (digest, failed) == (manifest['report']['digest'],
+                                ['intel_qat_driver'])
