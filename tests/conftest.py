@@ -51,6 +51,7 @@ LONGEST_MODULES = (
     'tests/functional/test_prometheus.py',
     'tests/functional/test_notifications.py',
     'tests/functional/test_usage_audit.py',
+    'tests/functional/test_host_replay.py',
 )
 
 
