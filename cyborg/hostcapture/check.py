@@ -20,8 +20,9 @@ health, utilization). What it logs meanwhile (a GPU bound to the host's
 driver, the boot disk in use, a VF on a driver instances cannot use, a
 configured device that is gone...) is what it leaves out and why. The
 check fails when the drivers cannot be loaded (a configuration that
-cannot work on this host), when a driver fails, or when a driver
-matches nothing here.
+cannot work on this host), when a driver fails, when a driver matches
+nothing here, or when its ``addresses`` name a device this host does
+not have.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import logging
 
 from oslo_config import cfg
 
+from cyborg.accelerator.drivers.utils import errors as host_errors
+from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.agent import discovery
@@ -51,6 +54,8 @@ class DriverCheck:
     utilization: dict[str, dict]
     notes: list[str]
     error: str | None = None
+    # Configured addresses with no PCI function on this host.
+    unmatched: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def problem(self) -> str | None:
@@ -59,6 +64,8 @@ class DriverCheck:
             return '%s failed: %s' % (self.name, self.error)
         if not self.devices:
             return '%s matches nothing on this host' % self.name
+        if self.unmatched:
+            return '%s: %s' % (self.name, '; '.join(self.unmatched))
         return None
 
     def to_json(self) -> dict:
@@ -122,7 +129,38 @@ def check(conf: cfg.ConfigOpts, runner: runner_mod.Runner | None = None,
         # Also a driver that fails while it is built (load_drivers says
         # which and why).
         return CheckResult([], str(e))
-    return CheckResult([_check_driver(conf, driver) for driver in drivers])
+    host = host if host is not None else sysfs.HostRoot.from_conf(conf)
+    checks = []
+    for driver in drivers:
+        found = _check_driver(conf, driver)
+        found.unmatched = unmatched_addresses(conf, driver, host)
+        checks.append(found)
+    return CheckResult(checks)
+
+
+def unmatched_addresses(conf: cfg.ConfigOpts, driver,
+                        host: sysfs.HostRoot) -> list[str]:
+    """The addresses of the driver's ``addresses`` option (see
+    :mod:`cyborg.accelerator.drivers.pci_opts`) with no PCI function on
+    this host: configuration that cannot match it. The driver accepts
+    them (the device may be plugged in later); the check says so."""
+    module = getattr(driver, 'options_module', None)
+    if module is None:
+        return []
+    group = module.group.name
+    options = conf[group]
+    if 'addresses' not in options:
+        return []
+    unmatched = []
+    for text in options.addresses:
+        try:
+            address = pci.parse_address(text)
+        except host_errors.InvalidPCIAddress:
+            continue  # the driver refused it already
+        if not sysfs.exists(host, pci.device_path(address)):
+            unmatched.append('[%s] addresses names %s, which is no PCI '
+                             'device of this host' % (group, text))
+    return unmatched
 
 
 def _check_driver(conf: cfg.ConfigOpts, driver) -> DriverCheck:
@@ -193,6 +231,8 @@ def render(result: CheckResult) -> list[str]:
                     '%s=%s' % item for item in sorted(metrics.items())))
         for note in driver.notes:
             lines.append('  left out or noted: %s' % note)
+        for unmatched in driver.unmatched:
+            lines.append('  configuration: %s' % unmatched)
     problems = result.problems
     lines += ['PROBLEM: %s' % p for p in problems] or [
         'OK: %d driver(s), %d device(s)' % (

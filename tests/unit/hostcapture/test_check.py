@@ -270,3 +270,16 @@ def test_a_utilization_that_cannot_be_read_is_a_note_not_a_failure(
     assert result.notes == [
         'Driver fake_driver failed to read the utilization of its devices; '
         'they are reported without it (RuntimeError: no counters)']
+
+
+def test_configured_addresses_the_host_lacks_fail_the_check(tmp_path):
+    result = _check(tmp_path, 'qat_4xxx', ini='[intel_qat_driver]\n'
+                    'addresses = %s,0000:99:00.0\n' % hosts.QAT_PF)
+    (driver,) = result.drivers
+    assert [d['address'] for d in driver.devices] == [hosts.QAT_PF]
+    assert result.problems == [
+        'intel_qat_driver: [intel_qat_driver] addresses names '
+        '0000:99:00.0, which is no PCI device of this host']
+    assert '  configuration: [intel_qat_driver] addresses names ' \
+        '0000:99:00.0, which is no PCI device of this host' in (
+            check.render(result))
