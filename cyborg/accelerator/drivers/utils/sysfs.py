@@ -76,7 +76,13 @@ class HostRoot:
             links += 1
             if links > MAX_LINKS:
                 raise errors.LinkLoopError(path)
-            target = os.readlink(candidate)
+            try:
+                target = os.readlink(candidate)
+            except FileNotFoundError:
+                # Gone since islink (a driver unbound meanwhile): as if
+                # it had not been there.
+                current = candidate
+                continue
             self._followed(candidate)
             if os.path.isabs(target):
                 if self.root != '/':
