@@ -53,6 +53,7 @@ LONGEST_MODULES = (
     'tests/functional/test_notifications.py',
     'tests/functional/test_usage_audit.py',
     'tests/functional/test_taint_scheduling.py',
+    'tests/functional/test_host_replay.py',
 )
 
 

@@ -34,12 +34,20 @@ LOG = logging.getLogger(__name__)
 DRIVER_NAMESPACE = 'cyborg.accelerator.driver'
 
 
-def load_drivers(conf: cfg.ConfigOpts) -> list[base.AcceleratorDriver]:
-    """The drivers ``[agent] enabled_drivers`` names, in that order."""
+def load_drivers(conf: cfg.ConfigOpts, runner: typing.Any = None,
+                 host: typing.Any = None) -> list[base.AcceleratorDriver]:
+    """The drivers ``[agent] enabled_drivers`` names, in that order,
+    each built with ``runner`` and ``host`` when given (see
+    :mod:`cyborg.accelerator.drivers.base`; a driver that takes only
+    ``conf`` still loads without them)."""
     missing: list[str] = []
+    sources = {name: value for name, value in (('runner', runner),
+                                               ('host', host))
+               if value is not None}
     manager = named.NamedExtensionManager(
         DRIVER_NAMESPACE, names=conf.agent.enabled_drivers,
-        invoke_on_load=True, invoke_args=(conf,), name_order=True,
+        invoke_on_load=True, invoke_args=(conf,), invoke_kwds=sources,
+        name_order=True,
         on_missing_entrypoints_callback=missing.extend,
         propagate_map_exceptions=True, on_load_failure_callback=_load_failed)
     if missing:

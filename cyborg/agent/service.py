@@ -44,20 +44,24 @@ def catalog(conf: cfg.ConfigOpts) -> remediation.Catalog:
 
 
 def create(conf: cfg.ConfigOpts, transport,
-           glance_factory: Callable[[], Any] | None = None
-           ) -> service.RPCService:
+           glance_factory: Callable[[], Any] | None = None,
+           runner: Any = None, host_root: Any = None) -> service.RPCService:
     """The agent; raises ConfigInvalid for a bad identity, driver list
     or remediation catalog.
 
     ``glance_factory`` builds the Glance client the agent fetches
     bitstreams with (on the first programming); without it, programming
-    a Glance image fails with NoBitstreamSource."""
+    a Glance image fails with NoBitstreamSource. ``runner`` and
+    ``host_root``: what the drivers run commands through and read (the
+    replay of a capture, see :mod:`cyborg.hostcapture.replay`); None:
+    their own."""
     host = conf.host
     rp_name = discovery.resource_provider_name(conf)
     discovery.check_identity(host, rp_name)
     conductor_api = conductor_rpcapi.ConductorAPI(
         transport, version_cap=conf.upgrade_levels.conductor)
-    drivers = discovery.load_drivers(conf)
+    drivers = discovery.load_drivers(conf, runner=runner,
+                                     host=host_root)
     locks = driver_calls.DriverLocks()
     remediator = remediate.Remediator(
         remediation.Tracker(catalog(conf), conf.remediation.recovery_reports),

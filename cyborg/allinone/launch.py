@@ -23,12 +23,13 @@ ports of the API and of Placement are claimed, before anything starts
 :mod:`cyborg.allinone.banner`'s.
 
 --host-root DIR sets ``[agent] host_root``: the drivers read their
-hardware under DIR. --demo-hardware builds a demo host (two NVIDIA GPUs,
-a QAT with 4 VFs, a NIC with 4 VFs on physnet1, an Intel FPGA, fake
-vendor commands) in the state directory, enables the matching drivers and
-runs a stand-in for the kernel that makes the vGPUs the driver creates
-appear; unless told otherwise, it serves the demo FPGA's bitstreams (gzip,
-aes) as --bitstream-dir would.
+hardware under DIR, or the replay of the capture DIR names (a directory
+or its archive, see :mod:`cyborg.hostcapture`). --demo-hardware builds a
+demo host (two NVIDIA GPUs, a QAT with 4 VFs, a NIC with 4 VFs on
+physnet1, an Intel FPGA, fake vendor commands) in the state directory,
+enables the matching drivers and runs a stand-in for the kernel that
+makes the vGPUs the driver creates appear; unless told otherwise, it
+serves the demo FPGA's bitstreams (gzip, aes) as --bitstream-dir would.
 
 FPGA bitstreams come from Glance: --glance-url URL points ``[glance]`` at
 a Glance reached without keystone; --bitstream-dir DIR serves the images
@@ -71,6 +72,7 @@ from cyborg.conf import CONF
 from cyborg.conf import glance as glance_conf
 from cyborg.db import api as db_api
 from cyborg.db import migration
+from cyborg.hostcapture import replay
 
 LOG = logging.getLogger(__name__)
 
@@ -149,7 +151,8 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     hardware.add_argument('--host-root',
                           help='Root under which the drivers read the '
                                'host\'s sys, proc and dev trees ([agent] '
-                               'host_root).')
+                               'host_root), or a host capture (its '
+                               'directory or .tar.gz archive) to replay.')
     bitstreams = parser.add_mutually_exclusive_group()
     bitstreams.add_argument('--glance-url', metavar='URL',
                             help='Glance to find FPGA bitstreams in, '
@@ -325,6 +328,9 @@ def _run(args: argparse.Namespace, state_dir: str,
     if images is not None:
         glance_conf.use_endpoint(CONF, images.start().url)
         started.append(images.stop)
+    # --host-root (or [agent] host_root) may name a capture: the drivers
+    # read its replay.
+    replay_host, replay_runner = replay.host_and_runner(CONF)
     authorizer = policies.Authorizer(policies.get_enforcer(CONF))
     handler = signals.install(PROG, CONF, {'policy file': authorizer.reload})
 
@@ -343,7 +349,8 @@ def _run(args: argparse.Namespace, state_dir: str,
             notifier=notifier),
         agent_service.create(
             CONF, transport,
-            glance_factory=lambda: glance.GlanceClient.from_conf(CONF)),
+            glance_factory=lambda: glance.GlanceClient.from_conf(CONF),
+            runner=replay_runner, host_root=replay_host),
     ]
     for svc in services:
         svc.start()

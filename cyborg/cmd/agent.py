@@ -21,6 +21,7 @@ from cyborg.common import exception
 from cyborg.common import rpc
 from cyborg.common import signals
 from cyborg.conf import CONF
+from cyborg.hostcapture import replay
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,11 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     handler = signals.install('cyborg-agent', CONF)
     transport = rpc.get_transport(CONF)
     try:
+        # [agent] host_root may name a capture: the drivers read its
+        # replay.
+        host_root, runner = replay.host_and_runner(CONF)
         agent = agent_service.create(
             CONF, transport,
-            glance_factory=lambda: glance.GlanceClient.from_conf(CONF))
+            glance_factory=lambda: glance.GlanceClient.from_conf(CONF),
+            runner=runner, host_root=host_root)
     except exception.ConfigInvalid as e:
-        # A bad host name or driver list: one line, nothing started.
+        # A bad host name, driver list or capture: one line, nothing
+        # started.
         rpc.cleanup(transport)
         config.refuse('cyborg-agent', [str(e)])
     agent.start()

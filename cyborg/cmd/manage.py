@@ -20,8 +20,12 @@ upstream OpenStack Cyborg database into this service's (see
 :mod:`cyborg.db.upstream_import`).
 ``cyborg-manage usage audit --period-start TIME`` creates the usage
 records of an ended audit period the conductors left out (see
-:func:`usage_audit_command`). Exit status: 0 done, 1 refused or
-failed (one line saying why), 2 bad arguments.
+:func:`usage_audit_command`).
+``cyborg-manage host capture --output FILE.tar.gz`` and ``cyborg-manage
+host check`` read this host as its agent's drivers do, without the
+database (see :mod:`cyborg.hostcapture.commands`).
+Exit status: 0 done, 1 refused or failed (one line saying why; for host
+check, a check that fails), 2 bad arguments.
 """
 
 import datetime
@@ -40,6 +44,7 @@ from cyborg.db import hosts
 from cyborg.db import upstream_import
 from cyborg.db import usage as usage_db
 from cyborg.domain import usage
+from cyborg.hostcapture import commands as host_commands
 
 PROG = 'cyborg-manage'
 
@@ -224,6 +229,55 @@ def _usage_audit() -> int:
                                timeutils.utcnow())
 
 
+def _host_capture() -> int:
+    return host_commands.capture_command(
+        CONF, CONF.command.output, host_root=CONF.command.host_root,
+        mask=CONF.command.mask)
+
+
+def _host_check() -> int:
+    return host_commands.check_command(
+        CONF, host_root=CONF.command.host_root, as_json=CONF.command.json)
+
+
+# Host commands that read the host, not the database.
+HOST_READERS = ('capture', 'check')
+
+
+def _database_use() -> str | None:
+    """The database the parsed command needs (see
+    :func:`cyborg.common.config.check`)."""
+    if CONF.command.name == 'host' and CONF.command.action in HOST_READERS:
+        return None
+    return config.DATABASE_EXISTING
+
+
+def _add_host_readers(actions) -> None:
+    host_root = dict(
+        metavar='DIR', default=None,
+        help='Read the host under DIR, or the capture DIR names (a '
+             'directory or its .tar.gz archive), instead of [agent] '
+             'host_root.')
+    capture = actions.add_parser(
+        'capture', help='Capture what the enabled drivers read on this '
+                        'host and the output of the vendor commands they '
+                        'run into an archive; reads only.')
+    capture.add_argument('--output', required=True, metavar='FILE.tar.gz',
+                         help='The archive to write.')
+    capture.add_argument('--mask', action='store_true',
+                         help='Replace serial numbers and MAC addresses.')
+    capture.add_argument('--host-root', **host_root)
+    capture.set_defaults(func=_host_capture)
+    check = actions.add_parser(
+        'check', help='Show what each enabled driver would report on this '
+                      'host, what it leaves out and why; exit status 1 '
+                      'when a driver fails or matches nothing.')
+    check.add_argument('--host-root', **host_root)
+    check.add_argument('--json', action='store_true',
+                       help='Print the check as JSON.')
+    check.set_defaults(func=_host_check)
+
+
 def _add_commands(subparsers):
     host = subparsers.add_parser('host', help='Manage compute hosts.')
     actions = host.add_subparsers(title='Host commands', dest='action')
@@ -239,6 +293,7 @@ def _add_commands(subparsers):
                         help='Delete the host even if one of its services '
                              'sent a heartbeat recently.')
     delete.set_defaults(func=_host_delete)
+    _add_host_readers(actions)
     upstream = subparsers.add_parser(
         'upstream-import',
         help='Copy an upstream OpenStack Cyborg database into this '
@@ -271,11 +326,12 @@ def main(argv: list[str] | None = None) -> int:
                                             handler=_add_commands))
     # The program's name, also when run as ``python -m``.
     config.prepare_service([PROG] + (argv or sys.argv)[1:],
-                           database=config.DATABASE_EXISTING)
-    db_api.configure(CONF)
+                           database=_database_use)
+    if _database_use() is not None:
+        db_api.configure(CONF)
     try:
         return CONF.command.func()
-    except Refused as e:
+    except (Refused, host_commands.CommandFailed) as e:
         print('%s: %s' % (PROG, e), file=sys.stderr)
         return 1
     except db_errors.DATABASE_ERRORS as e:

@@ -15,7 +15,13 @@
 A driver turns what it finds on the host into the device trees of
 :mod:`cyborg.domain.device_tree`. Drivers are loaded by name from the
 ``cyborg.accelerator.driver`` entry point namespace
-(``[agent] enabled_drivers``).
+(``[agent] enabled_drivers``) and built as ``Driver(conf, runner=None,
+host=None)``: ``runner`` runs its vendor commands (a
+:class:`~cyborg.accelerator.drivers.utils.runner.CommandRunner` when
+None), ``host`` is the
+:class:`~cyborg.accelerator.drivers.utils.sysfs.HostRoot` it reads
+(``[agent] host_root`` when None). Host capture passes recording ones,
+the replay of a capture its fake tools.
 
 **Types.** Attach types, health and preparations are the enums of
 :mod:`cyborg.domain.device_tree` (:class:`~device_tree.AttachType`,

@@ -13,8 +13,9 @@
 """The base of the drivers that report PCI functions.
 
 Every PCI driver's constructor starts the same way: register and read its
-option group, find the host root (``[agent] host_root``), take the
-command runner it was given (tests pass fake tools) or a real one, check
+option group, take the host root and the command runner it was given
+(tests pass a fixture tree and fake tools, host capture recording ones)
+or build them (``[agent] host_root``, a real runner), check
 its resource class, addresses and PCI ids, and keep a :class:`Once` for
 conditions it logs. :class:`PCIDriver` does that once; the option
 checks are also functions, for options outside a driver's own block.
@@ -127,13 +128,15 @@ class PCIDriver(base.AcceleratorDriver):
     options_module: types.ModuleType | None = None
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 runner: runner_mod.Runner | None = None) -> None:
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
         self._conf = conf
         if self.options_module is not None:
             # Registered here too: a driver works on any ConfigOpts.
             self.options_module.register_opts(conf)
             self._options = conf[self.group]
-        self._host = sysfs.HostRoot.from_conf(conf)
+        self._host = (host if host is not None
+                      else sysfs.HostRoot.from_conf(conf))
         self._runner = (runner if runner is not None
                         else runner_mod.CommandRunner())
         self._once = Once()

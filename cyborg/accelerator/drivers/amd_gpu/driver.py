@@ -40,6 +40,7 @@ from cyborg.accelerator.drivers.passthrough import deployable_name
 from cyborg.accelerator.drivers.passthrough import trait
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
@@ -69,8 +70,10 @@ class AmdGpuDriver(pci_base.PCIDriver):
     name = 'amd_gpu_driver'
     options_module = amd_conf
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
-        super().__init__(conf)
+    def __init__(self, conf: cfg.ConfigOpts,
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
 
     def _gpus(self) -> list[pci.PCIDevice]:
         return [d for d in pci.list_devices(self._host, vendor=AMD,

@@ -39,6 +39,7 @@ from cyborg.accelerator.drivers.ascend import opts as ascend_conf
 from cyborg.accelerator.drivers.utils import errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
+from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
 from cyborg.domain import utilization as utilization_mod
 
@@ -130,8 +131,9 @@ class HuaweiAscendDriver(pci_base.PCIDriver):
     options_module = ascend_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 runner: runner_mod.Runner | None = None) -> None:
-        super().__init__(conf, runner)
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         options = self._options
         self._rc = self._resource_class()
         self._ids = self._hex_ids(known=MODELS, what='an Ascend NPU id')

@@ -62,7 +62,10 @@ class FakeDriver(base.AcceleratorDriver):
 
     name = 'fake_driver'
 
-    def __init__(self, conf: cfg.ConfigOpts):
+    def __init__(self, conf: cfg.ConfigOpts, runner: Any = None,
+                 host: Any = None):
+        # It reads no host and runs no command: ``runner`` and ``host``
+        # are accepted as every driver accepts them, and ignored.
         self._conf = conf
 
     def _specs(self) -> list[dict[str, Any]]:

@@ -31,6 +31,8 @@ from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.fpga import common
 from cyborg.accelerator.drivers.fpga import inspur_opts as inspur_conf
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner as runner_mod
+from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
 
 GROUP = inspur_conf.group.name
@@ -43,8 +45,10 @@ class InspurFPGADriver(pci_base.PCIDriver):
     name = 'inspur_fpga_driver'
     options_module = inspur_conf
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
-        super().__init__(conf)
+    def __init__(self, conf: cfg.ConfigOpts,
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         self._rc = self._resource_class()
         self._ids = self._hex_ids()
         self._addresses = self._option_addresses()

@@ -64,8 +64,9 @@ class XilinxFPGADriver(pci_base.PCIDriver):
     serialized = True
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 runner: runner_mod.Runner | None = None) -> None:
-        super().__init__(conf, runner)
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         options = self._options
         self._rc = self._resource_class()
         self._user_drivers = frozenset(options.user_drivers)

@@ -189,8 +189,9 @@ class IntelNICDriver(pci_base.PCIDriver):
     options_module = nic_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 runner: runner_mod.Runner | None = None) -> None:
-        super().__init__(conf, runner)
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         options = self._options
         self._rc = self._resource_class()
         self._mappings = parse_mappings(options.physical_device_mappings)

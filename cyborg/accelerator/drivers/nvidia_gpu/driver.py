@@ -101,8 +101,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
     options_module = nvidia_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 runner: runner_mod.Runner | None = None) -> None:
-        super().__init__(conf, runner)
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         self._types = vgpu_config.load(conf)
         self._vgpu17_ids: dict[str, int] = {}
         self._vgpu17_names: dict[int, str] = {}

@@ -35,7 +35,9 @@ from cyborg.accelerator.drivers.pci import device_spec
 from cyborg.accelerator.drivers.pci import opts as pci_conf
 from cyborg.accelerator.drivers.utils import block
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
+from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
 
 LOG = logging.getLogger(__name__)
@@ -61,8 +63,10 @@ class PCIDriver(pci_base.PCIDriver):
     name = 'pci_driver'
     options_module = pci_conf
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
-        super().__init__(conf)
+    def __init__(self, conf: cfg.ConfigOpts,
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         self._specs = device_spec.parse_device_specs(
             self._options.device_spec)
         self._matches()  # specs that conflict on this host stop the start

@@ -109,8 +109,9 @@ class IntelQATDriver(pci_base.PCIDriver):
     options_module = qat_conf
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 runner: runner_mod.Runner | None = None) -> None:
-        super().__init__(conf, runner)
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         options = self._options
         self._use_adf_ctl = options.use_adf_ctl
         self._timeout = options.adf_ctl_timeout

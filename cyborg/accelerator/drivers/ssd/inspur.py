@@ -38,6 +38,7 @@ from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.ssd import opts as ssd_conf
 from cyborg.accelerator.drivers.utils import block
 from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
@@ -53,8 +54,10 @@ class InspurNVMeSSDDriver(pci_base.PCIDriver):
     name = 'inspur_nvme_ssd_driver'
     options_module = ssd_conf
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
-        super().__init__(conf)
+    def __init__(self, conf: cfg.ConfigOpts,
+                 runner: runner_mod.Runner | None = None,
+                 host: sysfs.HostRoot | None = None) -> None:
+        super().__init__(conf, runner, host)
         self._rc = self._resource_class()
         self._vendors = sorted(self._hex_ids('vendor_ids'))
         if not self._vendors:

@@ -76,13 +76,28 @@ class HostRoot:
             links += 1
             if links > MAX_LINKS:
                 raise errors.LinkLoopError(path)
-            target = os.readlink(candidate)
+            try:
+                target = os.readlink(candidate)
+            except FileNotFoundError:
+                # Gone since islink (a driver unbound meanwhile): as if
+                # it had not been there.
+                current = candidate
+                continue
+            self._followed(candidate)
             if os.path.isabs(target):
                 if self.root != '/':
                     raise errors.OutsideRootError(path, self.root)
                 current = '/'
             pending[:0] = _parts(target)
         return current
+
+    def listdir(self, path: str) -> list[str]:
+        """The entries of host directory ``path`` (``os.listdir``)."""
+        return os.listdir(self.resolve(path))
+
+    def _followed(self, link: str) -> None:
+        """Called with the real path of each link :meth:`resolve`
+        follows; host capture records them, nothing else does."""
 
     def _parent(self, current: str, path: str) -> str:
         if current == self.root:
@@ -180,7 +195,7 @@ def link_name(host: HostRoot, host_path: str) -> str | None:
 def list_dir(host: HostRoot, host_path: str) -> list[str]:
     """Sorted entries of a directory; ``[]`` when it does not exist."""
     try:
-        return sorted(os.listdir(host.resolve(host_path)))
+        return sorted(host.listdir(host_path))
     except (FileNotFoundError, NotADirectoryError):
         return []
 

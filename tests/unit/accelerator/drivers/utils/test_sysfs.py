@@ -66,6 +66,23 @@ def test_resolve_keeps_missing_components(tree, host):
     assert host.resolve('/sys/nothing/here') == tree.abs('sys/nothing/here')
 
 
+def test_a_link_that_goes_while_it_is_resolved_is_a_missing_one(
+        tree, host, monkeypatch):
+    # A driver unbinds between the check that "driver" is a link and the
+    # read of that link.
+    link = tree.abs(tree.dev(hosts.X710_PF, 'driver'))
+    real_readlink = os.readlink
+
+    def readlink(path):
+        if path == link:
+            os.unlink(path)
+        return real_readlink(path)
+    monkeypatch.setattr(os, 'readlink', readlink)
+    path = '/sys/bus/pci/devices/%s/driver' % hosts.X710_PF
+    assert host.resolve(path) == link
+    assert sysfs.link_name(host, path) is None
+
+
 def test_relative_link_climbing_out_of_the_root_is_refused(tree, host):
     dev = tree.dev(hosts.X710_PF)
     depth = dev.count('/') + 1
