@@ -50,7 +50,11 @@ DEVICE_ALLOCATIONS = (2, 7)
 #: ``taints``, device profile groups accept tolerations, and ARQs show
 #: their ``device_health``.
 DEVICE_TAINTS = (2, 8)
-MAX_VERSION = DEVICE_TAINTS
+#: 2.9 - device profiles: ``PATCH`` (description, groups, ``enabled``),
+#: groups of ordered ``alternatives``, the implicit ``class:<RC>``
+#: profiles; ``/v2/quotas/{project_id}``.
+PROFILE_UPDATES = (2, 9)
+MAX_VERSION = PROFILE_UPDATES
 
 # ASCII digits, few enough to convert (a longer number names no version).
 _VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)

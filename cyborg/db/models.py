@@ -228,6 +228,9 @@ class DeviceProfile(Base):
     name = sa.Column(sa.String(255), nullable=False)
     profile_json = sa.Column(sa.Text, nullable=False)
     description = sa.Column(sa.Text, nullable=True)
+    # A disabled profile creates no new ARQs (its existing ones stay).
+    enabled = sa.Column(sa.Boolean, nullable=False, default=True,
+                        server_default=sa.true())
 
 
 class ExtendedAcceleratorRequest(Base):
@@ -273,6 +276,14 @@ class ExtendedAcceleratorRequest(Base):
     # and which taint ("<key>" of the taint that marked it).
     taint_marked_at = sa.Column(DateTime, nullable=True)
     taint_marked_by = sa.Column(sa.String(255), nullable=True)
+    # The resources its group asked for when it was created (JSON
+    # {resource class: amount}): what quotas count, whatever later
+    # changes of its profile. NULL: created before quotas (counted from
+    # its profile).
+    resources = sa.Column(sa.Text, nullable=True)
+    # The alternative of its group its bind matched (0-based; NULL: a
+    # group without alternatives, or not bound yet).
+    alternative = sa.Column(sa.Integer, nullable=True)
 
 
 class PlacementProvider(Base):

@@ -101,14 +101,15 @@ def test_version_middleware_rejects_bad_header():
     )
     # Every error carries the supported range.
     assert response.headers['OpenStack-API-Minimum-Version'] == '2.0'
-    assert response.headers['OpenStack-API-Maximum-Version'] == '2.8'
+    assert response.headers['OpenStack-API-Maximum-Version'] == '2.9'
 
 
 def test_version_middleware_rejects_unsupported_version():
     app = middleware.VersionMiddleware(_echo_environ)
-    response = _get(app, '/v2', **{'OpenStack-API-Version': 'accelerator 2.9'})
+    response = _get(app, '/v2',
+                    **{'OpenStack-API-Version': 'accelerator 2.99'})
     assert response.status_int == 406
-    assert response.headers['OpenStack-API-Maximum-Version'] == '2.8'
+    assert response.headers['OpenStack-API-Maximum-Version'] == '2.9'
     assert response.headers['Content-Type'] == 'application/json'
 
 
