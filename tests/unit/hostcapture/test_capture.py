@@ -183,8 +183,8 @@ def test_a_missing_command_stays_missing_in_the_replay(tmp_path):
     archive = captures.BY_NAME['nvidia_gpu'].archive
     # The fixture host has no dmesg: recorded as such, and the replay
     # has none either (no real dmesg is found instead).
-    assert commands(archive)[('dmesg',)] == {'argv': ['dmesg'],
-                                            'missing': True}
+    assert commands(archive)[('dmesg',)] == {
+        'argv': ['dmesg'], 'missing': True}
     opened = replay.open_capture(archive, str(tmp_path))
     assert sorted(os.listdir(opened.tools_dir)) == ['nvidia-smi']
     with pytest.raises(Exception) as raised:
