@@ -38,26 +38,19 @@ import hashlib
 import json
 from typing import Any
 
+from cyborg.domain import str_enum
 from cyborg.domain import taints as taints_mod
 
 DEVICE_TYPES = ('GPU', 'FPGA', 'AICHIP', 'QAT', 'NIC', 'SSD')
 
 
-class _StrEnum(str, enum.Enum):
-    """A str enum that reads as its value (in messages and logs too);
-    JSON and the database see the value."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-
-class AttachType(_StrEnum):
+class AttachType(str_enum.StrEnum):
     PCI = 'PCI'
     MDEV = 'MDEV'
     TEST_PCI = 'TEST_PCI'
 
 
-class Preparation(_StrEnum):
+class Preparation(str_enum.StrEnum):
     """What the agent's driver does to an attach handle before Nova can
     attach it (at bind), undone at unbind.
 
@@ -102,7 +95,7 @@ def reported_preparation(deployable: dict[str, Any]) -> str:
     ).value
 
 
-class Health(_StrEnum):
+class Health(str_enum.StrEnum):
     HEALTHY = 'healthy'
     UNHEALTHY = 'unhealthy'
 

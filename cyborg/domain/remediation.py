@@ -46,23 +46,18 @@ from __future__ import annotations
 from collections.abc import Hashable
 from collections.abc import Iterable
 import dataclasses
-import enum
 import fnmatch
 import re
 from typing import Generic
 from typing import TypeVar
 
+from cyborg.domain import str_enum
 from cyborg.domain import taints as taints_mod
 
 Effect = taints_mod.Effect
 
 
-class _StrEnum(str, enum.Enum):
-    def __str__(self) -> str:
-        return self.value
-
-
-class Action(_StrEnum):
+class Action(str_enum.StrEnum):
     IGNORE = 'ignore'
     DEGRADE = 'degrade'
     TAINT = 'taint'
@@ -328,7 +323,7 @@ class _Active:
     reset_unsupported: bool = False
 
 
-class ResetOutcome(_StrEnum):
+class ResetOutcome(str_enum.StrEnum):
     DONE = 'done'
     FAILED = 'failed'
     UNSUPPORTED = 'unsupported'

@@ -26,18 +26,14 @@ Dependency-free: the agent, the conductor and the API all import it.
 
 import dataclasses
 import datetime
-import enum
 import re
 from typing import Any
 from typing import Iterable
 
-
-class _StrEnum(str, enum.Enum):
-    def __str__(self) -> str:
-        return self.value
+from cyborg.domain import str_enum
 
 
-class Effect(_StrEnum):
+class Effect(str_enum.StrEnum):
     #: No new allocation lands on the device unless the request
     #: tolerates the taint.
     NO_SCHEDULE = 'NoSchedule'
@@ -54,7 +50,7 @@ EFFECTS = tuple(effect.value for effect in Effect)
 SCHEDULING_EFFECTS = (Effect.NO_SCHEDULE, Effect.NO_EXECUTE)
 
 
-class Source(_StrEnum):
+class Source(str_enum.StrEnum):
     #: Added and removed by the device's driver (a health signal).
     DRIVER = 'driver'
     #: Added and removed by an operator's taint rule.
