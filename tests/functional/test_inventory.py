@@ -42,6 +42,8 @@ import requests
 import sqlalchemy as sa
 
 from cyborg.allinone import embedded_placement
+from cyborg.domain import taints
+from cyborg.domain import tolerations
 from tests.functional import conftest
 from tests.functional import nova_flow
 from tests.functional import placement as placement_lib
@@ -143,21 +145,27 @@ def expected_tree(host: str, specs: list[dict],
                   unschedulable: frozenset[str] = frozenset()) -> dict:
     """{provider name: (inventories, traits)} the host's specs should give.
 
-    ``unschedulable``: addresses whose whole inventory is reserved besides
-    the unhealthy ones.
+    ``unschedulable``: addresses whose whole inventory is reserved. An
+    unhealthy device is not reserved: its driver's verdict is the
+    ``cyborg.unhealthy`` NoSchedule taint of the remediation catalog,
+    whose traits keep requests that do not tolerate it off.
     """
     tree = {}
     for spec in specs:
         total = spec.get('accelerators', 4)
-        reserved = total if (spec.get('health', 'healthy') != 'healthy'
-                             or spec['address'] in unschedulable) else 0
+        reserved = total if spec['address'] in unschedulable else 0
+        traits = set(spec.get('traits', ['CUSTOM_FAKE_DEVICE'])) | {
+            'OWNER_CYBORG'}
+        if spec.get('health', 'healthy') != 'healthy':
+            traits |= tolerations.placement_traits([taints.Taint(
+                taints.UNHEALTHY_KEY, taints.Effect.NO_SCHEDULE,
+                value='unhealthy')])
         tree['%s_%s' % (host, deployable_name(spec['address']))] = (
             {spec.get('resource_class', 'FPGA'): {
                 'total': total, 'reserved': reserved, 'min_unit': 1,
                 'max_unit': total, 'step_size': 1,
                 'allocation_ratio': 1.0}},
-            sorted(set(spec.get('traits', ['CUSTOM_FAKE_DEVICE']))
-                   | {'OWNER_CYBORG'}))
+            sorted(traits))
     return tree
 
 
@@ -615,7 +623,7 @@ def test_device_changes(baseline):
     assert sorted(by_type) == ['FPGA', 'QAT']
     assert by_type['FPGA']['health'] == 'unhealthy'
     assert by_type['QAT']['health'] == 'healthy'
-    # Placement: new child, removed one deleted, unhealthy fully reserved.
+    # Placement: new child, removed one deleted, unhealthy tainted.
     cluster.wait_placement(HOST_A, specs)
     client = cluster.placement.client()
     assert client.get_provider(removed_rp) is None
