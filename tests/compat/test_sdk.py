@@ -28,8 +28,11 @@ from openstack import connection
 from openstack import exceptions as sdk_exc
 import pytest
 
-MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 7)
+from cyborg.api import microversion
+
+# What the service advertises (the SDK must read the same).
+MIN_VERSION = microversion.MIN_VERSION
+MAX_VERSION = microversion.MAX_VERSION
 MAX = '%d.%d' % MAX_VERSION
 
 
