@@ -66,7 +66,8 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
     if authorizer is None:
         authorizer = policies.Authorizer(policies.get_enforcer(conf))
     profile_cache = profile_cache_lib.ProfileCache(
-        conf.api.device_profile_cache_ttl)
+        conf.api.device_profile_cache_ttl,
+        probe_ttl=conf.api.alternatives_probe_ttl)
     app = pecan.Pecan(root.RootController(),
                       hooks=[hooks.ContextHook(conf, conductor_api,
                                                authorizer, profile_cache),

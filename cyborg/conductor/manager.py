@@ -22,6 +22,7 @@ from oslo_utils import timeutils
 
 from cyborg.common import constants
 from cyborg.common import exception
+from cyborg.conductor import alternatives
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import notifications
@@ -101,8 +102,12 @@ class ConductorManager:
                  arq_limits: ARQLimits = ARQLimits(),
                  programmer: programming.RegionProgrammer | None = None,
                  notifier: notifier_mod.Notifier | None = None,
-                 usage_period: int | None = None):
+                 usage_period: int | None = None,
+                 prober: alternatives.Prober | None = None):
         self.host = host
+        # No Placement (none given): every group answers its first
+        # alternative.
+        self._prober = prober or alternatives.Prober(None)
         # The usage audit's period when usage records are sent: reports'
         # busy readings then count in their ARQs' mean utilization.
         self._usage_period = usage_period
@@ -127,6 +132,15 @@ class ConductorManager:
         profiles_db.device_profile_delete(context, [tuple(i) for i in idents])
         LOG.info('Deleted device profiles %s',
                  ', '.join(value for _key, value in idents))
+
+    def alternatives_probe(self, context,
+                           candidates: list[list[dict[str, Any]]]
+                           ) -> list[int]:
+        """For each list of plain request groups (the ordered
+        alternatives of a device profile group, as Nova would read them),
+        the index of the first Placement can satisfy now; 0 when none can
+        (API 1.7). Reads only."""
+        return self._prober.first_satisfiable(candidates)
 
     # Device taint rules
 

@@ -52,6 +52,8 @@ class ConductorAPI:
       accelerator request). Capped below 1.4, the agent resets nothing.
     * 1.5 - Add taint_rule_create, taint_rule_delete. Capped below 1.5,
       the API answers 503 to a taint rule's creation or deletion.
+    * 1.7 - Add alternatives_probe. Capped below 1.7, the API answers
+      each group with ordered alternatives as its first alternative.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -207,6 +209,16 @@ class ConductorAPI:
         taint_rule_create`."""
         return self._prepare('taint_rule_create', '1.5').call(
             context, 'taint_rule_create', values=values)
+
+    def alternatives_probe(self, context,
+                           candidates: list[list[dict[str, Any]]]
+                           ) -> list[int]:
+        """For each list of plain request groups (a group's ordered
+        alternatives), the index of the first Placement can satisfy now
+        (API 1.7); see :meth:`cyborg.conductor.manager.ConductorManager.
+        alternatives_probe`."""
+        return self._prepare('alternatives_probe', '1.7').call(
+            context, 'alternatives_probe', candidates=candidates)
 
     def taint_rule_delete(self, context, uuid: str) -> None:
         """Delete a device taint rule and its taints (API 1.5)."""

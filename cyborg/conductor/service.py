@@ -25,6 +25,7 @@ from cyborg.clients import placement as placement_client
 from cyborg.common import constants
 from cyborg.common import metrics
 from cyborg.common import service
+from cyborg.conductor import alternatives
 from cyborg.conductor import binding
 from cyborg.conductor import fleet_metrics
 from cyborg.conductor import manager
@@ -123,9 +124,9 @@ def create(conf: cfg.ConfigOpts, transport,
                           conf.upgrade_levels.agent,
                           program_timeout=conf.conductor.program_timeout)
     # One PlacementSync (its client built on first use) for every writer.
-    syncer = sync_worker.SyncWorker(
-        placement_sync.PlacementSync(client_factory=placement_factory),
-        conf.conductor.placement_sync_workers)
+    sync = placement_sync.PlacementSync(client_factory=placement_factory)
+    syncer = sync_worker.SyncWorker(sync,
+                                    conf.conductor.placement_sync_workers)
     programmer = programming.RegionProgrammer(bitstream_resolver(conf),
                                               agents, syncer, notifications)
     binder = binding.Binder(
@@ -136,7 +137,9 @@ def create(conf: cfg.ConfigOpts, transport,
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
         programmer=programmer, notifier=notifications,
         usage_period=(conf.notifications.audit_period
-                      if notifications.enabled else None))
+                      if notifications.enabled else None),
+        # The probe shares the sync's Placement client.
+        prober=alternatives.Prober(lambda: sync.client))
 
     def admin():
         return cyborg_context.get_admin_context()

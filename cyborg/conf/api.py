@@ -66,6 +66,15 @@ opts = [
                       'profile deleted through another API process can be '
                       'returned for up to this long. 0 disables the '
                       'cache.'),
+    cfg.FloatOpt('alternatives_probe_ttl',
+                 default=1.0, min=0,
+                 help='Seconds the alternative a device profile group '
+                      'with ordered alternatives resolved to (the first '
+                      'one Placement can satisfy) stays cached in an API '
+                      'process, so that the reads of a burst of boots '
+                      'probe Placement once. Within this time a read may '
+                      'name an alternative whose last free unit was just '
+                      'taken. 0 probes Placement at every read.'),
     cfg.IntOpt('conductor_timeout',
                default=30, min=1,
                help='Seconds an API request that writes waits for a '

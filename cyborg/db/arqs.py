@@ -193,7 +193,7 @@ _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 attach_handle_id=None, deployable_id=None, bind_owner=None,
                 bind_started_at=None, bind_error=None, bound_at=None,
                 attach_handle_uuid=None, attach_handle_type=None,
-                attach_handle_info={})
+                attach_handle_info={}, alternative=None)
 
 
 # Writes (conductor only). Rows are locked, then changed only through
@@ -414,7 +414,8 @@ def claim_unreleased(context, older_than: datetime.datetime,
 
 _CLEARED = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
                 attach_handle_id=None, deployable_id=None, bind_owner=None,
-                bind_started_at=None, bind_error=None, bound_at=None)
+                bind_started_at=None, bind_error=None, bound_at=None,
+                alternative=None)
 
 
 @db_api.connection_writer

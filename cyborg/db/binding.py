@@ -51,6 +51,7 @@ from cyborg.db.models import DEVICES
 from cyborg.db.models import HANDLES
 from cyborg.db.models import PROFILES
 from cyborg.db.models import SERVICES
+from cyborg.domain import alternatives
 from cyborg.domain import arq_states as states
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import bind_errors
@@ -323,7 +324,7 @@ def check_fits(rp_uuid: str, rows, resource_class: str | None,
     for row in rows:
         group = _group(row)
         reasons = ([] if group is None
-                   else dp_rules.unmet(group, resource_class, traits))
+                   else alternatives.match(group, resource_class, traits)[1])
         if reasons:
             raise exception.DeployableMismatch(
                 rp_uuid=rp_uuid, group=row.device_profile_group_id,
@@ -397,6 +398,15 @@ def _claim_free(connection, rp_uuid: str, hostname: str, count: int,
     return free
 
 
+def _matched_alternative(group: dict[str, Any], handle) -> int | None:
+    """The alternative of ``group`` the deployable of ``handle`` (a row
+    of :func:`_free_handles`, with its shape) satisfies; check_fits made
+    sure it satisfies one."""
+    traits = handle.traits.split(',') if handle.traits else ()
+    return alternatives.match(group, handle.resource_class,
+                              providers.provider_traits(traits))[0]
+
+
 def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
                         events: _Events, outcome: BindOutcome) -> None:
     """Start the binds ``starts`` ((row, BindStarted values) pairs) to
@@ -413,10 +423,13 @@ def _bind_to_deployable(connection, starts, rp_uuid: str, hostname: str,
                           [row for row, _values in starts])
     # _claim_free returned exactly one handle per ARQ (or raised).
     for (row, values), handle in zip(starts, handles, strict=True):
+        group = _group(row)
         held = dict(values, attach_handle_id=handle.id,
                     deployable_id=handle.deployable_id)
+        if group is not None and dp_rules.has_alternatives(group):
+            held['alternative'] = _matched_alternative(group, handle)
         if (device_tree.needs_preparation(handle.preparation)
-                or _program_request(_group(row))):
+                or _program_request(group)):
             arq_db.swap(connection, row, states.BIND_STARTED, held)
             outcome.jobs.append(row.uuid)
         else:

@@ -144,7 +144,8 @@ def match(reported: dict[str, set[str]],
 def referenced_traits(groups: Iterable[dict[str, Any]]) -> set[str]:
     """The traits device profile groups require or forbid."""
     prefix = device_profile.TRAIT + ':'
-    return {key[len(prefix):] for group in groups for key in group
+    return {key[len(prefix):] for group in groups
+            for option in device_profile.options(group) for key in option
             if key.startswith(prefix)}
 
 

@@ -29,6 +29,14 @@ TRAIT = 'trait'
 ACCEL = 'accel'
 TRAIT_VALUES = ('required', 'forbidden')
 ATTACH_TARGETS = ('VM', 'host', 'none')
+# A group's ordered alternatives (microversion 2.9): a list of
+# {resources:<RC>, trait:<TRAIT>} dicts, the first Placement can satisfy
+# being what the group asks for (see cyborg.domain.alternatives).
+ALTERNATIVES = 'alternatives'
+MAX_ALTERNATIVES = 8
+# The keys an alternative may hold; the group's other keys (accel:,
+# toleration:) apply to whichever alternative is chosen.
+ALTERNATIVE_PREFIXES = (RESOURCES, TRAIT)
 
 # accel: keys and how their values are checked.
 _UUID = 'uuid'
@@ -47,7 +55,7 @@ PROGRAM_KEYS = ('bitstream_id', 'bitstream_name', 'function_id',
                 'function_name')
 
 
-def program_request(group: dict[str, str]) -> dict[str, str]:
+def program_request(group: dict[str, Any]) -> dict[str, str]:
     """What a (normalized) group asks its deployable to be programmed
     with: its ``accel:bitstream_*`` or ``accel:function_*`` values, by
     key without the prefix; empty when it asks for nothing."""
@@ -93,12 +101,22 @@ def _rc_hint(name: str) -> str:
     return '; use a standard resource class or CUSTOM_<NAME>'
 
 
-def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
+def normalize_group(index: int, group: dict[str, Any]) -> dict[str, Any]:
     """Validate one request group and return it in canonical form.
 
     Resource class and trait names are upper-cased with hyphens turned
     into underscores; resource amounts become strings.
     """
+    if ALTERNATIVES in group:
+        return _normalize_alternatives_group(index, group)
+    result = _normalize_keys(index, group)
+    _check_group_consistency(index, result)
+    return result
+
+
+def _normalize_keys(index: int, group: dict[str, Any]) -> dict[str, str]:
+    """The keys of ``group`` (or of an alternative of group ``index``)
+    in canonical form, each checked alone."""
     result: dict[str, str] = {}
     for key, value in group.items():
         prefix, sep, name = key.partition(':')
@@ -138,8 +156,68 @@ def normalize_group(index: int, group: dict[str, Any]) -> dict[str, str]:
             raise _invalid('Key %s appears twice in group %d', canonical,
                            index)
         result[canonical] = value
-    _check_group_consistency(index, result)
     return result
+
+
+def _normalize_alternatives_group(index: int, group: dict[str, Any]
+                                  ) -> dict[str, Any]:
+    """A group with ordered alternatives, in canonical form: each
+    alternative holds only resources: and trait: keys (at least one
+    resource) and requests as many accelerators as the others (the
+    ARQs are created before the alternative is known); the group's own
+    keys (accel:, toleration:) are checked as in any group."""
+    common = {key: value for key, value in group.items()
+              if key != ALTERNATIVES}
+    alternatives = group[ALTERNATIVES]
+    if (not isinstance(alternatives, list)
+            or not 1 <= len(alternatives) <= MAX_ALTERNATIVES):
+        raise _invalid('%s of group %d must be a list of 1 to %d '
+                       'alternatives', ALTERNATIVES, index,
+                       MAX_ALTERNATIVES)
+    result: dict[str, Any] = _normalize_keys(index, common)
+    for key in result:
+        if key.partition(':')[0] in ALTERNATIVE_PREFIXES:
+            raise _invalid('Group %d lists alternatives: its key %s must be '
+                           'in each alternative instead', index, key)
+    normalized = []
+    for position, alternative in enumerate(alternatives):
+        if not isinstance(alternative, dict) or not alternative:
+            raise _invalid('Alternative %d of group %d must be an object '
+                           'of resources:<RC> and trait:<TRAIT> keys',
+                           position, index)
+        keys = _normalize_keys(index, alternative)
+        for key in keys:
+            if key.partition(':')[0] not in ALTERNATIVE_PREFIXES:
+                raise _invalid('Alternative %d of group %d may hold only '
+                               'resources:<RC> and trait:<TRAIT> keys, not '
+                               '%s (give it to the group)', position, index,
+                               key)
+        _check_group_consistency(index, dict(result, **keys))
+        normalized.append(keys)
+    counts = {accelerator_count(alternative) for alternative in normalized}
+    if len(counts) > 1:
+        raise _invalid('The alternatives of group %d request different '
+                       'numbers of accelerators (%s); each must request '
+                       'as many', index,
+                       ', '.join(str(c) for c in sorted(counts)))
+    result[ALTERNATIVES] = normalized
+    return result
+
+
+def has_alternatives(group: dict[str, Any]) -> bool:
+    return ALTERNATIVES in group
+
+
+def options(group: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plain groups (Nova's form: no alternatives) ``group`` may
+    stand for, in its order: itself when it lists no alternatives; else
+    each alternative with the group's other keys."""
+    alternatives = group.get(ALTERNATIVES)
+    if alternatives is None:
+        return [group]
+    common = {key: value for key, value in group.items()
+              if key != ALTERNATIVES}
+    return [dict(common, **alternative) for alternative in alternatives]
 
 
 def _check_group_consistency(index: int, group: dict[str, str]) -> None:
@@ -155,7 +233,7 @@ def _check_group_consistency(index: int, group: dict[str, str]) -> None:
 
 def normalize_groups(groups: list[dict[str, Any]],
                      max_accelerators: int | None = None
-                     ) -> list[dict[str, str]]:
+                     ) -> list[dict[str, Any]]:
     """Every group in canonical form (:func:`normalize_group`); 400 when
     they request more than ``max_accelerators`` in total."""
     result = [normalize_group(i, group) for i, group in enumerate(groups)]
@@ -166,7 +244,7 @@ def normalize_groups(groups: list[dict[str, Any]],
     return result
 
 
-def total_accelerators(groups: list[dict[str, str]]) -> int:
+def total_accelerators(groups: list[dict[str, Any]]) -> int:
     """How many accelerators (ARQs) a profile's groups request."""
     return sum(accelerator_count(group) for group in groups)
 
@@ -211,7 +289,9 @@ def unmet(group: dict[str, Any], resource_class: str | None,
     return problems
 
 
-def accelerator_count(group: dict[str, str]) -> int:
-    """How many accelerators (ARQs) one group requests."""
+def accelerator_count(group: dict[str, Any]) -> int:
+    """How many accelerators (ARQs) one group requests (with
+    alternatives: its first's, as many as any other's)."""
+    group = options(group)[0]
     return sum(int(value) for key, value in group.items()
                if key.startswith(RESOURCES + ':'))

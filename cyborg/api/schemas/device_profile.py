@@ -16,6 +16,7 @@ from typing import Any
 
 from cyborg.api.schemas import common
 from cyborg.common import exception
+from cyborg.domain import device_profile as dp_rules
 
 #: ``?name=<name>[,<name>...]``.
 LIST_QUERY = common.query(name=common.STRING)
@@ -23,11 +24,18 @@ LIST_QUERY = common.query(name=common.STRING)
 DELETE_QUERY = common.query(value=common.STRING)
 NAME_PATTERN = '^[a-zA-Z0-9-_]+$'
 
-_GROUP = {
+_KEYS = {
     'type': 'object',
     'minProperties': 1,
     'additionalProperties': {'type': ['string', 'integer']},
 }
+# A group: keys as above, and (microversion 2.9) ordered ``alternatives``,
+# each of resources: and trait: keys (checked further in
+# cyborg.domain.device_profile).
+_GROUP = dict(_KEYS, properties={
+    dp_rules.ALTERNATIVES: {'type': 'array', 'minItems': 1,
+                            'maxItems': dp_rules.MAX_ALTERNATIVES,
+                            'items': _KEYS}})
 
 PROFILE = {
     'type': 'object',

@@ -40,3 +40,46 @@ def test_size_is_bounded():
         cache.put({'name': name})
     assert cache.get('c') == {'name': 'c'}
     assert cache.get('a') is None
+
+
+def _probe(answers, calls):
+    def probe(candidates):
+        calls.append(candidates)
+        return [answers[str(c)] for c in candidates]
+    return probe
+
+
+def test_chosen_alternatives_probe_only_what_is_not_cached():
+    cache = profile_cache.ProfileCache(ttl=5, probe_ttl=1)
+    calls = []
+    probe = _probe({"['a']": 1, "['b']": 0}, calls)
+    with mock.patch('time.monotonic', return_value=100.0):
+        assert cache.chosen_alternatives({'ka': ['a']}, probe) == {'ka': 1}
+        # One probe for every group not cached, in their order.
+        assert cache.chosen_alternatives({'ka': ['a'], 'kb': ['b']},
+                                         probe) == {'ka': 1, 'kb': 0}
+    assert calls == [[['a']], [['b']]]
+    with mock.patch('time.monotonic', return_value=101.5):
+        cache.chosen_alternatives({'ka': ['a']}, probe)
+    assert calls[-1] == [['a']]
+
+
+def test_chosen_alternatives_without_a_probe_ttl_probe_every_time():
+    cache = profile_cache.ProfileCache(ttl=5)
+    calls = []
+    probe = _probe({"['a']": 1}, calls)
+    for _ in range(2):
+        assert cache.chosen_alternatives({'ka': ['a']}, probe) == {'ka': 1}
+    assert len(calls) == 2
+
+
+def test_chosen_alternatives_are_bounded():
+    cache = profile_cache.ProfileCache(ttl=5, max_entries=2, probe_ttl=60)
+    calls = []
+    probe = _probe({"['a']": 0, "['b']": 0, "['c']": 0}, calls)
+    for key in 'abc':
+        cache.chosen_alternatives({key: [key]}, probe)
+    cache.chosen_alternatives({'c': ['c']}, probe)
+    assert len(calls) == 3
+    cache.chosen_alternatives({'a': ['a']}, probe)
+    assert len(calls) == 4

@@ -57,7 +57,8 @@ def view(arq: dict[str, Any],
     a failure is still being reported to Nova as ``BindStarted``), and
     from 2.8 the health of its device (``device_health``, from
     ``health``: by deployable id, see :func:`_device_health`; null
-    without a device)."""
+    without a device), from 2.9 the ordered alternative of its group its
+    bind matched (``alternative``)."""
     bound = arq['state'] == states.BOUND
     info = (arq['attach_handle_info'] or {}) if bound else {}
     result = {
@@ -86,6 +87,10 @@ def view(arq: dict[str, Any],
         result['device_health'] = None if graded is None else {
             'status': graded.status, 'reason': graded.reason,
             'since': base.timestamp(graded.since)}
+    if base.version_at_least(microversion.PROFILE_UPDATES):
+        # Which ordered alternative of its group its bind matched (null
+        # for a group without alternatives, or while not bound).
+        result['alternative'] = arq.get('alternative')
     return result
 
 

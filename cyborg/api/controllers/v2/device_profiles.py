@@ -14,6 +14,7 @@
 
 import json
 
+from oslo_log import log as logging
 from oslo_utils import uuidutils
 import pecan
 
@@ -25,20 +26,30 @@ from cyborg.api.schemas import device_profile as schema
 from cyborg.common import exception
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import taints as taints_db
+from cyborg.domain import alternatives
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import tolerations
 from cyborg.policies import device_profile as policy
 
 COLLECTION = 'device_profiles'
+LOG = logging.getLogger(__name__)
 
 
-def view(profile: dict, active_taints: dict | None = None) -> dict:
+def view(profile: dict, active_taints: dict | None = None,
+         chosen: dict[int, int] | None = None) -> dict:
     """The API form of ``profile``; with ``active_taints`` (``{key:
     values}`` of the active scheduling taints), its groups as Nova must
-    read them: each forbids the taint traits it does not tolerate."""
+    read them: each forbids the taint traits it does not tolerate.
+
+    From 2.9 a group with ordered alternatives is shown as stored (each
+    alternative forbidding those taint traits); below, in the plain form
+    Nova reads: the alternative ``chosen`` names for it (by group index),
+    its first by default."""
     groups = profile['groups']
+    if not base.version_at_least(microversion.PROFILE_UPDATES):
+        groups = alternatives.resolve(groups, chosen or {})
     if active_taints:
-        groups = [tolerations.with_forbidden_taints(group, active_taints)
+        groups = [_with_forbidden_taints(group, active_taints)
                   for group in groups]
     return {
         'uuid': profile['uuid'],
@@ -49,6 +60,59 @@ def view(profile: dict, active_taints: dict | None = None) -> dict:
         'updated_at': base.timestamp(profile['updated_at']),
         'links': [base.link(COLLECTION, profile['uuid'])],
     }
+
+
+def _with_forbidden_taints(group: dict, active: dict) -> dict:
+    """:func:`tolerations.with_forbidden_taints` for a plain group, or
+    for each alternative of a group that lists them."""
+    if not dp_rules.has_alternatives(group):
+        return tolerations.with_forbidden_taints(group, active)
+    options = [tolerations.with_forbidden_taints(option, active)
+               for option in dp_rules.options(group)]
+    common = {key: value for key, value in group.items()
+              if key != dp_rules.ALTERNATIVES}
+    return dict(common, **{dp_rules.ALTERNATIVES: [
+        {key: value for key, value in option.items() if key not in common}
+        for option in options]})
+
+
+def _chosen_alternatives(context, profile: dict,
+                         active: dict | None) -> dict[int, int]:
+    """For each group of ``profile`` with alternatives (by index), the
+    first Placement can satisfy now, as the conductor's probe found it
+    (through the API process's cache; see :mod:`cyborg.domain.
+    alternatives`); the first where the probe cannot be made (a
+    conductor older than RPC 1.7, or none answering)."""
+    wanted = {}
+    for index, group in enumerate(profile['groups']):
+        if dp_rules.has_alternatives(group):
+            options = [tolerations.with_forbidden_taints(option, active or {})
+                       for option in dp_rules.options(group)]
+            wanted[index] = (json.dumps(options, sort_keys=True), options)
+    if not wanted:
+        return {}
+
+    def probe(candidates: list) -> list[int]:
+        try:
+            return pecan.request.conductor_api.alternatives_probe(
+                context, candidates)
+        except Exception as e:
+            # The read must not fail for want of a probe: Nova then asks
+            # for the first alternative, as for a plain group.
+            LOG.warning('Cannot probe the alternatives of device profile '
+                        '%s, answering their first: %s', profile['name'], e)
+            raise _ProbeFailed() from e
+
+    try:
+        by_key = pecan.request.profile_cache.chosen_alternatives(
+            dict(wanted.values()), probe)
+    except _ProbeFailed:
+        return {}
+    return {index: by_key[key] for index, (key, _options) in wanted.items()}
+
+
+class _ProbeFailed(Exception):
+    """The conductor could not probe the alternatives (logged)."""
 
 
 def _identities(value: str) -> list[tuple[str, str]]:
@@ -83,9 +147,26 @@ def _check_tolerations_allowed(groups: list) -> None:
                         'not %r (group %d)' % (key, index))
 
 
+def _check_alternatives_allowed(groups: list) -> None:
+    """Ordered alternatives are new at 2.9: below it, the key is refused
+    as any key that is not prefixed was."""
+    if base.version_at_least(microversion.PROFILE_UPDATES):
+        return
+    for index, group in enumerate(groups):
+        if dp_rules.ALTERNATIVES in group:
+            raise exception.InvalidParameterValue(
+                err='Device profile group keys must be of the form '
+                    'resources:<RC>, trait:<TRAIT> or accel:<key>, not %r '
+                    '(group %d); alternatives need microversion %s' % (
+                        dp_rules.ALTERNATIVES, index,
+                        microversion.as_string(
+                            microversion.PROFILE_UPDATES)))
+
+
 def _creation_values(body: list[dict]) -> dict:
     values = dict(body[0])
     _check_tolerations_allowed(values['groups'])
+    _check_alternatives_allowed(values['groups'])
     if uuidutils.is_uuid_like(values['name']):
         raise exception.Invalid(reason='Device profile name %s must not be '
                                        'a UUID' % values['name'])
@@ -130,7 +211,14 @@ class DeviceProfilesController(routing.Resource):
         # schedule: what it reads forbids the taints it does not tolerate.
         active = (_active_taints(context) if names is not None and profiles
                   else None)
-        return base.render({COLLECTION: [view(p, active) for p in profiles]})
+        # Below 2.9, the groups of a profile read by name are each the
+        # alternative Placement can satisfy now (Nova's read).
+        probe = (names is not None
+                 and not base.version_at_least(microversion.PROFILE_UPDATES))
+        return base.render({COLLECTION: [
+            view(p, active,
+                 _chosen_alternatives(context, p, active) if probe else None)
+            for p in profiles]})
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ONE)
@@ -144,8 +232,11 @@ class DeviceProfilesController(routing.Resource):
             raise exception.MicroversionTooLow(
                 version=microversion.as_string(
                     microversion.DEVICE_PROFILE_BY_NAME))
-        return base.render({'device_profile': view(profile,
-                                                   _active_taints(context))})
+        active = _active_taints(context)
+        chosen = (None if base.version_at_least(microversion.PROFILE_UPDATES)
+                  else _chosen_alternatives(context, profile, active))
+        return base.render({'device_profile': view(profile, active,
+                                                   chosen)})
 
     @pecan.expose('json')
     @base.endpoint(policy.CREATE, body=schema.CREATE,
