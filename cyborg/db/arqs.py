@@ -132,7 +132,8 @@ def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
     return _to_dict(row)
 
 
-_PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
+_PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json,
+                             PROFILES.c.enabled).where(
     PROFILES.c.name == sa.bindparam('name'))
 # The same, with the number of ARQs the project holds (``held``): one
 # round trip for both.
@@ -150,8 +151,9 @@ def arq_create(context, device_profile_name: str,
                ) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically.
 
-    Nothing is created when that is more than ``max_arqs`` (400), or
-    would give ``project_id`` more than ``max_project_arqs`` (403).
+    Nothing is created when the profile is disabled (409), when that is
+    more than ``max_arqs`` (400), or would give ``project_id`` more than
+    ``max_project_arqs`` (403).
     """
     connection = context.connection
     # No cap, or no project to count for: no count in the query.
@@ -162,6 +164,8 @@ def arq_create(context, device_profile_name: str,
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
+    if not profile.enabled:
+        raise exception.DeviceProfileDisabled(name=device_profile_name)
     groups = json.loads(profile.profile_json)['groups']
     counts = [dp_rules.accelerator_count(group) for group in groups]
     count = sum(counts)

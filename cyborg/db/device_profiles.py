@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from oslo_db import exception as db_exc
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
@@ -31,6 +32,8 @@ from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
 from cyborg.db.models import PROFILES
 from cyborg.domain import adoption
+from cyborg.domain import arq_states
+from cyborg.domain import device_profile as dp_rules
 
 
 def _dp_row_to_dict(row) -> dict[str, Any]:
@@ -88,6 +91,49 @@ def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
             raise exception.DuplicateDeviceProfileUUID(uuid=uuid)
         raise exception.DuplicateDeviceProfileName(name=values['name'])
     return device_profile_get(context, uuid=uuid)
+
+
+# States in which an ARQ may still bind, and so read its profile's groups.
+_MAY_BIND = (arq_states.INITIAL, arq_states.BIND_STARTED,
+             arq_states.BIND_FAILING, arq_states.UNBOUND)
+
+
+@db_api.connection_writer
+def device_profile_update(context, uuid: str, values: dict[str, Any]
+                          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Change a profile's description, groups or ``enabled``; returns
+    the profile before and after (the same when nothing changed).
+
+    An ARQ binds against its profile's groups, so new groups are refused
+    (409) while an ARQ of the profile may still bind: ARQs keep the
+    groups they were created from. Bound ARQs never read them again.
+    """
+    connection = context.connection
+    row = connection.execute(sa.select(PROFILES).where(
+        PROFILES.c.uuid == uuid).with_for_update()).first()
+    if row is None:
+        raise exception.DeviceProfileNotFound(key='uuid', value=uuid)
+    before = _dp_row_to_dict(row)
+    changed = dp_rules.changes(before, values)
+    if not changed:
+        return before, before
+    if 'groups' in changed:
+        waiting = connection.execute(
+            sa.select(sa.func.count()).select_from(ARQS).where(
+                ARQS.c.device_profile_id == row.id,
+                ARQS.c.state.in_(_MAY_BIND))).scalar()
+        if waiting:
+            raise exception.DeviceProfileGroupsInUse(name=row.name,
+                                                     count=waiting)
+    update: dict[str, Any] = {'updated_at': timeutils.utcnow()}
+    if 'groups' in changed:
+        update['profile_json'] = json.dumps({'groups': changed['groups']})
+    for key in ('description', 'enabled'):
+        if key in changed:
+            update[key] = changed[key]
+    connection.execute(sa.update(PROFILES).where(PROFILES.c.id == row.id)
+                       .values(**update))
+    return before, device_profile_get(context, uuid=uuid)
 
 
 @db_api.connection_writer

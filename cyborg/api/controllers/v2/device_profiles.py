@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""/v2/device_profiles: list, show, create and delete device profiles."""
+"""/v2/device_profiles: list, show, create, update and delete device
+profiles."""
 
 import json
 
@@ -35,12 +36,21 @@ COLLECTION = 'device_profiles'
 def view(profile: dict, active_taints: dict | None = None) -> dict:
     """The API form of ``profile``; with ``active_taints`` (``{key:
     values}`` of the active scheduling taints), its groups as Nova must
-    read them: each forbids the taint traits it does not tolerate."""
+    read them: each forbids the taint traits it does not tolerate.
+
+    From the profile updates microversion on, ``enabled`` is shown. Below
+    it (what Nova reads), a disabled profile's groups are those of
+    :func:`cyborg.domain.device_profile.disabled_groups`, so that a new
+    boot fails in the scheduler at once.
+    """
+    at_updates = base.version_at_least(microversion.PROFILE_UPDATES)
     groups = profile['groups']
-    if active_taints:
+    if not at_updates and not profile.get('enabled', True):
+        groups = dp_rules.disabled_groups(profile['name'])
+    elif active_taints:
         groups = [tolerations.with_forbidden_taints(group, active_taints)
                   for group in groups]
-    return {
+    result = {
         'uuid': profile['uuid'],
         'name': profile['name'],
         'description': profile['description'],
@@ -49,6 +59,9 @@ def view(profile: dict, active_taints: dict | None = None) -> dict:
         'updated_at': base.timestamp(profile['updated_at']),
         'links': [base.link(COLLECTION, profile['uuid'])],
     }
+    if at_updates:
+        result['enabled'] = bool(profile.get('enabled', True))
+    return result
 
 
 def _identities(value: str) -> list[tuple[str, str]]:
@@ -83,9 +96,18 @@ def _check_tolerations_allowed(groups: list) -> None:
                         'not %r (group %d)' % (key, index))
 
 
+def _valid_groups(groups: list) -> list[dict]:
+    """``groups`` in canonical form, checked as at creation."""
+    _check_tolerations_allowed(groups)
+    groups = dp_rules.normalize_groups(
+        groups, pecan.request.conf.api.max_accelerators_per_profile)
+    # As the database stores them (db.device_profiles.device_profile_create).
+    validation.check_text_size(json.dumps({'groups': groups}), 'groups')
+    return groups
+
+
 def _creation_values(body: list[dict]) -> dict:
     values = dict(body[0])
-    _check_tolerations_allowed(values['groups'])
     if uuidutils.is_uuid_like(values['name']):
         raise exception.Invalid(reason='Device profile name %s must not be '
                                        'a UUID' % values['name'])
@@ -93,13 +115,23 @@ def _creation_values(body: list[dict]) -> dict:
         if not uuidutils.is_uuid_like(values['uuid']):
             raise exception.InvalidUUID(uuid=values['uuid'])
         values['uuid'] = validation.canonical_uuid(values['uuid'])
-    values['groups'] = dp_rules.normalize_groups(
-        values['groups'],
-        pecan.request.conf.api.max_accelerators_per_profile)
-    # As the database stores them (db.device_profiles.device_profile_create).
-    validation.check_text_size(json.dumps({'groups': values['groups']}),
-                               'groups')
+    values['groups'] = _valid_groups(values['groups'])
     return values
+
+
+def _update_values(body: dict) -> dict:
+    """What a PATCH changes, checked as at creation."""
+    values = dict(body)
+    if 'groups' in values:
+        values['groups'] = _valid_groups(values['groups'])
+    return values
+
+
+def _profile_uuid(context, ident: str) -> str:
+    """The uuid of the profile ``ident`` (a uuid or a name) names."""
+    if uuidutils.is_uuid_like(ident):
+        return validation.canonical_uuid(ident)
+    return profiles_db.device_profile_get(context, name=ident)['uuid']
 
 
 def _list_one_name(context, name: str) -> list[dict]:
@@ -115,6 +147,8 @@ def _list_one_name(context, name: str) -> list[dict]:
 
 
 class DeviceProfilesController(routing.Resource):
+
+    member_only = frozenset({'patch'})
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
@@ -156,6 +190,21 @@ class DeviceProfilesController(routing.Resource):
             context, values)
         pecan.request.profile_cache.clear()
         return base.render(view(profile), status=201)
+
+    @pecan.expose('json')
+    @base.endpoint(policy.UPDATE, body=schema.UPDATE)
+    def patch(self, ident, *, context, query, body):
+        if not base.version_at_least(microversion.PROFILE_UPDATES):
+            raise exception.MicroversionTooLow(
+                version=microversion.as_string(microversion.PROFILE_UPDATES))
+        values = _update_values(body)
+        uuid = _profile_uuid(context, ident)
+        try:
+            profile = pecan.request.conductor_api.device_profile_update(
+                context, uuid, values)
+        finally:
+            pecan.request.profile_cache.clear()
+        return base.render({'device_profile': view(profile)})
 
     @pecan.expose('json')
     @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
