@@ -38,6 +38,7 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import nova_events
 from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
@@ -48,6 +49,7 @@ from cyborg.db.models import PROFILES
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import device_tree
+from cyborg.domain import implicit_profiles
 
 _COLUMNS = [ARQS, PROFILES.c.name.label('device_profile_name'),
             HANDLES.c.uuid.label('attach_handle_uuid'),
@@ -161,6 +163,12 @@ def arq_create(context, device_profile_name: str,
     profile = connection.execute(
         _PROFILE_AND_HELD if limited else _PROFILE_BY_NAME,
         {'name': device_profile_name, 'project_id': project_id}).first()
+    if (profile is None and implicit_profiles.is_implicit(device_profile_name)
+            and profiles_db.store_implicit_profile(connection,
+                                                   device_profile_name)):
+        profile = connection.execute(
+            _PROFILE_AND_HELD if limited else _PROFILE_BY_NAME,
+            {'name': device_profile_name, 'project_id': project_id}).first()
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)

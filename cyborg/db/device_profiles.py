@@ -30,10 +30,13 @@ import sqlalchemy as sa
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
+from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import PROFILES
 from cyborg.domain import adoption
 from cyborg.domain import arq_states
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import implicit_profiles
+from cyborg.domain import providers
 
 
 def _dp_row_to_dict(row) -> dict[str, Any]:
@@ -113,6 +116,7 @@ def device_profile_update(context, uuid: str, values: dict[str, Any]
         PROFILES.c.uuid == uuid).with_for_update()).first()
     if row is None:
         raise exception.DeviceProfileNotFound(key='uuid', value=uuid)
+    implicit_profiles.check_writable(row.name)
     before = _dp_row_to_dict(row)
     changed = dp_rules.changes(before, values)
     if not changed:
@@ -151,6 +155,7 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
             .where(PROFILES.c[key] == value).with_for_update()).first()
         if row is None:
             raise exception.DeviceProfileNotFound(key=key, value=value)
+        implicit_profiles.check_writable(row.name)
         in_use = connection.execute(
             sa.select(sa.func.count()).select_from(ARQS).where(
                 ARQS.c.device_profile_id == row.id)).scalar()
@@ -159,6 +164,39 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
         ids.append(row.id)
     if ids:
         connection.execute(sa.delete(PROFILES).where(PROFILES.c.id.in_(ids)))
+
+
+@db_api.main_context_manager.reader.connection
+def reported_resource_classes(context) -> list[str]:
+    """The resource classes of the deployables agents reported, sorted:
+    each has an implicit profile (:mod:`cyborg.domain.implicit_profiles`)."""
+    query = (sa.select(ATTRIBUTES.c.value).distinct()
+             .where(ATTRIBUTES.c.key == providers.RESOURCE_CLASS_KEY)
+             .order_by(ATTRIBUTES.c.value))
+    return list(context.connection.execute(query).scalars())
+
+
+def store_implicit_profile(connection, name: str) -> bool:
+    """Store implicit profile ``name`` if its class is reported (and it
+    is not stored yet); whether it is stored now. Inside the caller's
+    (writer) transaction."""
+    resource_class = implicit_profiles.resource_class_of(name)
+    reported = connection.execute(
+        sa.select(ATTRIBUTES.c.id).where(
+            ATTRIBUTES.c.key == providers.RESOURCE_CLASS_KEY,
+            ATTRIBUTES.c.value == resource_class).limit(1)).first()
+    if reported is None:
+        return False
+    profile = implicit_profiles.profile(resource_class)
+    try:
+        with connection.begin_nested():
+            connection.execute(sa.insert(PROFILES).values(
+                uuid=profile['uuid'], name=name,
+                description=profile['description'],
+                profile_json=json.dumps({'groups': profile['groups']})))
+    except db_exc.DBDuplicateEntry:
+        pass  # stored meanwhile by a concurrent request
+    return True
 
 
 def referenced_traits(connection) -> set[str]:

@@ -27,6 +27,7 @@ from cyborg.common import exception
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import taints as taints_db
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import implicit_profiles
 from cyborg.domain import tolerations
 from cyborg.policies import device_profile as policy
 
@@ -72,7 +73,31 @@ def _identities(value: str) -> list[tuple[str, str]]:
     if not all(names):
         raise exception.Invalid(reason='empty device profile name in %r'
                                 % value)
+    for name in names:
+        implicit_profiles.check_writable(name)
     return [('name', name) for name in dict.fromkeys(names)]
+
+
+def _implicit(context, wanted: list[str] | None, stored: list[dict]
+              ) -> list[dict]:
+    """The implicit profiles (of the reported resource classes) among
+    the names ``wanted`` (None: all) that are not ``stored``."""
+    if wanted is not None and not any(
+            implicit_profiles.is_implicit(name) for name in wanted):
+        return []  # no query: the common case of Nova's reads
+    have = {profile['name'] for profile in stored}
+    found = [implicit_profiles.profile(rc) for rc in
+             profiles_db.reported_resource_classes(context)]
+    return [profile for profile in found if profile['name'] not in have
+            and (wanted is None or profile['name'] in wanted)]
+
+
+def _implicit_by_uuid(context, uuid: str) -> dict | None:
+    for rc in profiles_db.reported_resource_classes(context):
+        profile = implicit_profiles.profile(rc)
+        if profile['uuid'] == uuid:
+            return profile
+    return None
 
 
 def _active_taints(context) -> dict:
@@ -129,6 +154,7 @@ def _update_values(body: dict) -> dict:
 
 def _profile_uuid(context, ident: str) -> str:
     """The uuid of the profile ``ident`` (a uuid or a name) names."""
+    implicit_profiles.check_writable(ident)
     if uuidutils.is_uuid_like(ident):
         return validation.canonical_uuid(ident)
     return profiles_db.device_profile_get(context, name=ident)['uuid']
@@ -160,6 +186,14 @@ class DeviceProfilesController(routing.Resource):
             profiles = _list_one_name(context, names[0])
         else:
             profiles = profiles_db.device_profile_list(context, names)
+        if names is not None:
+            profiles += _implicit(context, names, profiles)
+        elif base.version_at_least(microversion.PROFILE_UPDATES):
+            profiles += _implicit(context, None, profiles)
+        else:
+            # The full list of an older client stays as it was.
+            profiles = [p for p in profiles
+                        if not implicit_profiles.is_implicit(p['name'])]
         # Nova reads a profile by name (at any microversion) at every
         # schedule: what it reads forbids the taints it does not tolerate.
         active = (_active_taints(context) if names is not None and profiles
@@ -170,10 +204,21 @@ class DeviceProfilesController(routing.Resource):
     @base.endpoint(policy.GET_ONE)
     def get_one(self, ident, *, context, query):
         if uuidutils.is_uuid_like(ident):
-            profile = profiles_db.device_profile_get(
-                context, uuid=validation.canonical_uuid(ident))
+            uuid = validation.canonical_uuid(ident)
+            try:
+                profile = profiles_db.device_profile_get(context, uuid=uuid)
+            except exception.DeviceProfileNotFound:
+                profile = _implicit_by_uuid(context, uuid)
+                if profile is None:
+                    raise
         elif base.version_at_least(microversion.DEVICE_PROFILE_BY_NAME):
-            profile = profiles_db.device_profile_get(context, name=ident)
+            try:
+                profile = profiles_db.device_profile_get(context, name=ident)
+            except exception.DeviceProfileNotFound:
+                implicit = _implicit(context, [ident], [])
+                if not implicit:
+                    raise
+                profile = implicit[0]
         else:
             raise exception.MicroversionTooLow(
                 version=microversion.as_string(
