@@ -16,7 +16,10 @@ of the flavor fails at once in the scheduler (NoValidHost, the reason's
 resource class in nova-scheduler's log, no ARQ, no allocation) while
 the server booted before keeps its ARQ through a reboot and its delete;
 enabled again, the next boot works; its groups changed to another
-device's trait, the next boot gets that device.
+device's trait, the next boot gets that device. A flavor naming the
+implicit profile ``class:FPGA`` boots with an accelerator; one asking
+``resources:FPGA=1`` without a profile boots without an ARQ, and
+``cyborg-manage audit allocations`` finds exactly that allocation.
 """
 
 from __future__ import annotations
@@ -76,6 +79,14 @@ def boots(rn):
         real_nova._assert_nothing_left(rn, server)
 
 
+def _flavor(rn, name: str, extra_specs: dict) -> str:
+    created = rn.compute('POST', '/flavors', json={'flavor': {
+        'name': name, 'ram': 64, 'vcpus': 1, 'disk': 1}})['flavor']
+    rn.compute('POST', '/flavors/%s/os-extra_specs' % created['id'],
+               json={'extra_specs': extra_specs})
+    return created['id']
+
+
 def _boot(rn, boots, flavor_id: str) -> str:
     server = rn.compute('POST', '/servers', json={'server': {
         'name': 'upd', 'imageRef': nova_services.IMAGE_ID,
@@ -133,3 +144,30 @@ def test_disable_enable_and_update(rn, flavor, boots):
     real_nova._assert_nothing_left(rn, before)
     servers.wait_for(lambda: real_nova._handles_in_use(
         rn, FIRST_ADDRESS) == 1, 30, 'the first server handle released')
+
+
+def test_implicit_profile_boots_with_an_accelerator(rn, boots):
+    flavor_id = _flavor(rn, 'upd-implicit',
+                        {'accel:device_profile': 'class:FPGA'})
+    server = _boot(rn, boots, flavor_id)
+    real_nova._wait_status(rn, server, 'ACTIVE')
+    [arq] = real_nova._assert_bound(rn, server, HOST).values()
+    assert arq['device_profile_name'] == 'class:FPGA'
+    # Read-only, also once an ARQ stored it.
+    rn.cyborg('DELETE', '/device_profiles/class:FPGA', ok=(403,))
+
+
+def test_audit_finds_an_accelerator_allocated_without_a_profile(rn, boots):
+    bare = _flavor(rn, 'upd-bare', {'resources:FPGA': '1'})
+    server = _boot(rn, boots, bare)
+    real_nova._wait_status(rn, server, 'ACTIVE')
+    assert real_nova._arqs(rn, server) == []
+    [device_rp] = [rp for rp in real_nova._allocations(rn, server)
+                   if rp in real_nova._deployables(rn)]
+    result = servers.run_script('cyborg-manage', 'audit', 'allocations',
+                                config_file=rn.cyborg_conf)
+    assert result.returncode == 3, result.stdout + result.stderr
+    address = real_nova._deployables(rn)[device_rp][1]
+    assert result.stdout.splitlines()[:-1] == [
+        'Allocation without an ARQ: consumer %s holds FPGA=1 of provider '
+        '%s (host %s, device %s)' % (server, device_rp, HOST, address)]
