@@ -22,6 +22,8 @@ import pytest
 import webob
 
 from cyborg.api import app as api_app
+from cyborg.common import rpc
+from cyborg.conductor import rpcapi
 from cyborg.db import device_profiles as profiles_db
 from tests import factories
 
@@ -156,3 +158,21 @@ def test_nova_reads_a_disabled_profile_as_unschedulable(app):
     nova = _request(app, 'GET', PATH + '?name=gpu-small', headers={})
     assert nova.json['device_profiles'][0]['groups'] == [
         {'resources:PGPU': '1'}]
+
+
+def test_a_conductor_capped_below_1_6_makes_an_update_503(app, conductor):
+    conductor.device_profile_update.side_effect = rpc.RPCVersionCapped(
+        'cyborg-conductor', 'device_profile_update', '1.6', '1.5',
+        'conductor')
+    response = _request(app, 'PATCH', PATH + '/' + UUID, {'enabled': False})
+    assert response.status_int == 503, response.body
+    shown = _request(app, 'GET', PATH + '/' + UUID).json['device_profile']
+    assert shown['enabled'] is True
+
+
+def test_the_client_refuses_to_send_above_its_cap():
+    with mock.patch.object(rpc, 'get_client') as get_client:
+        get_client.return_value.can_send_version.return_value = False
+        api = rpcapi.ConductorAPI(object(), version_cap='1.5')
+        with pytest.raises(rpc.RPCVersionCapped):
+            api.device_profile_update(None, UUID, {'enabled': False})
