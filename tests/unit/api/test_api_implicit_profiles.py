@@ -109,9 +109,10 @@ def test_read_only(app, conductor):
         response = _request(app, 'DELETE', path)
         assert response.status_int == 403, response.body
         assert 'implicit and read-only' in response.json['error_message']
-    response = _request(app, 'PATCH', PATH + '/class:PGPU',
-                        {'enabled': False})
-    assert response.status_int == 403
+    for ident in ('class:PGPU', implicit_profiles.uuid_of('class:PGPU')):
+        response = _request(app, 'PATCH', PATH + '/' + ident,
+                            {'enabled': False})
+        assert response.status_int == 403, response.body
     conductor.device_profile_delete.assert_not_called()
     conductor.device_profile_update.assert_not_called()
 

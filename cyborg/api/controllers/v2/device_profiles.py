@@ -155,9 +155,13 @@ def _update_values(body: dict) -> dict:
 def _profile_uuid(context, ident: str) -> str:
     """The uuid of the profile ``ident`` (a uuid or a name) names."""
     implicit_profiles.check_writable(ident)
-    if uuidutils.is_uuid_like(ident):
-        return validation.canonical_uuid(ident)
-    return profiles_db.device_profile_get(context, name=ident)['uuid']
+    if not uuidutils.is_uuid_like(ident):
+        return profiles_db.device_profile_get(context, name=ident)['uuid']
+    uuid = validation.canonical_uuid(ident)
+    implicit = _implicit_by_uuid(context, uuid)
+    if implicit is not None:  # not stored yet: the database cannot say
+        implicit_profiles.check_writable(implicit['name'])
+    return uuid
 
 
 def _list_one_name(context, name: str) -> list[dict]:
