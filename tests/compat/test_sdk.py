@@ -29,7 +29,7 @@ from openstack import exceptions as sdk_exc
 import pytest
 
 MIN_VERSION = (2, 0)
-MAX_VERSION = (2, 7)
+MAX_VERSION = (2, 9)
 MAX = '%d.%d' % MAX_VERSION
 
 
