@@ -45,6 +45,7 @@ LONGEST_MODULES = (
     'tests/functional/test_real_nova.py',
     'tests/functional/test_taint_rules_real_nova.py',
     'tests/functional/test_alternatives_real_nova.py',
+    'tests/functional/test_profile_updates_real_nova.py',
     'tests/compat/test_cli.py',
     'tests/functional/test_api_gabbits.py',
     'tests/functional/test_readme.py',

@@ -12,14 +12,15 @@
 
 """A short-lived cache of device profiles looked up by name.
 
-Nova reads a profile by name for every instance it boots. Profiles are
-immutable (they can only be created and deleted), so a cached copy is
-never wrong, only possibly deleted: an entry lives ``ttl`` seconds, only
-found profiles are cached (a newly created profile is visible at once),
-and a create or delete through this API process drops the whole cache. In
-a deployment with several API processes, a profile deleted through another
-process may still be returned for up to ``ttl`` seconds, the same outcome
-as a read racing the delete. ``ttl = 0`` disables the cache.
+Nova reads a profile by name for every instance it boots. A cached copy
+may be outdated (the profile updated, disabled or deleted since): an
+entry lives ``ttl`` seconds, only found profiles are cached (a newly
+created profile is visible at once), and a create, update or delete
+through this API process drops the whole cache. In a deployment with
+several API processes, a profile changed or deleted through another
+process may still be returned as it was for up to ``ttl`` seconds, the
+same outcome as a read racing the change. ``ttl = 0`` disables the
+cache.
 
 The active scheduling taints (what the answer to Nova adds forbidden
 traits for, see :mod:`cyborg.domain.tolerations`) are cached the same

@@ -343,6 +343,13 @@ class PlacementClient:
                                 % _quote(uuid))
         return response.json()['allocations']
 
+    def consumer_allocations(self, consumer: str) -> dict[str, dict]:
+        """The allocations of ``consumer``, by provider uuid (empty when
+        Placement does not know the consumer)."""
+        response = self.request('GET', '/allocations/%s' % _quote(consumer),
+                                not_found=None)
+        return response.json()['allocations']
+
     def provider_tree(self, root_uuid: str) -> list[dict]:
         """Every provider in the tree of ``root_uuid`` (any member)."""
         response = self.request(

@@ -24,8 +24,13 @@ records of an ended audit period the conductors left out (see
 ``cyborg-manage host capture --output FILE.tar.gz`` and ``cyborg-manage
 host check`` read this host as its agent's drivers do, without the
 database (see :mod:`cyborg.hostcapture.commands`).
+``cyborg-manage audit allocations`` lists the Placement allocations of
+this service's providers that no accelerator request holds, and the
+accelerator requests whose instance Placement no longer knows (see
+:func:`audit_allocations_command`).
 Exit status: 0 done, 1 refused or failed (one line saying why; for host
-check, a check that fails), 2 bad arguments.
+check, a check that fails), 2 bad arguments, 3 the allocation audit
+found something.
 """
 
 import datetime
@@ -38,11 +43,13 @@ from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
 from cyborg.conf import CONF
+from cyborg.db import allocation_audit as audit_db
 from cyborg.db import api as db_api
 from cyborg.db import errors as db_errors
 from cyborg.db import hosts
 from cyborg.db import upstream_import
 from cyborg.db import usage as usage_db
+from cyborg.domain import allocation_audit
 from cyborg.domain import usage
 from cyborg.hostcapture import commands as host_commands
 
@@ -84,10 +91,12 @@ def _remove_providers(client: placement_client.PlacementClient,
     return removed
 
 
-def _placement_client(conf) -> placement_client.PlacementClient:
+def _placement_client(conf, purpose: str = 'delete the host\'s resource '
+                                           'providers'
+                      ) -> placement_client.PlacementClient:
     if not conf.placement.auth_type:
         raise Refused('[placement] is not configured (no auth_type): '
-                      'cannot delete the host\'s resource providers.')
+                      'cannot %s.' % purpose)
     return placement_client.PlacementClient.from_conf(conf)
 
 
@@ -229,6 +238,55 @@ def _usage_audit() -> int:
                                timeutils.utcnow())
 
 
+# Exit status of an allocation audit that found something.
+FOUND = 3
+
+
+def audit_allocations_command(context,
+                              client: placement_client.PlacementClient,
+                              out=sys.stdout) -> int:
+    """Print each allocation of this service's providers that no ARQ
+    holds and each ARQ whose instance Placement no longer knows (see
+    :mod:`cyborg.domain.allocation_audit`), then a count; :data:`FOUND`
+    when there is any, else 0. Reads only: the operator decides (delete
+    the instance, or its allocation with ``openstack resource provider
+    allocation delete``; an ARQ through ``DELETE
+    /v2/accelerator_requests``)."""
+    providers = audit_db.providers(context)
+    arqs = audit_db.held_arqs(context)
+    allocations = {}
+    try:
+        for provider in providers:
+            try:
+                held = client.provider_allocations(provider.rp_uuid)
+                allocations[provider.rp_uuid] = {
+                    consumer: value['resources']
+                    for consumer, value in held.items()}
+            except placement_client.ProviderNotFound:
+                continue  # not synced yet: nothing can be allocated
+        unknown = {instance for instance in
+                   allocation_audit.instances_to_check(allocations, arqs)
+                   if not client.consumer_allocations(instance)}
+    except placement_client.PlacementError as e:
+        raise Refused('cannot read the allocations from Placement: %s' % e)
+    orphans = allocation_audit.orphan_allocations(providers, allocations,
+                                                  arqs)
+    stale = allocation_audit.orphan_arqs(arqs, unknown)
+    for finding in [*orphans, *stale]:
+        print(finding.describe(), file=out)
+    print('%d allocation(s) without an ARQ, %d ARQ(s) without a consumer '
+          '(%d provider(s), %d ARQ(s) holding an instance checked).'
+          % (len(orphans), len(stale), len(allocations), len(arqs)),
+          file=out)
+    return FOUND if orphans or stale else 0
+
+
+def _audit_allocations() -> int:
+    return audit_allocations_command(
+        cyborg_context.get_admin_context(),
+        _placement_client(CONF, 'read the allocations'))
+
+
 def _host_capture() -> int:
     return host_commands.capture_command(
         CONF, CONF.command.output, host_root=CONF.command.host_root,
@@ -319,6 +377,18 @@ def _add_commands(subparsers):
                        help='The start of the period, ISO 8601 (UTC unless '
                             'an offset is given), e.g. 2030-01-01T10:00:00Z.')
     audit.set_defaults(func=_usage_audit)
+    audit_parser = subparsers.add_parser(
+        'audit', help='Compare Placement with the accelerator requests.')
+    audit_actions = audit_parser.add_subparsers(title='Audit commands',
+                                                dest='action')
+    audit_actions.required = True
+    allocations = audit_actions.add_parser(
+        'allocations', help='List the allocations of this service\'s '
+                            'resource providers that no accelerator request '
+                            'holds, and the accelerator requests whose '
+                            'instance Placement no longer knows; exit status '
+                            '3 when there is any. Changes nothing.')
+    allocations.set_defaults(func=_audit_allocations)
 
 
 def main(argv: list[str] | None = None) -> int:

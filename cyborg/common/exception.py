@@ -139,6 +139,18 @@ class DeviceProfileInUse(Conflict):
                'request(s) and cannot be deleted.')
 
 
+class DeviceProfileDisabled(Conflict):
+    msg_fmt = ('Device profile %(name)s is disabled: it creates no '
+               'accelerator requests until an operator enables it again.')
+
+
+class DeviceProfileGroupsInUse(Conflict):
+    msg_fmt = ('Device profile %(name)s has %(count)d accelerator '
+               'request(s) not bound yet, which must keep the groups they '
+               'were created from: change its groups once they are bound or '
+               'deleted.')
+
+
 class ServiceUnavailable(CyborgException):
     msg_fmt = 'Service is unavailable: %(reason)s'
     code = 503

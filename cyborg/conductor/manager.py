@@ -35,6 +35,7 @@ from cyborg.db import hardware
 from cyborg.db import services as services_db
 from cyborg.db import taint_rules as taint_rules_db
 from cyborg.domain import arqs as arq_rules
+from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import devices as device_rules
 from cyborg.domain import providers
 from cyborg.domain import taint_rules
@@ -132,6 +133,24 @@ class ConductorManager:
         profiles_db.device_profile_delete(context, [tuple(i) for i in idents])
         LOG.info('Deleted device profiles %s',
                  ', '.join(value for _key, value in idents))
+
+    @_expected
+    def device_profile_update(self, context, uuid: str,
+                              values: dict[str, Any]) -> dict[str, Any]:
+        """Change a profile's description, groups or ``enabled`` (see
+        :func:`cyborg.db.device_profiles.device_profile_update`); one
+        notification per kind of change."""
+        before, after = profiles_db.device_profile_update(context, uuid,
+                                                          values)
+        changed = dp_rules.changes(before, after)
+        if changed:
+            LOG.info('Updated device profile %(name)s (%(uuid)s): '
+                     '%(fields)s', dict(after, fields=', '.join(
+                         sorted(changed))))
+        for event in dp_rules.update_events(changed):
+            notifications.emit_profile(self._notifier, context,
+                                       'device_profile.' + event, after)
+        return _jsonable(after)
 
     def alternatives_probe(self, context,
                            candidates: list[list[dict[str, Any]]]

@@ -50,6 +50,9 @@ DEVICE_ENABLE = 'device.enable'
 DEVICE_DISABLE = 'device.disable'
 PROGRAM_END = 'deployable.program.end'
 PROGRAM_ERROR = 'deployable.program.error'
+PROFILE_UPDATE = 'device_profile.update'
+PROFILE_ENABLE = 'device_profile.enable'
+PROFILE_DISABLE = 'device_profile.disable'
 TAINT_RULE_NO_EXECUTE = 'device_taint_rule.no_execute'
 # Sent by the usage audit (cyborg.conductor.usage_audit).
 ARQ_EXISTS = 'accelerator_request.exists'
@@ -115,3 +118,13 @@ def emit_taint_rule(notifier: notifier_mod.Notifier, context,
         LOG.exception('Could not build the %s notification', event_type)
         return
     payloads.emit(notifier, context, event_type, values)
+
+
+def emit_profile(notifier: notifier_mod.Notifier, context, event_type: str,
+                 profile: Mapping[str, Any]) -> None:
+    """``event_type`` for a device profile (as
+    :mod:`cyborg.db.device_profiles` gives it)."""
+    if not notifier.enabled:
+        return
+    payloads.emit(notifier, context, event_type,
+                  payloads.profile_values(profile))

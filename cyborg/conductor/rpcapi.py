@@ -52,6 +52,8 @@ class ConductorAPI:
       accelerator request). Capped below 1.4, the agent resets nothing.
     * 1.5 - Add taint_rule_create, taint_rule_delete. Capped below 1.5,
       the API answers 503 to a taint rule's creation or deletion.
+    * 1.6 - Add device_profile_update. Capped below 1.6, the API answers
+      503 to a device profile's update.
     * 1.7 - Add alternatives_probe. Capped below 1.7, the API answers
       each group with ordered alternatives as its first alternative.
 
@@ -104,6 +106,13 @@ class ConductorAPI:
     def device_profile_delete(self, context, idents: list[list[str]]) -> None:
         return self._prepare('device_profile_delete', '1.0').call(
             context, 'device_profile_delete', idents=idents)
+
+    def device_profile_update(self, context, uuid: str,
+                              values: dict[str, Any]) -> dict[str, Any]:
+        """Change a device profile's description, groups or ``enabled``
+        (API 1.6); returns the profile."""
+        return self._prepare('device_profile_update', '1.6').call(
+            context, 'device_profile_update', uuid=uuid, values=values)
 
     def service_heartbeat(self, context, host: str, binary: str) -> None:
         self._prepare('service_heartbeat', '1.0').cast(

@@ -38,6 +38,7 @@ import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
+from cyborg.db import device_profiles as profiles_db
 from cyborg.db import nova_events
 from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
@@ -48,6 +49,7 @@ from cyborg.db.models import PROFILES
 from cyborg.domain import arq_states as states
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import device_tree
+from cyborg.domain import implicit_profiles
 
 _COLUMNS = [ARQS, PROFILES.c.name.label('device_profile_name'),
             HANDLES.c.uuid.label('attach_handle_uuid'),
@@ -132,7 +134,8 @@ def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
     return _to_dict(row)
 
 
-_PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json).where(
+_PROFILE_BY_NAME = sa.select(PROFILES.c.id, PROFILES.c.profile_json,
+                             PROFILES.c.enabled).where(
     PROFILES.c.name == sa.bindparam('name'))
 # The same, with the number of ARQs the project holds (``held``): one
 # round trip for both.
@@ -150,8 +153,9 @@ def arq_create(context, device_profile_name: str,
                ) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically.
 
-    Nothing is created when that is more than ``max_arqs`` (400), or
-    would give ``project_id`` more than ``max_project_arqs`` (403).
+    Nothing is created when the profile is disabled (409), when that is
+    more than ``max_arqs`` (400), or would give ``project_id`` more than
+    ``max_project_arqs`` (403).
     """
     connection = context.connection
     # No cap, or no project to count for: no count in the query.
@@ -159,9 +163,17 @@ def arq_create(context, device_profile_name: str,
     profile = connection.execute(
         _PROFILE_AND_HELD if limited else _PROFILE_BY_NAME,
         {'name': device_profile_name, 'project_id': project_id}).first()
+    if (profile is None and implicit_profiles.is_implicit(device_profile_name)
+            and profiles_db.store_implicit_profile(connection,
+                                                   device_profile_name)):
+        profile = connection.execute(
+            _PROFILE_AND_HELD if limited else _PROFILE_BY_NAME,
+            {'name': device_profile_name, 'project_id': project_id}).first()
     if profile is None:
         raise exception.DeviceProfileNotFound(key='name',
                                               value=device_profile_name)
+    if not profile.enabled:
+        raise exception.DeviceProfileDisabled(name=device_profile_name)
     groups = json.loads(profile.profile_json)['groups']
     counts = [dp_rules.accelerator_count(group) for group in groups]
     count = sum(counts)

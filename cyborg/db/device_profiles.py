@@ -23,14 +23,20 @@ import json
 from typing import Any
 
 from oslo_db import exception as db_exc
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db.models import ARQS
+from cyborg.db.models import ATTRIBUTES
 from cyborg.db.models import PROFILES
 from cyborg.domain import adoption
+from cyborg.domain import arq_states
+from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import implicit_profiles
+from cyborg.domain import providers
 
 
 def _dp_row_to_dict(row) -> dict[str, Any]:
@@ -90,6 +96,50 @@ def device_profile_create(context, values: dict[str, Any]) -> dict[str, Any]:
     return device_profile_get(context, uuid=uuid)
 
 
+# States in which an ARQ may still bind, and so read its profile's groups.
+_MAY_BIND = (arq_states.INITIAL, arq_states.BIND_STARTED,
+             arq_states.BIND_FAILING, arq_states.UNBOUND)
+
+
+@db_api.connection_writer
+def device_profile_update(context, uuid: str, values: dict[str, Any]
+                          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Change a profile's description, groups or ``enabled``; returns
+    the profile before and after (the same when nothing changed).
+
+    An ARQ binds against its profile's groups, so new groups are refused
+    (409) while an ARQ of the profile may still bind: ARQs keep the
+    groups they were created from. Bound ARQs never read them again.
+    """
+    connection = context.connection
+    row = connection.execute(sa.select(PROFILES).where(
+        PROFILES.c.uuid == uuid).with_for_update()).first()
+    if row is None:
+        raise exception.DeviceProfileNotFound(key='uuid', value=uuid)
+    implicit_profiles.check_writable(row.name)
+    before = _dp_row_to_dict(row)
+    changed = dp_rules.changes(before, values)
+    if not changed:
+        return before, before
+    if 'groups' in changed:
+        waiting = connection.execute(
+            sa.select(sa.func.count()).select_from(ARQS).where(
+                ARQS.c.device_profile_id == row.id,
+                ARQS.c.state.in_(_MAY_BIND))).scalar()
+        if waiting:
+            raise exception.DeviceProfileGroupsInUse(name=row.name,
+                                                     count=waiting)
+    update: dict[str, Any] = {'updated_at': timeutils.utcnow()}
+    if 'groups' in changed:
+        update['profile_json'] = json.dumps({'groups': changed['groups']})
+    for key in ('description', 'enabled'):
+        if key in changed:
+            update[key] = changed[key]
+    connection.execute(sa.update(PROFILES).where(PROFILES.c.id == row.id)
+                       .values(**update))
+    return before, device_profile_get(context, uuid=uuid)
+
+
 @db_api.connection_writer
 def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
     """Delete several profiles atomically.
@@ -105,6 +155,7 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
             .where(PROFILES.c[key] == value).with_for_update()).first()
         if row is None:
             raise exception.DeviceProfileNotFound(key=key, value=value)
+        implicit_profiles.check_writable(row.name)
         in_use = connection.execute(
             sa.select(sa.func.count()).select_from(ARQS).where(
                 ARQS.c.device_profile_id == row.id)).scalar()
@@ -113,6 +164,39 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
         ids.append(row.id)
     if ids:
         connection.execute(sa.delete(PROFILES).where(PROFILES.c.id.in_(ids)))
+
+
+@db_api.main_context_manager.reader.connection
+def reported_resource_classes(context) -> list[str]:
+    """The resource classes of the deployables agents reported, sorted:
+    each has an implicit profile (:mod:`cyborg.domain.implicit_profiles`)."""
+    query = (sa.select(ATTRIBUTES.c.value).distinct()
+             .where(ATTRIBUTES.c.key == providers.RESOURCE_CLASS_KEY)
+             .order_by(ATTRIBUTES.c.value))
+    return list(context.connection.execute(query).scalars())
+
+
+def store_implicit_profile(connection, name: str) -> bool:
+    """Store implicit profile ``name`` if its class is reported (and it
+    is not stored yet); whether it is stored now. Inside the caller's
+    (writer) transaction."""
+    resource_class = implicit_profiles.resource_class_of(name)
+    reported = connection.execute(
+        sa.select(ATTRIBUTES.c.id).where(
+            ATTRIBUTES.c.key == providers.RESOURCE_CLASS_KEY,
+            ATTRIBUTES.c.value == resource_class).limit(1)).first()
+    if reported is None:
+        return False
+    profile = implicit_profiles.profile(resource_class)
+    try:
+        with connection.begin_nested():
+            connection.execute(sa.insert(PROFILES).values(
+                uuid=profile['uuid'], name=name,
+                description=profile['description'],
+                profile_json=json.dumps({'groups': profile['groups']})))
+    except db_exc.DBDuplicateEntry:
+        pass  # stored meanwhile by a concurrent request
+    return True
 
 
 def referenced_traits(connection) -> set[str]:

@@ -295,3 +295,59 @@ def accelerator_count(group: dict[str, Any]) -> int:
     group = options(group)[0]
     return sum(int(value) for key, value in group.items()
                if key.startswith(RESOURCES + ':'))
+
+
+# Updates (PATCH at the profile updates microversion).
+
+#: What an update may change; the name stays (flavors name the profile).
+UPDATABLE = ('description', 'groups', 'enabled')
+
+#: The resource class a disabled profile asks Nova for (see
+#: :func:`disabled_groups`): never a class any provider has.
+DISABLED_CLASS_PREFIX = 'CUSTOM_DEVICE_PROFILE_DISABLED_'
+# Placement's longest resource class name.
+_MAX_CLASS_LENGTH = 255
+
+
+def disabled_class(name: str) -> str:
+    """The resource class that stands for disabled profile ``name``:
+    ``CUSTOM_DEVICE_PROFILE_DISABLED_<NAME>`` (upper-cased, hyphens as
+    underscores, cut at Placement's longest name)."""
+    return (DISABLED_CLASS_PREFIX
+            + resource_names.normalize(name))[:_MAX_CLASS_LENGTH]
+
+
+def disabled_groups(name: str) -> list[dict[str, str]]:
+    """The groups Nova reads of disabled profile ``name``: one group
+    asking for one unit of :func:`disabled_class`.
+
+    No provider has that class, so Placement refuses the allocation
+    candidates query (400, "No such resource class
+    CUSTOM_DEVICE_PROFILE_DISABLED_<NAME>", which nova-scheduler logs)
+    and the scheduler answers NoValidHost before it claims anything or
+    asks this service for an ARQ: a new boot fails at once, the reason
+    in the scheduler's log, and nothing is left to clean up. Answering
+    an error or no profile instead would fail the boot in nova-api with
+    a message that hides the reason ("Invalid response from Cyborg",
+    "Expected 1 device profile but got nothing").
+    """
+    return [{RESOURCES + ':' + disabled_class(name): '1'}]
+
+
+def changes(profile: dict[str, Any], values: dict[str, Any]
+            ) -> dict[str, Any]:
+    """The values of an update that differ from ``profile``'s."""
+    return {key: value for key, value in values.items()
+            if key in UPDATABLE and profile.get(key) != value}
+
+
+def update_events(changed: dict[str, Any]) -> list[str]:
+    """The notification events (suffixes of ``device_profile.``) of an
+    update that changed ``changed``: ``update`` for the description or
+    groups, ``enable`` or ``disable`` for ``enabled``."""
+    events = []
+    if 'description' in changed or 'groups' in changed:
+        events.append('update')
+    if 'enabled' in changed:
+        events.append('enable' if changed['enabled'] else 'disable')
+    return events

@@ -27,6 +27,7 @@ with their payload and priority.
 
 from collections.abc import Mapping
 import dataclasses
+import datetime
 from typing import Any
 
 from oslo_log import log as logging
@@ -217,6 +218,20 @@ TAINT_RULE = Payload(
     'and projects to move off those devices (nothing is stopped).')
 
 
+DEVICE_PROFILE = Payload(
+    'DeviceProfilePayload', '1.0', {
+        'uuid': _UUID,
+        'name': _STRING,
+        'description': _NULLABLE_STRING,
+        'groups': _array({'type': 'object',
+                          'additionalProperties': _STRING}),
+        'enabled': {'type': 'boolean'},
+        'updated_at': {'type': ['string', 'null'], 'format': 'date-time'},
+    },
+    'A device profile after an update: its groups apply to accelerator '
+    'requests created from then on; a disabled one creates none.')
+
+
 @dataclasses.dataclass(frozen=True)
 class Event:
     payload: Payload
@@ -240,6 +255,9 @@ EVENTS: dict[str, Event] = {
     'deployable.program.error': Event(DEPLOYABLE, notifier_mod.ERROR),
     'accelerator_request.exists': Event(EXISTS, notifier_mod.INFO),
     'device_taint_rule.no_execute': Event(TAINT_RULE, notifier_mod.INFO),
+    'device_profile.update': Event(DEVICE_PROFILE, notifier_mod.INFO),
+    'device_profile.enable': Event(DEVICE_PROFILE, notifier_mod.INFO),
+    'device_profile.disable': Event(DEVICE_PROFILE, notifier_mod.INFO),
 }
 
 
@@ -289,6 +307,21 @@ def taint_rule_values(rule: Mapping[str, Any],
     values['instances'] = status['instances']
     values['projects'] = status['projects']
     return values
+
+
+def profile_values(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """The device profile payload's values of a profile (as
+    :mod:`cyborg.db.device_profiles` gives it)."""
+    updated_at = profile.get('updated_at')
+    if isinstance(updated_at, datetime.datetime):
+        if updated_at.tzinfo is None:  # stored times are UTC
+            updated_at = updated_at.replace(tzinfo=datetime.timezone.utc)
+        updated_at = updated_at.isoformat()
+    return {'uuid': profile['uuid'], 'name': profile['name'],
+            'description': profile['description'],
+            'groups': profile['groups'],
+            'enabled': bool(profile['enabled']),
+            'updated_at': updated_at}
 
 
 def emit(notifier: notifier_mod.Notifier, context, event_type: str,

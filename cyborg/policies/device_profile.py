@@ -18,6 +18,7 @@ GET_ALL = 'cyborg:device_profile:get_all'
 GET_ONE = 'cyborg:device_profile:get_one'
 CREATE = 'cyborg:device_profile:create'
 DELETE = 'cyborg:device_profile:delete'
+UPDATE = 'cyborg:device_profile:update'
 
 rules = [
     base.rule(GET_ALL, base.PROJECT_READER_OR_ADMIN,
@@ -27,6 +28,9 @@ rules = [
               [('GET', PATH + '/{device_profile_name_or_uuid}')]),
     base.rule(CREATE, base.ADMIN,
               'Create a device profile.', [('POST', PATH)]),
+    base.rule(UPDATE, base.ADMIN,
+              'Update a device profile (description, groups, enabled).',
+              [('PATCH', PATH + '/{uuid}')]),
     base.rule(DELETE, base.ADMIN,
               'Delete device profiles.',
               [('DELETE', PATH), ('DELETE', PATH + '/{name_or_uuid}')]),

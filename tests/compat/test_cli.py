@@ -27,6 +27,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 import uuid
 
 import pytest
@@ -203,3 +205,31 @@ def test_create_duplicate_fails(cli, cleanup, unique_name):
     assert proc.returncode != 0
     assert ('A device_profile with name %s already exists.' % name
             in proc.stderr), proc.stderr
+
+
+def _implicit_names(endpoint):
+    request = urllib.request.Request(
+        endpoint + '/v2/device_profiles',
+        headers={'OpenStack-API-Version': 'accelerator 2.9'})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        listed = json.load(response)['device_profiles']
+    return [p['name'] for p in listed if p['name'].startswith('class:')]
+
+
+def test_implicit_profile_shown_not_deleted(cli, cyborg_endpoint):
+    """The implicit ``class:<RC>`` profile of a class the service's
+    devices report: shown by name, read-only."""
+    deadline = time.monotonic() + 60
+    names = _implicit_names(cyborg_endpoint)
+    while not names and time.monotonic() < deadline:  # the first report
+        time.sleep(1)
+        names = _implicit_names(cyborg_endpoint)
+    assert names, 'no device reported a resource class'
+    name = names[0]
+    shown, _ = cli.json('--os-accelerator-api-version', '2.2',
+                        'accelerator', 'device', 'profile', 'show', name)
+    assert shown['groups'] == [{'resources:' + name[len('class:'):]: '1'}]
+    proc = cli.run('accelerator', 'device', 'profile', 'delete', name,
+                   check=False)
+    assert proc.returncode != 0
+    assert 'implicit and read-only' in proc.stderr, proc.stderr

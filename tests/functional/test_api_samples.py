@@ -290,6 +290,12 @@ def test_device_profiles(replay):
                 response='device_profile-get-resp.json')
     replay.call('GET', '/v2/device_profiles/' + created['name'], 200,
                 response='device_profile-get-resp.json')
+    updated = replay.call(
+        'PATCH', '/v2/device_profiles/' + created['uuid'], 200,
+        request='device_profile-update-req.json',
+        response='device_profile-update-resp.json',
+        headers=dict(ADMIN, **{'openstack-api-version': 'accelerator 2.9'}))
+    assert updated['device_profile']['enabled'] is False
     # The three forms of delete, each on profiles of its own.
     names = ['samples-delete-%d-%s' % (i, uuid.uuid4().hex[:8])
              for i in range(3)]

@@ -30,7 +30,9 @@ path                     method                      handler
                                                      ``repeated_id_actions``
 =======================  ==========================  ==================
 
-A handler a resource does not define answers 405 with an ``Allow`` header.
+A handler a resource does not define answers 405 with an ``Allow`` header,
+as does a handler named in the resource's ``member_only`` on the
+collection.
 """
 
 from webob import exc as webob_exc
@@ -52,6 +54,16 @@ class Resource:
     #: Actions also routed with the member's id repeated after them
     #: (``/{id}/program/{id}``), the path a client library sends.
     repeated_id_actions: frozenset[str] = frozenset()
+    #: Handlers routed for a member only (``PATCH /v2/<collection>/<id>``
+    #: without ``PATCH /v2/<collection>``).
+    member_only: frozenset[str] = frozenset()
+
+
+def _handles(resource: Resource, name: str, table) -> bool:
+    """Whether ``resource`` routes handler ``name`` in ``table``."""
+    if table is COLLECTION_METHODS and name in resource.member_only:
+        return False
+    return hasattr(resource, name)
 
 
 def endpoints(collections: dict[str, Resource],
@@ -63,7 +75,7 @@ def endpoints(collections: dict[str, Resource],
     for name, resource in collections.items():
         base = '/v2/' + name
         for method, handler in COLLECTION_METHODS:
-            if hasattr(resource, handler):
+            if _handles(resource, handler, COLLECTION_METHODS):
                 found.append((method, base))
         for method, handler in MEMBER_METHODS:
             if hasattr(resource, handler):
@@ -94,7 +106,8 @@ def template(name: str, resource: Resource, rest: list[str],
 
 
 def _allowed(resource: Resource, table) -> list[str]:
-    return [method for method, name in table if hasattr(resource, name)]
+    return [method for method, name in table
+            if _handles(resource, name, table)]
 
 
 def _method_not_allowed(allowed: list[str]):
@@ -121,6 +134,6 @@ def dispatch(resource: Resource, method: str, rest: list[str]):
     else:
         raise webob_exc.HTTPNotFound()
     for candidate, name in table:
-        if candidate == method and hasattr(resource, name):
+        if candidate == method and _handles(resource, name, table):
             return getattr(resource, name), rest
     raise _method_not_allowed(_allowed(resource, table))

@@ -51,6 +51,18 @@ PROFILE = {
     'additionalProperties': False,
 }
 
+#: ``PATCH /v2/device_profiles/{uuid}``: what changes (the name stays).
+UPDATE = {
+    'type': 'object',
+    'properties': {
+        'description': PROFILE['properties']['description'],
+        'groups': PROFILE['properties']['groups'],
+        'enabled': {'type': 'boolean'},
+    },
+    'minProperties': 1,
+    'additionalProperties': False,
+}
+
 CREATE = {
     'type': 'array',
     'items': PROFILE,

@@ -105,6 +105,7 @@ RULES = {
     'cyborg:device_profile:get_one': PROJECT_READERS,
     'cyborg:device_profile:create': ADMINS,
     'cyborg:device_profile:delete': ADMINS,
+    'cyborg:device_profile:update': ADMINS,
     'cyborg:arq:get_all': PROJECT_READERS,
     'cyborg:arq:get_one': PROJECT_READERS,
     'cyborg:arq:create': PROJECT_MEMBERS_OR_SERVICE,
@@ -135,6 +136,7 @@ ATTRIBUTE_UUID = '99999999-9999-4999-8999-999999999999'
 RP = '11111111-1111-4111-8111-111111111111'
 TAINT_RULE_UUID = '12121212-1212-4121-8121-121212121212'
 V2_8 = {'OpenStack-API-Version': 'accelerator 2.8'}
+V2_9 = {'OpenStack-API-Version': 'accelerator 2.9'}
 INSTANCE = '22222222-2222-4222-8222-222222222222'
 ARQ = 'aaaaaaaa-0000-4000-8000-000000000001'  # p1, Initial
 BOUND_ARQ = 'aaaaaaaa-0000-4000-8000-000000000002'  # p1, bound to INSTANCE
@@ -233,6 +235,9 @@ CASES = [
          body={'deployable_id': 1, 'key': 'k2', 'value': 'v'}),
     Case('delete an attribute', 'DELETE', '/v2/attributes/' + ATTRIBUTE_UUID,
          'cyborg:attribute:delete', 204),
+    Case('update a device profile', 'PATCH',
+         '/v2/device_profiles/' + DP_UUID, 'cyborg:device_profile:update',
+         200, headers=V2_9, body={'enabled': False}),
     Case('read the metrics', 'GET', '/metrics', 'cyborg:metrics:get', 200),
     Case('list device taint rules', 'GET', '/v2/device_taint_rules',
          'cyborg:device_taint_rule:get_all', 200, headers=V2_8),
@@ -289,6 +294,8 @@ def conductor():
         'updated_at': None,
     }
     conductor.taint_rule_create.return_value = {'uuid': TAINT_RULE_UUID}
+    conductor.device_profile_update.return_value = dict(
+        conductor.device_profile_create.return_value, enabled=False)
     conductor.attribute_create.return_value = {
         'uuid': ATTRIBUTE_UUID, 'deployable_id': 1, 'key': 'k2',
         'value': 'v', 'created_at': CREATED, 'updated_at': None,

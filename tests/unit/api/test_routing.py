@@ -80,3 +80,22 @@ def test_method_not_allowed(method, rest, allow):
 def test_not_found(rest):
     with pytest.raises(exc.HTTPNotFound):
         routing.dispatch(Things(), 'GET', rest)
+
+
+class MemberPatches(Things):
+    member_only = frozenset(['patch'])
+
+    def patch(self, ident):
+        pass
+
+
+def test_a_member_only_handler_is_not_the_collections():
+    found, args = routing.dispatch(MemberPatches(), 'PATCH', ['abc'])
+    assert (found.__name__, args) == ('patch', ['abc'])
+    with pytest.raises(exc.HTTPMethodNotAllowed) as error:
+        routing.dispatch(MemberPatches(), 'PATCH', [])
+    assert error.value.headers['Allow'] == 'GET, POST'
+    assert ('PATCH', '/v2/things') not in routing.endpoints(
+        {'things': MemberPatches()})
+    assert ('PATCH', '/v2/things/{id}') in routing.endpoints(
+        {'things': MemberPatches()})

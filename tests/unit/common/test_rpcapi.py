@@ -42,6 +42,7 @@ CONDUCTOR_METHODS = {
     'arq_unbind': '1.0', 'arq_delete': '1.0',
     'deployable_program': '1.1', 'bound_devices': '1.4',
     'taint_rule_create': '1.5', 'taint_rule_delete': '1.5',
+    'device_profile_update': '1.6',
     'alternatives_probe': '1.7',
 }
 AGENT_METHODS = {

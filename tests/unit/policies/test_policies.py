@@ -27,6 +27,7 @@ EXPECTED = {
     'cyborg:device_profile:get_one': {'reader', 'member', 'manager', 'admin'},
     'cyborg:device_profile:create': {'admin'},
     'cyborg:device_profile:delete': {'admin'},
+    'cyborg:device_profile:update': {'admin'},
     'cyborg:device_taint_rule:get_all': {'admin'},
     'cyborg:device_taint_rule:get_one': {'admin'},
     'cyborg:device_taint_rule:create': {'admin'},

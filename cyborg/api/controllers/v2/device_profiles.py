@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""/v2/device_profiles: list, show, create and delete device profiles."""
+"""/v2/device_profiles: list, show, create, update and delete device
+profiles."""
 
 import json
 
@@ -28,6 +29,7 @@ from cyborg.db import device_profiles as profiles_db
 from cyborg.db import taints as taints_db
 from cyborg.domain import alternatives
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import implicit_profiles
 from cyborg.domain import tolerations
 from cyborg.policies import device_profile as policy
 
@@ -42,16 +44,23 @@ def view(profile: dict, active_taints: dict | None = None,
     read them: each forbids the taint traits it does not tolerate.
 
     From 2.9 a group with ordered alternatives is shown as stored (each
-    alternative forbidding those taint traits); below, in the plain form
-    Nova reads: the alternative ``chosen`` names for it (by group index),
-    its first by default."""
+    alternative forbidding those taint traits), and ``enabled`` is
+    shown. Below (what Nova reads), in the plain form: the alternative
+    ``chosen`` names for it (by group index), its first by default; and a
+    disabled profile's groups are those of
+    :func:`cyborg.domain.device_profile.disabled_groups`, so that a new
+    boot fails in the scheduler at once.
+    """
+    at_updates = base.version_at_least(microversion.PROFILE_UPDATES)
     groups = profile['groups']
-    if not base.version_at_least(microversion.PROFILE_UPDATES):
-        groups = alternatives.resolve(groups, chosen or {})
-    if active_taints:
-        groups = [_with_forbidden_taints(group, active_taints)
+    if not at_updates and not profile.get('enabled', True):
+        groups = dp_rules.disabled_groups(profile['name'])
+    elif active_taints or not at_updates:
+        if not at_updates:
+            groups = alternatives.resolve(groups, chosen or {})
+        groups = [_with_forbidden_taints(group, active_taints or {})
                   for group in groups]
-    return {
+    result = {
         'uuid': profile['uuid'],
         'name': profile['name'],
         'description': profile['description'],
@@ -60,6 +69,9 @@ def view(profile: dict, active_taints: dict | None = None,
         'updated_at': base.timestamp(profile['updated_at']),
         'links': [base.link(COLLECTION, profile['uuid'])],
     }
+    if at_updates:
+        result['enabled'] = bool(profile.get('enabled', True))
+    return result
 
 
 def _with_forbidden_taints(group: dict, active: dict) -> dict:
@@ -123,7 +135,31 @@ def _identities(value: str) -> list[tuple[str, str]]:
     if not all(names):
         raise exception.Invalid(reason='empty device profile name in %r'
                                 % value)
+    for name in names:
+        implicit_profiles.check_writable(name)
     return [('name', name) for name in dict.fromkeys(names)]
+
+
+def _implicit(context, wanted: list[str] | None, stored: list[dict]
+              ) -> list[dict]:
+    """The implicit profiles (of the reported resource classes) among
+    the names ``wanted`` (None: all) that are not ``stored``."""
+    if wanted is not None and not any(
+            implicit_profiles.is_implicit(name) for name in wanted):
+        return []  # no query: the common case of Nova's reads
+    have = {profile['name'] for profile in stored}
+    found = [implicit_profiles.profile(rc) for rc in
+             profiles_db.reported_resource_classes(context)]
+    return [profile for profile in found if profile['name'] not in have
+            and (wanted is None or profile['name'] in wanted)]
+
+
+def _implicit_by_uuid(context, uuid: str) -> dict | None:
+    for rc in profiles_db.reported_resource_classes(context):
+        profile = implicit_profiles.profile(rc)
+        if profile['uuid'] == uuid:
+            return profile
+    return None
 
 
 def _active_taints(context) -> dict:
@@ -163,10 +199,19 @@ def _check_alternatives_allowed(groups: list) -> None:
                             microversion.PROFILE_UPDATES)))
 
 
+def _valid_groups(groups: list) -> list[dict]:
+    """``groups`` in canonical form, checked as at creation."""
+    _check_tolerations_allowed(groups)
+    _check_alternatives_allowed(groups)
+    groups = dp_rules.normalize_groups(
+        groups, pecan.request.conf.api.max_accelerators_per_profile)
+    # As the database stores them (db.device_profiles.device_profile_create).
+    validation.check_text_size(json.dumps({'groups': groups}), 'groups')
+    return groups
+
+
 def _creation_values(body: list[dict]) -> dict:
     values = dict(body[0])
-    _check_tolerations_allowed(values['groups'])
-    _check_alternatives_allowed(values['groups'])
     if uuidutils.is_uuid_like(values['name']):
         raise exception.Invalid(reason='Device profile name %s must not be '
                                        'a UUID' % values['name'])
@@ -174,13 +219,28 @@ def _creation_values(body: list[dict]) -> dict:
         if not uuidutils.is_uuid_like(values['uuid']):
             raise exception.InvalidUUID(uuid=values['uuid'])
         values['uuid'] = validation.canonical_uuid(values['uuid'])
-    values['groups'] = dp_rules.normalize_groups(
-        values['groups'],
-        pecan.request.conf.api.max_accelerators_per_profile)
-    # As the database stores them (db.device_profiles.device_profile_create).
-    validation.check_text_size(json.dumps({'groups': values['groups']}),
-                               'groups')
+    values['groups'] = _valid_groups(values['groups'])
     return values
+
+
+def _update_values(body: dict) -> dict:
+    """What a PATCH changes, checked as at creation."""
+    values = dict(body)
+    if 'groups' in values:
+        values['groups'] = _valid_groups(values['groups'])
+    return values
+
+
+def _profile_uuid(context, ident: str) -> str:
+    """The uuid of the profile ``ident`` (a uuid or a name) names."""
+    implicit_profiles.check_writable(ident)
+    if not uuidutils.is_uuid_like(ident):
+        return profiles_db.device_profile_get(context, name=ident)['uuid']
+    uuid = validation.canonical_uuid(ident)
+    implicit = _implicit_by_uuid(context, uuid)
+    if implicit is not None:  # not stored yet: the database cannot say
+        implicit_profiles.check_writable(implicit['name'])
+    return uuid
 
 
 def _list_one_name(context, name: str) -> list[dict]:
@@ -197,6 +257,8 @@ def _list_one_name(context, name: str) -> list[dict]:
 
 class DeviceProfilesController(routing.Resource):
 
+    member_only = frozenset({'patch'})
+
     @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=schema.LIST_QUERY)
     def get_all(self, *, context, query):
@@ -207,6 +269,14 @@ class DeviceProfilesController(routing.Resource):
             profiles = _list_one_name(context, names[0])
         else:
             profiles = profiles_db.device_profile_list(context, names)
+        if names is not None:
+            profiles += _implicit(context, names, profiles)
+        elif base.version_at_least(microversion.PROFILE_UPDATES):
+            profiles += _implicit(context, None, profiles)
+        else:
+            # The full list of an older client stays as it was.
+            profiles = [p for p in profiles
+                        if not implicit_profiles.is_implicit(p['name'])]
         # Nova reads a profile by name (at any microversion) at every
         # schedule: what it reads forbids the taints it does not tolerate.
         active = (_active_taints(context) if names is not None and profiles
@@ -224,10 +294,21 @@ class DeviceProfilesController(routing.Resource):
     @base.endpoint(policy.GET_ONE)
     def get_one(self, ident, *, context, query):
         if uuidutils.is_uuid_like(ident):
-            profile = profiles_db.device_profile_get(
-                context, uuid=validation.canonical_uuid(ident))
+            uuid = validation.canonical_uuid(ident)
+            try:
+                profile = profiles_db.device_profile_get(context, uuid=uuid)
+            except exception.DeviceProfileNotFound:
+                profile = _implicit_by_uuid(context, uuid)
+                if profile is None:
+                    raise
         elif base.version_at_least(microversion.DEVICE_PROFILE_BY_NAME):
-            profile = profiles_db.device_profile_get(context, name=ident)
+            try:
+                profile = profiles_db.device_profile_get(context, name=ident)
+            except exception.DeviceProfileNotFound:
+                implicit = _implicit(context, [ident], [])
+                if not implicit:
+                    raise
+                profile = implicit[0]
         else:
             raise exception.MicroversionTooLow(
                 version=microversion.as_string(
@@ -247,6 +328,21 @@ class DeviceProfilesController(routing.Resource):
             context, values)
         pecan.request.profile_cache.clear()
         return base.render(view(profile), status=201)
+
+    @pecan.expose('json')
+    @base.endpoint(policy.UPDATE, body=schema.UPDATE)
+    def patch(self, ident, *, context, query, body):
+        if not base.version_at_least(microversion.PROFILE_UPDATES):
+            raise exception.MicroversionTooLow(
+                version=microversion.as_string(microversion.PROFILE_UPDATES))
+        values = _update_values(body)
+        uuid = _profile_uuid(context, ident)
+        try:
+            profile = pecan.request.conductor_api.device_profile_update(
+                context, uuid, values)
+        finally:
+            pecan.request.profile_cache.clear()
+        return base.render({'device_profile': view(profile)})
 
     @pecan.expose('json')
     @base.endpoint(policy.DELETE, query=schema.DELETE_QUERY)
