@@ -30,6 +30,7 @@ from cyborg.conductor import fleet_metrics
 from cyborg.conductor import manager
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
+from cyborg.conductor import quotas
 from cyborg.conductor import sync_worker
 from cyborg.conductor import usage_audit
 from cyborg.db import arqs as arq_db
@@ -136,7 +137,8 @@ def create(conf: cfg.ConfigOpts, transport,
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
         programmer=programmer, notifier=notifications,
         usage_period=(conf.notifications.audit_period
-                      if notifications.enabled else None))
+                      if notifications.enabled else None),
+        quotas=quotas.from_conf(conf))
 
     def admin():
         return cyborg_context.get_admin_context()

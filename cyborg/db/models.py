@@ -530,6 +530,21 @@ DEVICES = Device.__table__
 DEPLOYABLES = Deployable.__table__
 ATTRIBUTES = Attribute.__table__
 CPIDS = ControlpathID.__table__
+class QuotaLock(Base):
+    """A project whose accelerator requests are limited: an ARQ creation
+    locks its row while it counts and checks the project's usage, so
+    that concurrent creations are checked one after the other."""
+
+    __tablename__ = 'quota_locks'
+    __table_args__ = (
+        sa.UniqueConstraint('project_id', name='uniq_quota_locks0project_id'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    project_id = sa.Column(sa.String(255), nullable=False)
+
+
 HANDLES = AttachHandle.__table__
 PROFILES = DeviceProfile.__table__
 ARQS = ExtendedAcceleratorRequest.__table__
@@ -542,3 +557,4 @@ USAGE_RECORDS = UsageRecord.__table__
 TAINT_RULES = DeviceTaintRule.__table__
 TAINTS = DeviceTaint.__table__
 ARQ_UTILIZATION = ARQUtilization.__table__
+QUOTA_LOCKS = QuotaLock.__table__
