@@ -37,6 +37,8 @@ from oslo_utils import timeutils
 from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
+from cyborg.common import exception
+from cyborg.conductor import quotas
 from cyborg.conf import CONF
 from cyborg.db import api as db_api
 from cyborg.db import errors as db_errors
@@ -229,6 +231,28 @@ def _usage_audit() -> int:
                                timeutils.utcnow())
 
 
+def limits_check_command(context, conf, limits=None,
+                         out=sys.stdout) -> int:
+    """Print each resource a device profile uses (and
+    accelerator_requests) that has no registered limit in Keystone, and
+    what that means under [quota] unified_limits_resource_strategy; 1
+    when there is one."""
+    try:
+        missing = quotas.unregistered_limits(context, conf, limits)
+    except exception.QuotaUnavailable as e:
+        raise Refused(str(e))
+    for line in quotas.describe_unregistered(missing):
+        print(line, file=out)
+    if not missing:
+        print('Every resource the device profiles use has a registered '
+              'limit.', file=out)
+    return 1 if missing else 0
+
+
+def _limits_check() -> int:
+    return limits_check_command(cyborg_context.get_admin_context(), CONF)
+
+
 def _host_capture() -> int:
     return host_commands.capture_command(
         CONF, CONF.command.output, host_root=CONF.command.host_root,
@@ -319,6 +343,18 @@ def _add_commands(subparsers):
                        help='The start of the period, ISO 8601 (UTC unless '
                             'an offset is given), e.g. 2030-01-01T10:00:00Z.')
     audit.set_defaults(func=_usage_audit)
+    limits_parser = subparsers.add_parser(
+        'limits', help='Check the per-project limits in Keystone.')
+    limits_actions = limits_parser.add_subparsers(title='Limits commands',
+                                                  dest='action')
+    limits_actions.required = True
+    limits_check = limits_actions.add_parser(
+        'check', help='List each resource a device profile uses (and '
+                      'accelerator_requests) without a registered limit '
+                      'in Keystone ([oslo_limit]), and what that means '
+                      'under [quota] unified_limits_resource_strategy; '
+                      'exit status 1 when there is one.')
+    limits_check.set_defaults(func=_limits_check)
 
 
 def main(argv: list[str] | None = None) -> int:

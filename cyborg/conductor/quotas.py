@@ -72,6 +72,38 @@ class UnifiedLimits:
                 project=project_id, details='; '.join(map(str, over)))
 
 
+def unregistered_limits(context, conf: Any,
+                        limits: limits_mod.KeystoneLimits | None = None
+                        ) -> list[tuple[str, list[str], bool]]:
+    """The resources device profiles ask for (and
+    ``accelerator_requests``) without a registered limit in Keystone:
+    (name, the profiles using it, whether the strategy makes that a
+    limit of 0), sorted by name. Raises QuotaUnavailable when Keystone
+    cannot be read."""
+    if limits is None:
+        limits = limits_mod.KeystoneLimits(0)
+    used = {quota_rules.ARQS: []}
+    for resource_class, profiles in quotas_db.profile_resource_classes(
+            context).items():
+        used[quota_rules.class_name(resource_class)] = profiles
+    registered = limits.registered()
+    denied = set(quota_rules.limited_names(
+        used, registered, conf.quota.unified_limits_resource_strategy,
+        conf.quota.unified_limits_resource_list))
+    return [(name, used[name], name in denied)
+            for name in quota_rules.unregistered(used, registered)]
+
+
+def describe_unregistered(missing: list[tuple[str, list[str], bool]]
+                          ) -> list[str]:
+    """One line per resource of :func:`unregistered_limits`."""
+    return ['%s (%s): %s' % (
+        name, 'device profiles %s' % ', '.join(profiles) if profiles
+        else 'every accelerator request',
+        'limit 0, every request is refused' if denied else 'unlimited')
+        for name, profiles, denied in missing]
+
+
 def from_conf(conf: Any) -> UnifiedLimits | None:
     """The check ``[quota] driver`` asks for (None: ``noop``)."""
     if conf.quota.driver != quota_conf.UNIFIED_LIMITS:

@@ -21,6 +21,7 @@ matters is between database transactions, which these are.
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ import pytest
 
 from cyborg import conf as cyborg_conf
 from cyborg import context as cyborg_context
+from cyborg.cmd import manage
 from cyborg.common import exception
 from cyborg.conductor import manager
 from cyborg.conductor import quotas
@@ -225,3 +227,18 @@ def test_a_limit_changed_in_keystone_applies_after_the_cache_time(
     refused = _create(conductor, project_id, 'fpga')
     assert isinstance(refused, exception.QuotaExceeded), refused
     assert 'class:FPGA: limit 1, usage 2, requested 1' in str(refused)
+
+
+def test_limits_check_reads_the_registered_limits(conf, limits, database):
+    admin = cyborg_context.get_admin_context()
+    out = io.StringIO()
+    assert manage.limits_check_command(admin, conf, out=out) == 0, (
+        out.getvalue())
+    name = 'unlimited-%s' % uuid.uuid4().hex[:8]
+    profiles_db.device_profile_create(admin, {
+        'name': name, 'groups': [{'resources:CUSTOM_QUOTA_TEST': '1'}]})
+    out = io.StringIO()
+    assert manage.limits_check_command(admin, conf, out=out) == 1
+    assert out.getvalue().splitlines() == [
+        'class:CUSTOM_QUOTA_TEST (device profiles %s): unlimited' % name]
+    profiles_db.device_profile_delete(admin, [['name', name]])

@@ -13,11 +13,16 @@
 """Per-project limits at ARQ creation, with oslo.limit's LimitFixture as
 Keystone."""
 
+import io
+
 from oslo_limit import fixture as limit_fixture
 import oslo_messaging as messaging
+from oslo_upgradecheck import upgradecheck
 import pytest
 import sqlalchemy as sa
 
+from cyborg.cmd import manage
+from cyborg.cmd import status
 from cyborg.common import exception
 from cyborg.common import limits as limits_mod
 from cyborg.conductor import manager
@@ -217,3 +222,64 @@ def test_first_creations_of_a_project_add_its_quota_row_once(
     with database.connect() as connection:
         assert connection.execute(
             sa.select(models.QUOTA_LOCKS.c.project_id)).all() == [('p1',)]
+
+
+def test_limits_check_lists_resources_without_a_registered_limit(
+        conf, keystone_limits, profiles, admin_context):
+    profiles_db.device_profile_create(admin_context, {
+        'name': 'mixed', 'groups': [{'resources:PGPU': '1'},
+                                    {'resources:FPGA': '1'},
+                                    {'resources:CUSTOM_X': '1'}]})
+    missing = quotas.unregistered_limits(admin_context, conf)
+    assert missing == [('class:CUSTOM_X', ['mixed'], False),
+                       ('class:PGPU', ['gpu', 'mixed'], False)]
+    out = io.StringIO()
+    assert manage.limits_check_command(admin_context, conf, out=out) == 1
+    assert out.getvalue().splitlines() == [
+        'class:CUSTOM_X (device profiles mixed): unlimited',
+        'class:PGPU (device profiles gpu, mixed): unlimited']
+    # Under ignore, a resource not listed without a limit is refused.
+    conf.set_override('unified_limits_resource_strategy', 'ignore',
+                      group='quota')
+    assert quotas.describe_unregistered(
+        quotas.unregistered_limits(admin_context, conf))[0] == (
+        'class:CUSTOM_X (device profiles mixed): limit 0, every request '
+        'is refused')
+    keystone_limits.reglimits.update({'class:PGPU': 1, 'class:CUSTOM_X': 1})
+    out = io.StringIO()
+    assert manage.limits_check_command(admin_context, conf, out=out) == 0
+    assert 'Every resource' in out.getvalue()
+
+
+def test_limits_check_names_accelerator_requests_when_unregistered(
+        conf, keystone_limits, profiles, admin_context):
+    del keystone_limits.reglimits['accelerator_requests']
+    assert quotas.describe_unregistered(
+        quotas.unregistered_limits(admin_context, conf))[0] == (
+        'accelerator_requests (every accelerator request): limit 0, every '
+        'request is refused')
+
+
+def test_limits_check_refused_when_keystone_cannot_be_read(
+        conf, keystone_limits, profiles, admin_context):
+    keystone_limits.mock_conn.registered_limits.side_effect = ValueError(
+        'Endpoint not found')
+    with pytest.raises(manage.Refused, match='could not be read'):
+        manage.limits_check_command(admin_context, conf)
+
+
+def test_upgrade_check_of_limits(conf, keystone_limits, profiles,
+                                 admin_context):
+    checks = status.Checks()
+    result = checks._check_limits()
+    assert result.code == upgradecheck.Code.SUCCESS
+    assert 'off' in result.details
+    conf.set_override('driver', 'unified_limits', group='quota')
+    result = checks._check_limits()
+    assert result.code == upgradecheck.Code.WARNING
+    assert 'class:PGPU (device profiles gpu): unlimited' in result.details
+    keystone_limits.reglimits['class:PGPU'] = 4
+    assert checks._check_limits().code == upgradecheck.Code.SUCCESS
+    keystone_limits.mock_conn.registered_limits.side_effect = ValueError(
+        'Endpoint not found')
+    assert checks._check_limits().code == upgradecheck.Code.FAILURE
