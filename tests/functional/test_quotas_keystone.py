@@ -27,7 +27,6 @@ import time
 import uuid
 
 from keystoneauth1 import loading
-from keystoneauth1 import session
 from oslo_limit import limit as oslo_limit
 import oslo_messaging as messaging
 import pytest
@@ -55,49 +54,31 @@ POOL = 30
 
 
 class _Limits:
-    """This module's service in Keystone and its limits, written with a
-    system-scoped admin token (Keystone's policy for limits)."""
+    """This module's own service in Keystone (not the deployments'
+    ``accelerator``) and its limits."""
 
     def __init__(self, keystone):
         self.keystone = keystone
-        auth = loading.get_plugin_loader('password').load_from_options(
-            auth_url=keystone.url, username='admin',
-            password=keystone.admin_password, system_scope='all',
-            user_domain_name=keystone_server.DOMAIN)
-        self.session = session.Session(auth=auth)
         name = 'quota-test-%s' % uuid.uuid4().hex[:8]
-        self.service_id = self._post('services', 'service', {
-            'type': name, 'name': name, 'enabled': True})['id']
-        self.endpoint_id = self._post('endpoints', 'endpoint', {
-            'service_id': self.service_id, 'interface': 'public',
-            'url': 'http://127.0.0.1:9/%s' % name,
-            'region_id': keystone_server.REGION, 'enabled': True})['id']
-
-    def _post(self, collection: str, key: str, body) -> dict:
-        response = self.session.post(
-            '%s/v3/%s' % (self.keystone.url, collection),
-            json={collection if isinstance(body, list) else key: body})
-        assert response.status_code == 201, response.text
-        values = response.json()[collection if isinstance(body, list)
-                                 else key]
-        return values[0] if isinstance(values, list) else values
+        self.service_id = keystone._request(
+            'POST', '/services', ok=(201,), json={'service': {
+                'type': name, 'name': name, 'enabled': True}})['service']['id']
+        self.endpoint_id = keystone._request(
+            'POST', '/endpoints', ok=(201,), json={'endpoint': {
+                'service_id': self.service_id, 'interface': 'public',
+                'url': 'http://127.0.0.1:9/%s' % name,
+                'region_id': keystone_server.REGION,
+                'enabled': True}})['endpoint']['id']
 
     def register(self, name: str, default: int) -> None:
-        self._post('registered_limits', 'registered_limit', [{
-            'service_id': self.service_id, 'resource_name': name,
-            'region_id': keystone_server.REGION, 'default_limit': default}])
+        self.keystone.add_registered_limit(self.service_id, name, default)
 
     def set_project(self, project_id: str, name: str, value: int) -> str:
-        return self._post('limits', 'limit', [{
-            'service_id': self.service_id, 'project_id': project_id,
-            'resource_name': name, 'region_id': keystone_server.REGION,
-            'resource_limit': value}])['id']
+        return self.keystone.add_project_limit(self.service_id, project_id,
+                                               name, value)
 
     def change(self, limit_id: str, value: int) -> None:
-        response = self.session.patch(
-            '%s/v3/limits/%s' % (self.keystone.url, limit_id),
-            json={'limit': {'resource_limit': value}})
-        assert response.status_code == 200, response.text
+        self.keystone.change_project_limit(limit_id, value)
 
 
 @pytest.fixture(scope='module')
@@ -145,12 +126,8 @@ def conf(keystone, limits, monkeypatch):
     conf.register_opts(plugin_opts, group='oslo_limit')
     overrides = {
         'quota': {'driver': 'unified_limits'},
-        'oslo_limit': {'endpoint_id': limits.endpoint_id,
-                       'auth_type': 'password', 'auth_url': keystone.url,
-                       'username': 'admin',
-                       'password': keystone.admin_password,
-                       'system_scope': 'all',
-                       'user_domain_name': keystone_server.DOMAIN}}
+        'oslo_limit': keystone.oslo_limit_options(
+            endpoint_id=limits.endpoint_id)}
     for group, values in overrides.items():
         for name, value in values.items():
             conf.set_override(name, value, group=group)
