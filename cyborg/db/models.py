@@ -276,10 +276,11 @@ class ExtendedAcceleratorRequest(Base):
     # and which taint ("<key>" of the taint that marked it).
     taint_marked_at = sa.Column(DateTime, nullable=True)
     taint_marked_by = sa.Column(sa.String(255), nullable=True)
-    # The resources its group asked for when it was created (JSON
-    # {resource class: amount}): what quotas count, whatever later
-    # changes of its profile. NULL: created before quotas (counted from
-    # its profile).
+    # What it counts in per-project limits, from its group when it was
+    # created (JSON {resource class: amount}: one unit of one class of
+    # its group, see cyborg.domain.quotas), whatever later changes of
+    # its profile. NULL: created before quotas (counted from its
+    # profile).
     resources = sa.Column(sa.Text, nullable=True)
     # The alternative of its group its bind matched (0-based; NULL: a
     # group without alternatives, or not bound yet).

@@ -575,7 +575,6 @@ def main() -> int:
         deployments.append(upstream_lib.UpstreamDeployment(
             workdir, args.agents, args.api_workers, args.api_threads,
             args.api_server))
-    rounds = args.rounds if len(deployments) > 1 else 1
     print('load average before: %s' % _load())
     with db_server() as pg, \
             servers.RabbitMQServer() as rabbit, \
@@ -588,6 +587,7 @@ def main() -> int:
                 workdir, args.agents, args.api_workers, args.api_threads,
                 args.api_server, name='quotas',
                 sections=_quota_sections(keystone)))
+        rounds = args.rounds if len(deployments) > 1 else 1
         try:
             rps = {}
             for deployment in deployments:
