@@ -136,3 +136,12 @@ def test_noop_driver_shows_usage_without_limits(conf, database,
     assert response.json['quota']['resources'] == {
         'accelerator_requests': {'limit': -1, 'usage': 6},
         'class:FPGA': {'limit': -1, 'usage': 6}}
+
+
+@pytest.mark.parametrize('method, path, status', [
+    ('GET', '/v2/quotas', 405),
+    ('POST', '/v2/quotas/p1', 405),
+    ('DELETE', '/v2/quotas/p1', 405),
+])
+def test_only_get_of_one_project(app, method, path, status):
+    assert _request(app, method, path, headers=ADMIN).status_int == status
