@@ -42,6 +42,8 @@ from oslo_utils import timeutils
 from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
+from cyborg.common import exception
+from cyborg.conductor import quotas
 from cyborg.conf import CONF
 from cyborg.db import allocation_audit as audit_db
 from cyborg.db import api as db_api
@@ -287,6 +289,28 @@ def _audit_allocations() -> int:
         _placement_client(CONF, 'read the allocations'))
 
 
+def limits_check_command(context, conf, limits=None,
+                         out=sys.stdout) -> int:
+    """Print each resource a device profile uses (and
+    accelerator_requests) that has no registered limit in Keystone, and
+    what that means under [quota] unified_limits_resource_strategy; 1
+    when there is one."""
+    try:
+        missing = quotas.unregistered_limits(context, conf, limits)
+    except exception.QuotaUnavailable as e:
+        raise Refused(str(e))
+    for line in quotas.describe_unregistered(missing):
+        print(line, file=out)
+    if not missing:
+        print('Every resource the device profiles use has a registered '
+              'limit.', file=out)
+    return 1 if missing else 0
+
+
+def _limits_check() -> int:
+    return limits_check_command(cyborg_context.get_admin_context(), CONF)
+
+
 def _host_capture() -> int:
     return host_commands.capture_command(
         CONF, CONF.command.output, host_root=CONF.command.host_root,
@@ -389,6 +413,20 @@ def _add_commands(subparsers):
                             'instance Placement no longer knows; exit status '
                             '3 when there is any. Changes nothing.')
     allocations.set_defaults(func=_audit_allocations)
+
+
+    limits_parser = subparsers.add_parser(
+        'limits', help='Check the per-project limits in Keystone.')
+    limits_actions = limits_parser.add_subparsers(title='Limits commands',
+                                                  dest='action')
+    limits_actions.required = True
+    limits_check = limits_actions.add_parser(
+        'check', help='List each resource a device profile uses (and '
+                      'accelerator_requests) without a registered limit '
+                      'in Keystone ([oslo_limit]), and what that means '
+                      'under [quota] unified_limits_resource_strategy; '
+                      'exit status 1 when there is one.')
+    limits_check.set_defaults(func=_limits_check)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,10 @@ from oslo_utils import timeutils
 from cyborg import context as cyborg_context
 from cyborg.clients import placement as placement_client
 from cyborg.common import config
+from cyborg.common import exception
+from cyborg.conductor import quotas
 from cyborg.conf import CONF
+from cyborg.conf import quota as quota_conf
 from cyborg.db import api as db_api
 from cyborg.db import migration
 from cyborg.db import services as services_db
@@ -87,10 +90,36 @@ class Checks(upgradecheck.UpgradeCommands):
             'Placement supports up to microversion %s (cyborg needs %s).'
             % (version, placement_client.PLACEMENT_MICROVERSION))
 
+    def _check_limits(self):
+        if CONF.quota.driver != quota_conf.UNIFIED_LIMITS:
+            return upgradecheck.Result(
+                upgradecheck.Code.SUCCESS,
+                'Per-project limits are off ([quota] driver = %s).'
+                % CONF.quota.driver)
+        try:
+            missing = quotas.unregistered_limits(
+                cyborg_context.get_admin_context(), CONF)
+        except exception.QuotaUnavailable as e:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(e))
+        except Exception as e:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                'Cannot list the device profiles (%s); is the database '
+                'migrated?' % type(e).__name__)
+        if missing:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                'Resources without a registered limit in Keystone '
+                '([quota] unified_limits_resource_strategy = %s): %s'
+                % (CONF.quota.unified_limits_resource_strategy,
+                   '; '.join(quotas.describe_unregistered(missing))))
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
     _upgrade_checks = (
         ('Database schema', _check_database),
         ('Services reporting', _check_services),
         ('Placement API', _check_placement),
+        ('Unified limits', _check_limits),
         ('Policy File JSON to YAML Migration',
          (common_checks.check_policy_json, {'conf': CONF})),
     )

@@ -75,6 +75,19 @@ class ProjectLimitExceeded(CyborgException):
     code = 403
 
 
+class QuotaExceeded(CyborgException):
+    """A creation that would take a project past a limit; the message
+    names each resource with its limit, usage and requested amount."""
+    msg_fmt = 'Quota exceeded for project %(project)s: %(details)s'
+    code = 403
+
+
+class QuotaUnavailable(CyborgException):
+    msg_fmt = ('The limits could not be read from Keystone (%(reason)s); '
+               'nothing was changed, retry later.')
+    code = 503
+
+
 class NotAuthorized(CyborgException):
     msg_fmt = 'Not authorized.'
     code = 403

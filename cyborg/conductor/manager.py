@@ -27,6 +27,7 @@ from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import notifications
 from cyborg.conductor import programming
+from cyborg.conductor import quotas as quotas_mod
 from cyborg.conductor import sync_worker
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
@@ -104,11 +105,15 @@ class ConductorManager:
                  programmer: programming.RegionProgrammer | None = None,
                  notifier: notifier_mod.Notifier | None = None,
                  usage_period: int | None = None,
-                 prober: alternatives.Prober | None = None):
+                 prober: alternatives.Prober | None = None,
+                 quotas: quotas_mod.UnifiedLimits | None = None):
         self.host = host
         # No Placement (none given): every group answers its first
         # alternative.
         self._prober = prober or alternatives.Prober(None)
+        # Per-project limits checked at ARQ creation (None: [quota]
+        # driver = noop).
+        self._quotas = quotas
         # The usage audit's period when usage records are sent: reports'
         # busy readings then count in their ARQs' mean utilization.
         self._usage_period = usage_period
@@ -272,7 +277,8 @@ class ConductorManager:
                    ) -> list[dict[str, Any]]:
         created = arq_db.arq_create(
             context, device_profile_name, context.project_id,
-            self._arq_limits.per_request, self._arq_limits.per_project)
+            self._arq_limits.per_request, self._arq_limits.per_project,
+            self._quotas.check if self._quotas is not None else None)
         LOG.info('Created %d ARQs for device profile %s', len(created),
                  device_profile_name)
         notifications.emit_arqs(self._notifier, context,

@@ -31,6 +31,7 @@ from cyborg.conductor import fleet_metrics
 from cyborg.conductor import manager
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
+from cyborg.conductor import quotas
 from cyborg.conductor import sync_worker
 from cyborg.conductor import usage_audit
 from cyborg.db import arqs as arq_db
@@ -139,7 +140,8 @@ def create(conf: cfg.ConfigOpts, transport,
         usage_period=(conf.notifications.audit_period
                       if notifications.enabled else None),
         # The probe shares the sync's Placement client.
-        prober=alternatives.Prober(lambda: sync.client))
+        prober=alternatives.Prober(lambda: sync.client),
+        quotas=quotas.from_conf(conf))
 
     def admin():
         return cyborg_context.get_admin_context()

@@ -26,6 +26,7 @@ from cyborg.conf import metrics
 from cyborg.conf import notifications
 from cyborg.conf import nova
 from cyborg.conf import placement
+from cyborg.conf import quota
 from cyborg.conf import remediation
 from cyborg.conf import taints
 from cyborg.conf import upgrade_levels
@@ -34,7 +35,7 @@ CONF = cfg.CONF
 
 for _module in (default, api, conductor, agent, placement, nova, database,
                 upgrade_levels, glance, bitstream_cache, notifications,
-                metrics, remediation, taints):
+                metrics, remediation, taints, quota):
     _module.register_opts(CONF)
 # The drivers' groups, found through their entry points.
 driver_opts.register_driver_opts(CONF)

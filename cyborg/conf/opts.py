@@ -27,13 +27,14 @@ from cyborg.conf import metrics
 from cyborg.conf import notifications
 from cyborg.conf import nova
 from cyborg.conf import placement
+from cyborg.conf import quota
 from cyborg.conf import remediation
 from cyborg.conf import taints
 from cyborg.conf import upgrade_levels
 
 _MODULES = (default, api, conductor, agent, placement, nova, upgrade_levels,
             glance, bitstream_cache, notifications, metrics, remediation,
-            taints)
+            taints, quota)
 
 
 def list_opts():

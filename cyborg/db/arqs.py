@@ -25,6 +25,7 @@ The statements of the Nova flow are built once per shape
 a SQLAlchemy statement costs several times more CPU than running it.
 """
 
+from collections.abc import Callable
 import dataclasses
 import datetime
 import functools
@@ -40,6 +41,7 @@ from cyborg.common import exception
 from cyborg.db import api as db_api
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import nova_events
+from cyborg.db import quotas as quotas_db
 from cyborg.db import usage as usage_db
 from cyborg.db.models import ARQS
 from cyborg.db.models import DEPLOYABLES
@@ -50,6 +52,7 @@ from cyborg.domain import arq_states as states
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import device_tree
 from cyborg.domain import implicit_profiles
+from cyborg.domain import quotas as quota_rules
 
 _COLUMNS = [ARQS, PROFILES.c.name.label('device_profile_name'),
             HANDLES.c.uuid.label('attach_handle_uuid'),
@@ -144,20 +147,52 @@ _PROFILE_AND_HELD = _PROFILE_BY_NAME.add_columns(
     .where(ARQS.c.project_id == sa.bindparam('project_id'))
     .scalar_subquery().label('held'))
 _INSERT = sa.insert(ARQS)
+#: A check of a project's limits after the insert of its new ARQs:
+#: (connection, project id, what each new ARQ counts).
+QuotaCheck = Callable[[Any, str, list[dict[str, int]]], None]
 
 
-@db_api.connection_writer
+class _NoQuotaRow(Exception):
+    """The project of a limited creation has no quota row yet."""
+
+
 def arq_create(context, device_profile_name: str,
                project_id: str | None, max_arqs: int | None = None,
-               max_project_arqs: int | None = None
+               max_project_arqs: int | None = None,
+               quota_check: QuotaCheck | None = None
                ) -> list[dict[str, Any]]:
     """One ARQ per requested accelerator of every group, atomically.
 
     Nothing is created when the profile is disabled (409), when that is
     more than ``max_arqs`` (400), or would give ``project_id`` more than
-    ``max_project_arqs`` (403).
+    ``max_project_arqs`` (403). With a ``quota_check`` (and a project),
+    the project's quota row is locked first, and ``quota_check(connection,
+    project_id, resources)`` is called after the insert, in its
+    transaction, with what each new ARQ counts: what it raises rolls the
+    creation back.
     """
+    limited = quota_check is not None and project_id is not None
+    try:
+        return _arq_create(context, device_profile_name, project_id,
+                           max_arqs, max_project_arqs,
+                           quota_check if limited else None)
+    except _NoQuotaRow:
+        quotas_db.add_project(context, project_id)
+    return _arq_create(context, device_profile_name, project_id, max_arqs,
+                       max_project_arqs, quota_check)
+
+
+@db_api.connection_writer
+def _arq_create(context, device_profile_name: str,
+                project_id: str | None, max_arqs: int | None,
+                max_project_arqs: int | None,
+                quota_check: QuotaCheck | None) -> list[dict[str, Any]]:
     connection = context.connection
+    # The lock comes first: every read of the transaction (on MySQL its
+    # snapshot) then comes after the creations that held it committed.
+    if quota_check is not None and not quotas_db.lock_project(
+            connection, project_id):
+        raise _NoQuotaRow()
     # No cap, or no project to count for: no count in the query.
     limited = max_project_arqs is not None and project_id is not None
     profile = connection.execute(
@@ -188,16 +223,30 @@ def arq_create(context, device_profile_name: str,
             project=project_id, count=profile.held + count,
             limit=max_project_arqs)
     now = timeutils.utcnow()
+    resources = [quota_rules.arq_resources(group) for group in groups]
     rows = [{'uuid': uuidutils.generate_uuid(), 'project_id': project_id,
              'state': states.INITIAL, 'device_profile_id': profile.id,
-             'device_profile_group_id': index, 'created_at': now}
+             'device_profile_group_id': index, 'created_at': now,
+             'resources': _resources_column(resources[index], unit)}
             for index, amount in enumerate(counts)
-            for _ in range(amount)]
+            for unit in range(amount)]
     if rows:
         connection.execute(_INSERT, rows)  # one executemany for them all
+    if quota_check is not None:
+        quota_check(connection, project_id,
+                    [resources[index][unit]
+                     for index, amount in enumerate(counts)
+                     for unit in range(amount)])
     # Built from what was inserted: no statement to read the rows back.
     return [dict(row, device_profile_name=device_profile_name,
                  updated_at=None, **_NEW_ARQ) for row in rows]
+
+
+def _resources_column(resources: list[dict[str, int]], unit: int
+                      ) -> str | None:
+    """The ``resources`` of a group's ``unit``-th ARQ."""
+    return quota_rules.encode(resources[unit]) if unit < len(resources) \
+        else None
 
 
 # What a new ARQ holds besides the values it is created with.

@@ -276,10 +276,11 @@ class ExtendedAcceleratorRequest(Base):
     # and which taint ("<key>" of the taint that marked it).
     taint_marked_at = sa.Column(DateTime, nullable=True)
     taint_marked_by = sa.Column(sa.String(255), nullable=True)
-    # The resources its group asked for when it was created (JSON
-    # {resource class: amount}): what quotas count, whatever later
-    # changes of its profile. NULL: created before quotas (counted from
-    # its profile).
+    # What it counts in per-project limits, from its group when it was
+    # created (JSON {resource class: amount}: one unit of one class of
+    # its group, see cyborg.domain.quotas), whatever later changes of
+    # its profile. NULL: created before quotas (counted from its
+    # profile).
     resources = sa.Column(sa.Text, nullable=True)
     # The alternative of its group its bind matched (0-based; NULL: a
     # group without alternatives, or not bound yet).
@@ -530,6 +531,21 @@ DEVICES = Device.__table__
 DEPLOYABLES = Deployable.__table__
 ATTRIBUTES = Attribute.__table__
 CPIDS = ControlpathID.__table__
+class QuotaLock(Base):
+    """A project whose accelerator requests are limited: an ARQ creation
+    locks its row while it counts and checks the project's usage, so
+    that concurrent creations are checked one after the other."""
+
+    __tablename__ = 'quota_locks'
+    __table_args__ = (
+        sa.UniqueConstraint('project_id', name='uniq_quota_locks0project_id'),
+        TABLE_ARGS,
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    project_id = sa.Column(sa.String(255), nullable=False)
+
+
 HANDLES = AttachHandle.__table__
 PROFILES = DeviceProfile.__table__
 ARQS = ExtendedAcceleratorRequest.__table__
@@ -542,3 +558,4 @@ USAGE_RECORDS = UsageRecord.__table__
 TAINT_RULES = DeviceTaintRule.__table__
 TAINTS = DeviceTaint.__table__
 ARQ_UTILIZATION = ARQUtilization.__table__
+QUOTA_LOCKS = QuotaLock.__table__

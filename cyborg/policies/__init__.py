@@ -32,13 +32,14 @@ from cyborg.policies import device
 from cyborg.policies import device_profile
 from cyborg.policies import device_taint_rule
 from cyborg.policies import metrics
+from cyborg.policies import quota
 
 
 def list_rules():
     return list(itertools.chain(base.rules, device_profile.rules, arq.rules,
                                 device.rules, deployable.rules,
                                 attribute.rules, metrics.rules,
-                                device_taint_rule.rules))
+                                device_taint_rule.rules, quota.rules))
 
 
 def get_enforcer(conf: cfg.ConfigOpts | None = None) -> policy.Enforcer:

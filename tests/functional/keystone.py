@@ -85,6 +85,7 @@ class KeystoneServer(servers._Server):
         self.log = os.path.join(self.base_dir, 'keystone.log')
         self.startup_seconds: float | None = None
         self._admin_session = None
+        self._system_session = None
         self._lock = threading.Lock()
 
     @property
@@ -188,6 +189,7 @@ class KeystoneServer(servers._Server):
 
     def _stop(self) -> None:
         self._admin_session = None
+        self._system_session = None
         super()._stop()
 
     # Administration (as the bootstrap admin, over the API) ------------------
@@ -295,6 +297,58 @@ class KeystoneServer(servers._Server):
                              'region_id': REGION, 'enabled': True}})
         # The admin session's next token brings the new catalog.
         self.admin_session().auth.invalidate()
+
+    # Unified limits (Keystone's policy wants a system-scoped token) -------
+
+    def _system_request(self, method: str, path: str, ok=(200,), **kwargs):
+        with self._lock:
+            if self._system_session is None:
+                from keystoneauth1 import loading
+                from keystoneauth1 import session
+                auth = loading.get_plugin_loader('password').load_from_options(
+                    auth_url=self.url, username='admin',
+                    password=self.admin_password, system_scope='all',
+                    user_domain_name=DOMAIN)
+                self._system_session = session.Session(auth=auth)
+        response = self._system_session.request(
+            self.url + '/v3' + path, method, raise_exc=False, **kwargs)
+        if response.status_code not in ok:
+            raise servers.ServerError('Keystone %s %s: %s %s' % (
+                method, path, response.status_code, response.text))
+        return response.json() if response.content else None
+
+    def add_registered_limit(self, service_id: str, name: str,
+                             default: int) -> str:
+        """A registered (default) limit of ``service_id`` in RegionOne;
+        its id."""
+        return self._system_request('POST', '/registered_limits', ok=(201,),
+                                    json={'registered_limits': [{
+                                        'service_id': service_id,
+                                        'region_id': REGION,
+                                        'resource_name': name,
+                                        'default_limit': default}]},
+                                    )['registered_limits'][0]['id']
+
+    def add_project_limit(self, service_id: str, project_id: str,
+                          name: str, value: int) -> str:
+        """A limit of ``project_id`` overriding the registered one; its
+        id."""
+        return self._system_request('POST', '/limits', ok=(201,), json={
+            'limits': [{'service_id': service_id, 'project_id': project_id,
+                        'region_id': REGION, 'resource_name': name,
+                        'resource_limit': value}]})['limits'][0]['id']
+
+    def change_project_limit(self, limit_id: str, value: int) -> None:
+        self._system_request('PATCH', '/limits/%s' % limit_id, json={
+            'limit': {'resource_limit': value}})
+
+    def oslo_limit_options(self, **endpoint: str) -> dict[str, str]:
+        """An ``[oslo_limit]`` section reading limits as the bootstrap
+        admin (system scope) for the endpoint ``endpoint`` names
+        (``endpoint_id=...``, or ``endpoint_service_type=...``)."""
+        return dict(endpoint, auth_type='password', auth_url=self.url,
+                    username='admin', password=self.admin_password,
+                    system_scope='all', user_domain_name=DOMAIN)
 
     # Client configuration ---------------------------------------------------
 

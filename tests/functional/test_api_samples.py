@@ -460,6 +460,23 @@ def test_device_taint_rules(replay):
     replay.call('DELETE', path, 204, headers=headers)
 
 
+def test_quotas(replay):
+    _device(replay)
+    name = 'samples-quotas-' + uuid.uuid4().hex[:8]
+    _create_profile(replay, name)
+    replay.real['project_id'] = uuid.uuid4().hex
+    user = {'x-roles': 'member,reader',
+            'x-project-id': replay.real['project_id'],
+            'openstack-api-version': 'accelerator 2.9'}
+    replay.call('POST', '/v2/accelerator_requests', 201, headers=user,
+                body={'device_profile_name': name})
+    quota = replay.call('GET', '/v2/quotas/' + replay.real['project_id'],
+                        200, headers=user, response='quota-get-resp.json')
+    # The all-in-one's [quota] driver is noop: no limits, usage counted.
+    assert quota['quota']['resources']['class:FPGA'] == {'limit': -1,
+                                                         'usage': 1}
+
+
 def test_every_sample_is_documented_and_replayed():
     """Each sample file is shown by the API reference and sent or
     checked here, and everything the reference shows exists."""

@@ -52,9 +52,17 @@ consumer runs elsewhere in a deployment: here nothing consumes them
 (RabbitMQ queues them) unless ``--notifications-consumer`` adds a
 notification listener in this process that counts them (its CPU then
 competes with the services').
+``--quotas`` adds a deployment of this build named "quotas" with
+``[quota] driver = unified_limits``, its limits in a real Keystone the
+benchmark starts (registered limits of ``accelerator_requests`` and
+``class:FPGA``, and a limit of the project every request is made in,
+all far above what the run uses), interleaved with the others the same
+way: its cycles/s and its create p99 against ours without quotas are
+the cost of enforcing them.
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -78,6 +86,7 @@ import sqlalchemy  # noqa: E402
 
 from cyborg.allinone import embedded_placement  # noqa: E402
 from tests.functional import fake_nova as fake_nova_lib  # noqa: E402
+from tests.functional import keystone as keystone_server  # noqa: E402
 from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools import bench  # noqa: E402
@@ -117,8 +126,12 @@ class Deployment:
     def __init__(self, workdir: str, agents: int, api_workers: int,
                  api_threads: int, api_server: str, name: str = 'cyborg',
                  venv: str | None = None, notifications: bool = False,
-                 consumer: bool = False):
+                 consumer: bool = False,
+                 sections: dict[str, dict] | None = None):
         self.name = name
+        # More configuration sections (--quotas: [quota], [oslo_limit]
+        # and the project of [api]).
+        self.sections = sections or {}
         self.venv = venv
         self.notifications = notifications
         self.consumer = consumer
@@ -149,6 +162,8 @@ class Deployment:
                 'nova': {'auth_type': 'admin_token', 'endpoint': nova.url,
                          'token': 'admin', 'endpoint_override': nova.url},
                 'api': {'auth_strategy': 'noauth'}}
+        for group, values in self.sections.items():
+            base[group] = dict(base.get(group, {}), **values)
         if self.notifications:
             base['notifications'] = {'driver': 'messagingv2'}
             if self.consumer:
@@ -474,7 +489,9 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
     return {'cycles_per_s': len(results['cycles']) / elapsed,
             'errors': len(errors), 'event_p50': percentile(events, .5),
             'event_p99': percentile(events, .99), 'service_ms': service_ms,
-            'db_ms': db_ms, 'role_ms': role_ms, 'db_commands': db_per_cycle}
+            'db_ms': db_ms, 'role_ms': role_ms, 'db_commands': db_per_cycle,
+            'create_p99': percentile([v * 1000 for v in results['create']],
+                                     .99)}
 
 
 def main() -> int:
@@ -522,13 +539,18 @@ def main() -> int:
                         help='also measure this build with [notifications] '
                         'driver = messagingv2 (named "notify"), interleaved '
                         'with the others on the same servers')
+    parser.add_argument('--quotas', action='store_true',
+                        help='also measure this build with [quota] driver '
+                        '= unified_limits (named "quotas") against a real '
+                        'Keystone, interleaved with the others on the same '
+                        'servers')
     parser.add_argument('--notifications-consumer', action='store_true',
                         help='with --notifications: count them with a '
                         'notification listener in this process')
     args = parser.parse_args()
     if args.db == ALL_IN_ONE:
         if (args.service != 'cyborg' or args.compare_root
-                or args.notifications):
+                or args.notifications or args.quotas):
             parser.error('--db %s measures ours only' % ALL_IN_ONE)
         return _main_all_in_one(args)
     if args.compare_root and args.service == 'upstream':
@@ -553,13 +575,19 @@ def main() -> int:
         deployments.append(upstream_lib.UpstreamDeployment(
             workdir, args.agents, args.api_workers, args.api_threads,
             args.api_server))
-    rounds = args.rounds if len(deployments) > 1 else 1
     print('load average before: %s' % _load())
     with db_server() as pg, \
             servers.RabbitMQServer() as rabbit, \
             placement_server.PlacementServer() as placement, \
             (upstream_lib.FakeNova() if args.service != 'cyborg'
-             else fake_nova_lib.FakeNova()) as nova:
+             else fake_nova_lib.FakeNova()) as nova, \
+            _keystone(args.quotas, pg) as keystone:
+        if keystone is not None:
+            deployments.append(Deployment(
+                workdir, args.agents, args.api_workers, args.api_threads,
+                args.api_server, name='quotas',
+                sections=_quota_sections(keystone)))
+        rounds = args.rounds if len(deployments) > 1 else 1
         try:
             rps = {}
             for deployment in deployments:
@@ -617,6 +645,40 @@ def main() -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _keystone(wanted: bool, db):
+    """A real Keystone on the benchmark's database server (--quotas), or
+    None."""
+    if not wanted:
+        yield None
+        return
+    with keystone_server.KeystoneServer(db.create_database('keystone')
+                                        ) as keystone:
+        yield keystone
+
+
+# Far above what a run creates: the limits are read and checked, never
+# reached.
+BENCH_LIMIT = 10 ** 6
+
+
+def _quota_sections(keystone) -> dict[str, dict]:
+    """The configuration of the "quotas" deployment: its service and
+    limits in ``keystone``, the project every request is made in."""
+    keystone.add_service('accelerator', 'cyborg', 'http://127.0.0.1:9/v2')
+    service_id = keystone._find('services', type='accelerator')['id']
+    project_id = keystone.add_project('bench-quotas')
+    for name in ('accelerator_requests', 'class:FPGA'):
+        keystone.add_registered_limit(service_id, name, BENCH_LIMIT)
+    keystone.add_project_limit(service_id, project_id, 'class:FPGA',
+                               BENCH_LIMIT)
+    return {'quota': {'driver': 'unified_limits'},
+            'oslo_limit': keystone.oslo_limit_options(
+                endpoint_service_type='accelerator',
+                endpoint_region_name=keystone_server.REGION),
+            'api': {'noauth_default_project_id': project_id}}
+
+
 def _load() -> str:
     return ' '.join('%.2f' % value for value in os.getloadavg())
 
@@ -640,12 +702,20 @@ def _print_summary(summary) -> None:
             if commands else ''))
     for clients in dict.fromkeys(c for c, _, _, _ in summary):
         means = {}
-        for name in ('cyborg', 'upstream', 'baseline', 'notify'):
+        for name in ('cyborg', 'upstream', 'baseline', 'notify', 'quotas'):
             runs = [r for c, _, n, r in summary if c == clients and n == name]
             if runs:
                 means[name] = {key: sum(r[key] for r in runs) / len(runs)
-                               for key in ('cycles_per_s', 'service_ms')}
-        for other in ('upstream', 'baseline', 'notify'):
+                               for key in ('cycles_per_s', 'service_ms',
+                                           'create_p99')}
+        if 'cyborg' in means and 'quotas' in means:
+            print('concurrency %d: create p99 %.1f ms with quotas, %.1f ms '
+                  'without (means): %+.1f ms' % (
+                      clients, means['quotas']['create_p99'],
+                      means['cyborg']['create_p99'],
+                      means['quotas']['create_p99']
+                      - means['cyborg']['create_p99']))
+        for other in ('upstream', 'baseline', 'notify', 'quotas'):
             if 'cyborg' not in means or other not in means:
                 continue
             ours, theirs = means['cyborg'], means[other]

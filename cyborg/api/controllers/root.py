@@ -26,6 +26,7 @@ from cyborg.api.controllers.v2 import deployables
 from cyborg.api.controllers.v2 import device_profiles
 from cyborg.api.controllers.v2 import device_taint_rules
 from cyborg.api.controllers.v2 import devices
+from cyborg.api.controllers.v2 import quotas
 from cyborg.common import metrics
 from cyborg.policies import metrics as metrics_policy
 
@@ -62,6 +63,7 @@ class RootController:
             arqs.COLLECTION: arqs.ARQsController(),
             device_taint_rules.COLLECTION:
                 device_taint_rules.DeviceTaintRulesController(),
+            quotas.COLLECTION: quotas.QuotasController(),
         }
         #: The paths outside the collections, each to its handler.
         self._fixed = {'/': 'root_document', '/v2': 'v2_document',

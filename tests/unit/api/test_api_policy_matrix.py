@@ -127,6 +127,9 @@ RULES = {
     'cyborg:device_taint_rule:get_one': ADMINS,
     'cyborg:device_taint_rule:create': ADMINS,
     'cyborg:device_taint_rule:delete': ADMINS,
+    # The project in the path is P1: a reader of another project is not
+    # one of its readers.
+    'cyborg:quota:get_one': PROJECT_READERS - {'other_member'},
 }
 
 DP_UUID = '66666666-6666-4666-8666-666666666666'
@@ -251,6 +254,8 @@ CASES = [
     Case('delete a device taint rule', 'DELETE',
          '/v2/device_taint_rules/' + TAINT_RULE_UUID,
          'cyborg:device_taint_rule:delete', 204, headers=V2_8),
+    Case('show a project\'s quotas', 'GET', '/v2/quotas/' + P1,
+         'cyborg:quota:get_one', 200, headers=V2_9),
 ]
 
 

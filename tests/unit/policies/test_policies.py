@@ -49,6 +49,7 @@ EXPECTED = {
     'cyborg:attribute:create': {'admin'},
     'cyborg:attribute:delete': {'admin'},
     'cyborg:metrics:get': {'admin', 'service'},
+    'cyborg:quota:get_one': {'reader', 'member', 'manager', 'admin'},
 }
 
 # Keystone's implied roles, as a token carries them.
