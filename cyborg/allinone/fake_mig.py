@@ -184,6 +184,8 @@ class MigGpu:
     model: Model
     mig_enabled: bool = True
     gis: list[GpuInstance] = dataclasses.field(default_factory=list)
+    #: ``pci.bus_id`` as nvidia-smi prints it (``00000000:3B:00.0``).
+    bus_id: str = ''
 
     def used(self) -> set[int]:
         return {s for gi in self.gis for s in range(gi.start,
@@ -260,14 +262,15 @@ class MigGpu:
 
     def to_dict(self) -> dict:
         return {'index': self.index, 'model': self.model.name,
-                'mig_enabled': self.mig_enabled,
+                'mig_enabled': self.mig_enabled, 'bus_id': self.bus_id,
                 'gis': [dataclasses.asdict(gi) for gi in self.gis]}
 
     @classmethod
     def from_dict(cls, data: dict) -> MigGpu:
         return cls(data['index'], MODELS[data['model']],
                    data['mig_enabled'],
-                   [GpuInstance(**gi) for gi in data['gis']])
+                   [GpuInstance(**gi) for gi in data['gis']],
+                   data.get('bus_id', ''))
 
 
 def write_state(path: str, gpus: list[MigGpu]) -> None:
@@ -536,13 +539,13 @@ def _destroy_ci(gpus: list[MigGpu], gi_ids: list[int] | None,
             ''.join(line + '\n' for line in err))
 
 
-MODE_QUERY = ('--query-gpu=index,mig.mode.current,mig.mode.pending',
-              '--format=csv,noheader')
+MODE_QUERY = ('--query-gpu=index,pci.bus_id,mig.mode.current,'
+              'mig.mode.pending', '--format=csv,noheader')
 
 
 def mode_query(gpus: list[MigGpu]) -> str:
-    """The MIG mode query, one ``index, current, pending`` line per GPU."""
-    return ''.join('%d, %s, %s\n' % ((g.index,) + ((
+    """The MIG mode query: ``index, bus id, current, pending`` lines."""
+    return ''.join('%d, %s, %s, %s\n' % ((g.index, g.bus_id) + ((
         'Enabled',) * 2 if g.mig_enabled else ('Disabled',) * 2))
         for g in gpus)
 
@@ -572,7 +575,9 @@ def write_nvidia_smi_mig(tools_dir: str, gpus: list[fake_tools.Gpu],
     """A fake ``nvidia-smi`` for ``gpus`` whose GPUs of index in
     ``models`` (the model name of :data:`MODELS`) run MIG mode with no
     instances, the state kept in ``state_path``."""
-    write_state(state_path, [MigGpu(index, MODELS[name])
+    bus_ids = {gpu.index: gpu.bus_id() for gpu in gpus}
+    write_state(state_path, [MigGpu(index, MODELS[name],
+                                    bus_id=bus_ids.get(index, ''))
                              for index, name in sorted(models.items())])
     return fake_tools.write_nvidia_smi(tools_dir, gpus, sriov,
                                        (__name__, 'main', state_path))

@@ -31,11 +31,12 @@ import dataclasses
 import re
 
 from cyborg.accelerator.drivers.utils import errors as host_errors
+from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
 
 NVIDIA_SMI = 'nvidia-smi'
-MODE_QUERY = ('--query-gpu=index,mig.mode.current,mig.mode.pending',
-              '--format=csv,noheader')
+MODE_QUERY = ('--query-gpu=index,pci.bus_id,mig.mode.current,'
+              'mig.mode.pending', '--format=csv,noheader')
 # "Not Found" answers of listings with nothing to list (exit status 6).
 _NONE_FOUND = ('No GPU instances found', 'No compute instances found')
 _NOT_ENABLED = 'No MIG-enabled devices found'
@@ -210,8 +211,9 @@ class MigTool:
             ' '.join(argv), result.returncode,
             text.splitlines()[-1] if text else 'no output'))
 
-    def mig_enabled(self) -> dict[int, bool]:
-        """Each GPU index's current MIG mode (read-only)."""
+    def mig_gpus(self) -> dict[pci.PCIAddress, int]:
+        """The index of each GPU whose current MIG mode is enabled, by
+        PCI address (read-only)."""
         try:
             result = self._runner.run([NVIDIA_SMI, *MODE_QUERY],
                                       timeout=self._timeout)
@@ -220,12 +222,17 @@ class MigTool:
         if not result.ok:
             raise MigCommandError('MIG mode query failed: %s'
                                   % result.stderr.strip())
-        modes = {}
+        found = {}
         for row in result.stdout.splitlines():
             cells = [c.strip() for c in row.split(',')]
-            if len(cells) >= 2 and cells[0].isdigit():
-                modes[int(cells[0])] = cells[1] == 'Enabled'
-        return modes
+            if len(cells) < 3 or not cells[0].isdigit() \
+                    or cells[2] != 'Enabled':
+                continue
+            try:
+                found[pci.parse_address(cells[1])] = int(cells[0])
+            except host_errors.InvalidPCIAddress:
+                continue
+        return found
 
     def profiles(self, gpu: int) -> list[GiProfile]:
         """The GPU's profiles with free counts and placements."""

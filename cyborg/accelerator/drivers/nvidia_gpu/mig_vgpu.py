@@ -114,7 +114,7 @@ class MigVgpus:
 
     def __init__(self, tool: mig.MigTool, host: sysfs.HostRoot,
                  journal_dir: str) -> None:
-        self._tool = tool
+        self.tool = tool
         self._host = host
         self.journal = Journal(journal_dir)
 
@@ -128,7 +128,7 @@ class MigVgpus:
             return self._instance(entry)
         if entry is not None:
             self.roll_back(key)
-        profile = next((p for p in self._tool.profiles(gpu)
+        profile = next((p for p in self.tool.profiles(gpu)
                         if p.name == profile_name), None)
         if profile is None:
             raise PartitionError('GPU %d offers no MIG profile %s'
@@ -137,7 +137,7 @@ class MigVgpus:
                  'type': type_id, 'gi': None, 'step': STEP_INTENT}
         self.journal.write(key, entry)
         try:
-            gi = self._tool.create_gpu_instance(gpu, profile.id)
+            gi = self.tool.create_gpu_instance(gpu, profile.id)
             entry.update(gi=gi.id, step=STEP_INSTANCE)
             self.journal.write(key, entry)
             self._set_type(vf, type_id)
@@ -162,7 +162,7 @@ class MigVgpus:
         try:
             self._reset_type(pci.parse_address(entry['vf']), entry['type'])
             if entry['gi'] is not None:
-                self._tool.destroy_gpu_instance(entry['gpu'], entry['gi'])
+                self.tool.destroy_gpu_instance(entry['gpu'], entry['gi'])
             else:
                 self._destroy_unrecorded(entry['gpu'], entry['profile'])
         except mig.MigCommandError as exc:
@@ -184,7 +184,7 @@ class MigVgpus:
         return keys
 
     def _instance(self, entry: dict) -> mig.GpuInstance:
-        for gi in self._tool.gpu_instances(entry['gpu']):
+        for gi in self.tool.gpu_instances(entry['gpu']):
             if gi.id == entry['gi']:
                 return gi
         raise PartitionError('GPU instance %s of GPU %s is gone'
@@ -196,9 +196,9 @@ class MigVgpus:
         entry records."""
         held = {e['gi'] for e in self.journal.entries().values()
                 if e['gpu'] == gpu}
-        for gi in self._tool.gpu_instances(gpu):
+        for gi in self.tool.gpu_instances(gpu):
             if gi.profile_id == profile_id and gi.id not in held:
-                self._tool.destroy_gpu_instance(gpu, gi.id)
+                self.tool.destroy_gpu_instance(gpu, gi.id)
 
     def _set_type(self, vf: pci.PCIAddress, type_id: int) -> None:
         try:

@@ -21,6 +21,7 @@ import subprocess
 import pytest
 
 from cyborg.accelerator.drivers.nvidia_gpu import mig
+from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.allinone import fake_mig
 from cyborg.allinone import fake_tools
@@ -93,7 +94,7 @@ def test_a_placement_taken_is_refused_with_nvidias_reason(smi):
 
 def test_a_gpu_without_mig_mode(smi):
     tool, _tools_dir = smi
-    assert tool.mig_enabled() == {0: True, 1: False}
+    assert tool.mig_gpus() == {pci.parse_address('0000:3b:00.0'): 0}
     with pytest.raises(mig.MigNotEnabled):
         tool.profiles(1)
 
