@@ -124,19 +124,32 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             self._start_partitions()
 
     def _start_partitions(self) -> None:
-        """homogeneous mode: roll back the partitions a killed agent left
-        half created or half destroyed, before the first report."""
+        """homogeneous mode, before the first report: roll back the
+        partitions a killed agent left half created or half destroyed,
+        destroy the GPU instances no partition holds, and recreate the
+        partitions the device lost (a host reboot).
+        """
         self._mig_vgpus = mig_vgpu.MigVgpus(
             mig.MigTool(self._runner, self._smi_timeout), self._host,
             os.path.join(self._conf.state_path, 'nvidia_gpu', 'mig'))
+        partitions = self._mig_vgpus
         try:
-            rolled = self._mig_vgpus.roll_back_unfinished()
+            for key in partitions.roll_back_unfinished():
+                LOG.warning('nvidia_gpu_driver: rolled back the unfinished '
+                            'MIG partition %s', key)
+            gpus = sorted(partitions.tool.mig_gpus().values())
+            for gi in partitions.orphans(gpus):
+                # Logged before: the operator sees what is destroyed.
+                LOG.warning('nvidia_gpu_driver: destroying GPU instance %d '
+                            '(%s) of GPU %d: no partition holds it', gi.id,
+                            gi.name, gi.gpu)
+                partitions.tool.destroy_gpu_instance(gi.gpu, gi.id)
+            for key in partitions.restore():
+                LOG.info('nvidia_gpu_driver: restored MIG partition %s',
+                         key)
         except (mig.MigCommandError, mig_vgpu.PartitionError) as exc:
             raise errors.DriverConfigError(
-                'cannot roll back unfinished MIG partitions: %s' % exc)
-        for key in rolled:
-            LOG.warning('nvidia_gpu_driver: rolled back the unfinished MIG '
-                        'partition %s', key)
+                'cannot restore the MIG partitions: %s' % exc)
 
     # Configuration against the host -----------------------------------
 

@@ -183,6 +183,42 @@ class MigVgpus:
             self.roll_back(key)
         return keys
 
+    def orphans(self, gpus: list[int]) -> list[mig.GpuInstance]:
+        """The GPU instances of ``gpus`` that no journal entry records
+        (id and profile; at start, after :meth:`roll_back_unfinished`)."""
+        held = {(e['gpu'], e['gi'], e['profile'])
+                for e in self.journal.entries().values()}
+        return [gi for gpu in gpus for gi in self.tool.gpu_instances(gpu)
+                if (gpu, gi.id, gi.profile_id) not in held]
+
+    def restore(self) -> list[str]:
+        """Recreate the finished partitions the device lost (a host
+        reboot loses every GPU instance and vGPU): a new GPU instance of
+        the entry's profile, then the VF's type. The keys restored."""
+        restored = []
+        listed: dict[int, dict[int, int]] = {}
+        # Made here: an id the device reuses is no entry's old instance.
+        made: set[tuple[int, int]] = set()
+        for key, entry in self.journal.entries().items():
+            if entry['step'] != STEP_DONE:
+                continue
+            gpu = entry['gpu']
+            if gpu not in listed:
+                listed[gpu] = {gi.id: gi.profile_id
+                               for gi in self.tool.gpu_instances(gpu)}
+            vf = pci.parse_address(entry['vf'])
+            if (listed[gpu].get(entry['gi']) == entry['profile']
+                    and (gpu, entry['gi']) not in made):
+                self._set_type(vf, entry['type'])  # the VF alone was reset
+                continue
+            gi = self.tool.create_gpu_instance(gpu, entry['profile'])
+            listed[gpu][gi.id] = gi.profile_id
+            made.add((gpu, gi.id))
+            self.journal.write(key, dict(entry, gi=gi.id))
+            self._set_type(vf, entry['type'])
+            restored.append(key)
+        return restored
+
     def _instance(self, entry: dict) -> mig.GpuInstance:
         for gi in self.tool.gpu_instances(entry['gpu']):
             if gi.id == entry['gi']:

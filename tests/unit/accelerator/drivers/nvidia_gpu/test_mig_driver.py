@@ -178,3 +178,53 @@ def test_without_nvidia_smi_mig_gpus_are_not_reported(make, caplog):
     # nvidia driver holding it, not for passthrough either.
     assert driver.discover() == []
     assert 'nvidia-smi mig cannot be used' in caplog.text
+
+
+def _reboot(tree, state):
+    """What a host reboot does: the GPU instances and vGPUs are gone
+    (MIG mode stays)."""
+    gpus = fake_mig.read_state(state)
+    for gpu in gpus:
+        gpu.gis = []
+    fake_mig.write_state(state, gpus)
+    for vf in hosts.vgpu17_vfs():
+        tree.set_vgpu_type(vf, 0)
+
+
+UUID2 = '83b8f4f2-509f-382f-3c1e-e6bfe0fa1002'
+
+
+def test_the_agent_restores_the_partitions_a_reboot_lost(make, caplog):
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    handles = _child(driver).attach_handles
+    driver.prepare_attach_handle(handles[0], UUID1, VGPU_TYPE)
+    driver.prepare_attach_handle(handles[1], UUID2, VGPU_TYPE)
+    _reboot(tree, tree.root + '.mig.json')
+    # A GPU instance no partition holds (made by hand) is destroyed.
+    _tool(tree).create_gpu_instance(0, 0)
+    caplog.set_level('INFO')
+    driver = driver_for(tree, conf)
+    assert 'destroying GPU instance 1 (7g.141gb) of GPU 0' in caplog.text
+    assert 'restored MIG partition %s' % UUID2 in caplog.text
+    gis = _tool(tree).gpu_instances(0)
+    assert [g.name for g in gis] == ['1g.18gb', '1g.18gb']
+    vfs = hosts.vgpu17_vfs()
+    assert (_current(tree, vfs[0]), _current(tree, vfs[1])) == (1414, 1414)
+    # Restored before the first report: held + creatable as before.
+    assert _child(driver).num_accelerators == 7
+    driver.release_attach_handle(handles[0], UUID1, VGPU_TYPE)
+    driver.release_attach_handle(handles[1], UUID2, VGPU_TYPE)
+    assert _tool(tree).gpu_instances(0) == []
+
+
+def test_a_restart_without_a_reboot_changes_nothing(make, caplog):
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    handle = _child(driver).attach_handles[0]
+    driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)
+    before = _tool(tree).gpu_instances(0)
+    caplog.set_level('INFO')
+    driver_for(tree, conf)
+    assert _tool(tree).gpu_instances(0) == before
+    assert 'restored' not in caplog.text and 'destroying' not in caplog.text

@@ -145,3 +145,29 @@ def test_a_bad_key_is_refused(host):
     _tree, vgpus, _tool = host
     with pytest.raises(ValueError):
         vgpus.create('../x', 0, '1g.18gb', _vf(0), H200_1G)
+
+
+def test_restore_after_a_reboot_whatever_ids_the_device_gives(host,
+                                                              tmp_path):
+    """The device numbers the new instances itself: an entry whose old
+    id is given to another entry's new instance is still recreated."""
+    tree, vgpus, tool = host
+    vgpus.create('a', 0, '1g.18gb', _vf(0), H200_1G)
+    vgpus.create('b', 0, '1g.18gb', _vf(1), H200_1G)
+    # The journal's ids swapped, as a reboot can leave them.
+    a, b = vgpus.journal.read('a'), vgpus.journal.read('b')
+    vgpus.journal.write('a', dict(a, gi=b['gi']))
+    vgpus.journal.write('b', dict(b, gi=a['gi']))
+    state = str(tmp_path / 'mig.json')
+    gpus = fake_mig.read_state(state)
+    gpus[0].gis = []
+    fake_mig.write_state(state, gpus)
+    for index in (0, 1):
+        tree.set_vgpu_type(hosts.vgpu17_vfs()[index], 0)
+    assert vgpus.orphans([0]) == []
+    assert vgpus.restore() == ['a', 'b']
+    assert len(tool.gpu_instances(0)) == 2
+    assert {vgpus.journal.read(k)['gi'] for k in 'ab'} == {
+        g.id for g in tool.gpu_instances(0)}
+    assert (_current(tree, 0), _current(tree, 1)) == (H200_1G, H200_1G)
+    assert vgpus.restore() == []  # nothing lost now
