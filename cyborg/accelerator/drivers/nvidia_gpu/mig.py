@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner as runner_mod
@@ -53,7 +54,7 @@ _CREATED_GI = re.compile(r'Successfully created GPU instance ID\s+(\d+) on '
                          r'GPU\s+(\d+) using profile MIG (\S+) \(ID\s+(\d+)\)')
 
 
-class MigCommandError(Exception):
+class MigCommandError(errors.DriverError):
     """``nvidia-smi mig`` could not do it (or could not be run)."""
 
 

@@ -34,6 +34,7 @@ import json
 import os
 import re
 
+from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import mig
 from cyborg.accelerator.drivers.utils import errors as host_errors
 from cyborg.accelerator.drivers.utils import mdev
@@ -48,7 +49,7 @@ STEP_DONE = 'done'
 STEP_DESTROYING = 'destroying'
 
 
-class PartitionError(Exception):
+class PartitionError(errors.DriverError):
     """A partition could not be created or destroyed."""
 
 
