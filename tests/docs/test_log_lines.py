@@ -46,7 +46,7 @@ LEVELS = {'info': 'INFO', 'warning': 'WARNING', 'error': 'ERROR',
 MARKER = '\x00'
 CONVERSION = re.compile(r'%(?:\([a-z_]+\))?[-#0 +]*\d*(?:\.\d+)?[sdrf]')
 # Capitals that are words of the messages, not variable parts.
-LITERAL_CAPITALS = {'ARQ', 'RPC', 'API', 'SIGHUP', 'GPU'}
+LITERAL_CAPITALS = {'ARQ', 'RPC', 'API', 'SIGHUP', 'GPU', 'MIG'}
 PLACEHOLDER = re.compile(r'\b(?:N(?=s\b)|[A-Z][A-Z0-9_]*\b)')
 # The notifier's back-off: _back_off(MESSAGE % ...) logs
 # '%s; next try in %.1fs' with MESSAGE.

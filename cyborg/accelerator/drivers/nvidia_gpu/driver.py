@@ -45,6 +45,8 @@ from cyborg.accelerator.drivers import passthrough
 from cyborg.accelerator.drivers import pci_base
 from cyborg.accelerator.drivers.nvidia_gpu import config as vgpu_config
 from cyborg.accelerator.drivers.nvidia_gpu import health as gpu_health
+from cyborg.accelerator.drivers.nvidia_gpu import mig
+from cyborg.accelerator.drivers.nvidia_gpu import mig_vgpu
 from cyborg.accelerator.drivers.nvidia_gpu import opts as nvidia_conf
 from cyborg.accelerator.drivers.nvidia_gpu import procfs
 from cyborg.accelerator.drivers.nvidia_gpu import rebind
@@ -115,6 +117,39 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                                      'rebound'),
             conf.nvidia_gpu.rebind_timeout)
         self._plan(strict=True)
+        self._mig_vgpus: mig_vgpu.MigVgpus | None = None
+        self._mig_type_ids: dict[str, int] = {}
+        self._serving: dict[pci.PCIAddress, str] = {}
+        if conf.nvidia_gpu.partition_mode == 'homogeneous':
+            self._start_partitions()
+
+    def _start_partitions(self) -> None:
+        """homogeneous mode, before the first report: roll back the
+        partitions a killed agent left half created or half destroyed,
+        destroy the GPU instances no partition holds, and recreate the
+        partitions the device lost (a host reboot).
+        """
+        self._mig_vgpus = mig_vgpu.MigVgpus(
+            mig.MigTool(self._runner, self._smi_timeout), self._host,
+            os.path.join(self._conf.state_path, 'nvidia_gpu', 'mig'))
+        partitions = self._mig_vgpus
+        try:
+            for key in partitions.roll_back_unfinished():
+                LOG.warning('nvidia_gpu_driver: rolled back the unfinished '
+                            'MIG partition %s', key)
+            gpus = sorted(partitions.tool.mig_gpus().values())
+            for gi in partitions.orphans(gpus):
+                # Logged before: the operator sees what is destroyed.
+                LOG.warning('nvidia_gpu_driver: destroying GPU instance %d '
+                            '(%s) of GPU %d: no partition holds it', gi.id,
+                            gi.name, gi.gpu)
+                partitions.tool.destroy_gpu_instance(gi.gpu, gi.id)
+            for key in partitions.restore():
+                LOG.info('nvidia_gpu_driver: restored MIG partition %s',
+                         key)
+        except (mig.MigCommandError, mig_vgpu.PartitionError) as exc:
+            raise errors.DriverConfigError(
+                'cannot restore the MIG partitions: %s' % exc)
 
     # Configuration against the host -----------------------------------
 
@@ -198,11 +233,16 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
     def discover(self) -> list[device_tree.Device]:
         self._once.next_round()
         plan = self._plan()
+        partitioned = self._partitioned() if self._mig_vgpus else {}
         devices = []
         names: dict[pci.PCIAddress, str] | None = None
         for gpu in self._gpus():
             vgpu_type = plan.get(gpu.address)
-            deployables = self._deployables(gpu, vgpu_type)
+            if gpu.address in partitioned:
+                deployables: list[device_tree.Deployable] | None = (
+                    partitioned[gpu.address])
+            else:
+                deployables = self._deployables(gpu, vgpu_type)
             if deployables is None:
                 continue
             model = self._proc_info(gpu.address).get('Model')
@@ -214,7 +254,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                     names = gpu_health.gpu_names(self._runner,
                                                  self._smi_timeout)
                 model = names.get(gpu.address) or '0x%04x' % gpu.device_id
-            devices.append(self._device(gpu, model, deployables, vgpu_type))
+            devices.append(self._device(
+                gpu, model, deployables,
+                vgpu_type is not None or gpu.address in partitioned))
         return devices
 
     @property
@@ -379,9 +421,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     def _device(self, gpu: pci.PCIDevice, model: str,
                 deployables: list[device_tree.Deployable],
-                vgpu_type: vgpu_config.VgpuTypeConfig | None
-                ) -> device_tree.Device:
-        mode = (probe_mode(self._host, gpu.address) if vgpu_type
+                vgpus: bool) -> device_tree.Device:
+        mode = (probe_mode(self._host, gpu.address) if vgpus
                 else MODE_PASSTHROUGH)
         gpu_uuid = self._proc_info(gpu.address).get('GPU UUID')
         return passthrough.gpu_device(
@@ -389,6 +430,117 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 'subsystem_vendor_id': _hex(gpu.subsystem_vendor_id),
                 'subsystem_device_id': _hex(gpu.subsystem_device_id)},
             vendor_board_info={'gpu_uuid': gpu_uuid} if gpu_uuid else {})
+
+    # MIG partitions (homogeneous mode) -----------------------------------
+
+    def _partitioned(self) -> dict[pci.PCIAddress,
+                                   list[device_tree.Deployable]]:
+        """The deployables of the GPUs in MIG mode with vGPU 17+ VFs:
+        each serves one profile, the one of the instances it holds, or,
+        when empty, the one the policy gives it."""
+        assert self._mig_vgpus is not None
+        tool = self._mig_vgpus.tool
+        try:
+            indexes = tool.mig_gpus()
+            states = {}
+            for gpu in self._gpus():
+                index = indexes.get(gpu.address)
+                if index is None or probe_mode(
+                        self._host, gpu.address) != MODE_VGPU_VF:
+                    continue
+                states[gpu.address] = (
+                    gpu, index, {p.name: p for p in tool.profiles(index)},
+                    tool.gpu_instances(index))
+        except mig.MigCommandError as exc:
+            # Once per kind of failure; the GPUs are not offered meanwhile.
+            if self._once.first('mig-%s' % type(exc).__name__):
+                LOG.warning('nvidia_gpu_driver: nvidia-smi mig cannot be '
+                            'used (%s); MIG GPUs are not reported', exc)
+            return {}
+        self._serving = self._choose_profiles(states)
+        found = {}
+        for address, (gpu, index, profiles, instances) in states.items():
+            name = self._serving.get(address)
+            child = (self._mig_child(gpu, index, profiles[name], instances)
+                     if name else None)
+            found[address] = [device_tree.Deployable(
+                name=deployable_name(gpu.address), num_accelerators=0,
+                resource_class='PGPU', traits=self._product_traits(gpu),
+                driver_name=self.name,
+                attributes={'vgpu_mode': MODE_VGPU_VF},
+                preparation=device_tree.Preparation.NONE,
+                children=[child] if child and child.num_accelerators else [])]
+        return found
+
+    def _choose_profiles(self, states: dict) -> dict[pci.PCIAddress, str]:
+        """The profile each GPU serves. A GPU holding instances serves
+        theirs (never switched); an empty one the first profile of
+        ``mig_profiles`` of which the host has fewer than
+        ``mig_min_free`` still creatable, else the one it served."""
+        conf = self._conf.nvidia_gpu
+        free: dict[str, int] = dict.fromkeys(conf.mig_profiles, 0)
+        serving: dict[pci.PCIAddress, str] = {}
+        empty = []
+        for address, (gpu, _index, profiles, instances) in sorted(
+                states.items()):
+            offered = [n for n in conf.mig_profiles if n in profiles
+                       and self._mig_type(gpu.address, n) is not None]
+            names = {gi.name for gi in instances}
+            if not instances:
+                empty.append((address, offered, profiles))
+            elif len(names) == 1 and names <= set(offered):
+                (name,) = names
+                serving[address] = name
+                free[name] += profiles[name].free
+        for address, offered, profiles in empty:
+            name = next((n for n in offered
+                         if free[n] < conf.mig_min_free), None)
+            if name is None:
+                before = self._serving.get(address)
+                name = before if before in offered else (
+                    offered[0] if offered else None)
+            if name is not None:
+                serving[address] = name
+                free[name] += profiles[name].free
+        return serving
+
+    def _mig_type(self, gpu: pci.PCIAddress, profile: str) -> int | None:
+        """The id of the MIG-backed vGPU type of ``profile`` that the
+        GPU's VFs list (remembered: a VF running it lists none)."""
+        for vf in sriov.vfs(self._host, gpu):
+            for vgpu_type in mdev.creatable_vgpu_types(self._host, vf):
+                name = mig_vgpu.mig_profile_name(vgpu_type.short_name)
+                if name is not None:
+                    self._mig_type_ids[name] = vgpu_type.type_id
+        return self._mig_type_ids.get(profile)
+
+    def _mig_child(self, gpu: pci.PCIDevice, index: int,
+                   profile: mig.GiProfile,
+                   instances: list[mig.GpuInstance]
+                   ) -> device_tree.Deployable:
+        type_id = self._mig_type(gpu.address, profile.name)
+        assert type_id is not None
+        handles = []
+        for vf in sriov.vfs(self._host, gpu.address):
+            current = mdev.current_vgpu_type(self._host, vf)
+            creatable = {t.type_id for t in mdev.creatable_vgpu_types(
+                self._host, vf)}
+            if current == type_id or (current == 0 and type_id in creatable):
+                handles.append(device_tree.AttachHandle(
+                    device_tree.AttachType.PCI,
+                    dict(vf.attach_info(), vgpu_type=str(type_id),
+                         mig_profile=profile.name, mig_gpu=str(index))))
+        # Held + still creatable: everything Placement grants can be made.
+        capacity = mig.homogeneous_capacity(profile, instances) or 0
+        return device_tree.Deployable(
+            name=deployable_name(gpu.address, profile.name),
+            num_accelerators=min(capacity, len(handles)),
+            resource_class=mig_resource_class(profile.name),
+            traits=self._product_traits(gpu) + [trait('MIG', profile.name)],
+            attach_handles=handles, driver_name=self.name,
+            attributes={'vgpu_type': str(type_id), 'vgpu_mode': MODE_VGPU_VF,
+                        'mig_profile': profile.name},
+            preparation=device_tree.Preparation.VGPU_TYPE)
 
     # Health -------------------------------------------------------------
 
@@ -535,7 +687,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         if preparation == device_tree.Preparation.MDEV:
             self._create_mdev(handle, handle_uuid)
         elif preparation == device_tree.Preparation.VGPU_TYPE:
-            self._set_vgpu_type(handle)
+            self._set_vgpu_type(handle, handle_uuid)
         elif preparation == device_tree.Preparation.VFIO:
             self._to_vfio(handle)
 
@@ -545,7 +697,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         if preparation == device_tree.Preparation.MDEV:
             self._remove_mdev(handle_uuid)
         elif preparation == device_tree.Preparation.VGPU_TYPE:
-            self._reset_vgpu_type(handle)
+            self._reset_vgpu_type(handle, handle_uuid)
         elif preparation == device_tree.Preparation.VFIO:
             self._give_back(handle)
 
@@ -613,7 +765,11 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                                        % (handle_uuid, exc))
         LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
-    def _set_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
+    def _set_vgpu_type(self, handle: device_tree.AttachHandle,
+                       handle_uuid: str) -> None:
+        if 'mig_profile' in handle.attach_info:
+            self._create_partition(handle, handle_uuid)
+            return
         vf = _handle_address(handle)
         type_id = _vgpu_type_id(handle)
         try:
@@ -629,7 +785,11 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                                        % (type_id, vf, exc))
         LOG.info('nvidia_gpu_driver: set vGPU type %s on %s', type_id, vf)
 
-    def _reset_vgpu_type(self, handle: device_tree.AttachHandle) -> None:
+    def _reset_vgpu_type(self, handle: device_tree.AttachHandle,
+                         handle_uuid: str) -> None:
+        if 'mig_profile' in handle.attach_info:
+            self._destroy_partition(handle_uuid)
+            return
         vf = _handle_address(handle)
         type_id = _vgpu_type_id(handle)
         try:
@@ -645,6 +805,45 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             raise errors.PrepareFailed('cannot reset the vGPU type of %s: %s'
                                        % (vf, exc))
         LOG.info('nvidia_gpu_driver: reset the vGPU type of %s', vf)
+
+
+    def _partitions(self) -> mig_vgpu.MigVgpus:
+        if self._mig_vgpus is None:
+            raise errors.PrepareFailed('the handle is a MIG partition and '
+                                       '[nvidia_gpu] partition_mode is not '
+                                       'homogeneous')
+        return self._mig_vgpus
+
+    def _create_partition(self, handle: device_tree.AttachHandle,
+                          handle_uuid: str) -> None:
+        """A GPU instance of the handle's profile, then its vGPU type
+        on the handle's VF (journaled; a failure leaves nothing)."""
+        info = handle.attach_info
+        vf = _handle_address(handle)
+        try:
+            gi = self._partitions().create(
+                handle_uuid, int(info.get('mig_gpu', '')),
+                info['mig_profile'], vf, _vgpu_type_id(handle))
+        except (mig.MigCommandError, mig_vgpu.PartitionError,
+                ValueError) as exc:
+            raise errors.PrepareFailed(str(exc))
+        LOG.info('nvidia_gpu_driver: created MIG partition %s (%s, GPU '
+                 'instance %d) on %s', handle_uuid, info['mig_profile'],
+                 gi.id, vf)
+
+    def _destroy_partition(self, handle_uuid: str) -> None:
+        try:
+            self._partitions().destroy(handle_uuid)
+        except (mig.MigCommandError, mig_vgpu.PartitionError,
+                ValueError) as exc:
+            raise errors.PrepareFailed(str(exc))
+        LOG.info('nvidia_gpu_driver: destroyed MIG partition %s',
+                 handle_uuid)
+
+
+def mig_resource_class(profile: str) -> str:
+    """``1g.18gb`` -> ``CUSTOM_MIG_1G_18GB``."""
+    return trait('MIG', profile)
 
 
 def _hex(value: int | None) -> str | None:

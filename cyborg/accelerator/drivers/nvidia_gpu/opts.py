@@ -84,6 +84,37 @@ opts = [
                  help='Seconds "nvidia-smi --gpu-reset" may take when the '
                       'remediation catalog resets a GPU; a reset that '
                       'takes longer is killed and counts as failed.'),
+    cfg.StrOpt('partition_mode', default='static',
+               choices=[
+                   ('static', 'Each GPU runs the vGPU type the operator '
+                    'configured (enabled_vgpu_types); MIG instances, if '
+                    'any, are prepared by the operator.'),
+                   ('homogeneous', 'GPUs in MIG mode whose virtual '
+                    'functions carry vGPU 17+ type files serve one MIG '
+                    'profile of mig_profiles at a time, created at bind '
+                    'and destroyed at unbind; an empty GPU may switch '
+                    'profile to follow demand.')],
+               help='How GPUs in MIG mode are partitioned. In homogeneous '
+                    'mode each such GPU is reported with one child of '
+                    'resource class CUSTOM_MIG_<PROFILE> (e.g. '
+                    'CUSTOM_MIG_1G_18GB) whose total is the instances it '
+                    'holds plus those it can still create (read from '
+                    'nvidia-smi mig -lgip), so that every allocation '
+                    'Placement grants can be created. The agent owns the '
+                    'GPU instances of these GPUs: at start it rolls back '
+                    'what a killed agent left half done.'),
+    cfg.ListOpt('mig_profiles', default=[],
+                help='homogeneous partition_mode: the MIG profiles offered '
+                     '(names as nvidia-smi mig -lgip prints them, without '
+                     '"MIG ", e.g. 1g.18gb,3g.71gb), in order of preference. '
+                     'A profile is offered on a GPU whose virtual functions '
+                     'list the MIG-backed vGPU type of that profile (e.g. '
+                     'H200X-1-18C for 1g.18gb).'),
+    cfg.IntOpt('mig_min_free', default=1, min=0,
+               help='homogeneous partition_mode: an empty GPU switches to '
+                    'the first profile of mig_profiles of which the host '
+                    'has fewer than this many instances still creatable; '
+                    'otherwise it keeps its profile.'),
 ]
 
 type_opts = [

@@ -1,0 +1,259 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""MIG-backed vGPUs: a GPU instance, then the vGPU type that fits it.
+
+A MIG-backed vGPU type (``NVIDIA A100-3-20C``, ``H200X-1-18C``) runs in
+a GPU instance of the MIG profile its name carries (``3g.20gb``,
+``1g.18gb``). :class:`MigVgpus` creates the GPU instance through
+``nvidia-smi mig`` (the driver's runner) and writes the type to a free
+virtual function's ``current_vgpu_type`` (vGPU 17+); release does the
+reverse.
+
+Both are durable: before the hardware is touched, the intended
+partition is written to a journal (one JSON file per partition under
+``<state_path>/nvidia_gpu/mig``), and each step that changed the
+device is recorded as soon as it is done. :meth:`MigVgpus.roll_back`
+undoes a creation a killed agent left half done, including a GPU
+instance created but not yet recorded: on a GPU the driver partitions,
+every GPU instance belongs to a journal entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from cyborg.accelerator.drivers import errors
+from cyborg.accelerator.drivers.nvidia_gpu import mig
+from cyborg.accelerator.drivers.utils import errors as host_errors
+from cyborg.accelerator.drivers.utils import mdev
+from cyborg.accelerator.drivers.utils import pci
+from cyborg.accelerator.drivers.utils import sysfs
+
+# <board>-<compute slices>-<memory GB>C, ME for media extensions.
+_MIG_TYPE = re.compile(r'-(\d+)-(\d+)C(ME)?$')
+STEP_INTENT = 'intent'
+STEP_INSTANCE = 'instance'
+STEP_DONE = 'done'
+STEP_DESTROYING = 'destroying'
+
+
+class PartitionError(errors.DriverError):
+    """A partition could not be created or destroyed."""
+
+
+def mig_profile_name(vgpu_type_name: str) -> str | None:
+    """``NVIDIA A100-3-20C`` -> ``3g.20gb``, ``A100-1-5CME`` ->
+    ``1g.5gb+me``; None for a time-sliced type (``A100-20C``)."""
+    match = _MIG_TYPE.search(vgpu_type_name.strip())
+    if match is None:
+        return None
+    compute, memory, media = match.groups()
+    return '%sg.%sgb%s' % (compute, memory, '+me' if media else '')
+
+
+class Journal:
+    """One JSON file per partition, replaced atomically."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def _path(self, key: str) -> str:
+        if not re.fullmatch(r'[A-Za-z0-9_.-]+', key):
+            raise ValueError('invalid partition key %r' % key)
+        return os.path.join(self.directory, key + '.json')
+
+    def write(self, key: str, entry: dict) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        path = self._path(key)
+        with open(path + '.tmp', 'w') as f:
+            json.dump(entry, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + '.tmp', path)
+
+    def read(self, key: str) -> dict | None:
+        try:
+            with open(self._path(key)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def remove(self, key: str) -> None:
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            pass
+
+    def entries(self) -> dict[str, dict]:
+        try:
+            names = sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return {}
+        found = {}
+        for name in names:
+            if name.endswith('.json'):
+                entry = self.read(name[:-len('.json')])
+                if entry is not None:
+                    found[name[:-len('.json')]] = entry
+        return found
+
+
+class MigVgpus:
+    """Creates and destroys MIG-backed vGPUs, journaled."""
+
+    def __init__(self, tool: mig.MigTool, host: sysfs.HostRoot,
+                 journal_dir: str) -> None:
+        self.tool = tool
+        self._host = host
+        self.journal = Journal(journal_dir)
+
+    def create(self, key: str, gpu: int, profile_name: str,
+               vf: pci.PCIAddress, type_id: int) -> mig.GpuInstance:
+        """The partition ``key``: a GPU instance of ``profile_name`` on
+        GPU index ``gpu`` and vGPU type ``type_id`` on ``vf``. A key
+        already done is returned as it is (a repeated bind)."""
+        entry = self.journal.read(key)
+        if entry is not None and entry['step'] == STEP_DONE:
+            return self._instance(entry)
+        if entry is not None:
+            self.roll_back(key)
+        profile = next((p for p in self.tool.profiles(gpu)
+                        if p.name == profile_name), None)
+        if profile is None:
+            raise PartitionError('GPU %d offers no MIG profile %s'
+                                 % (gpu, profile_name))
+        entry = {'gpu': gpu, 'profile': profile.id, 'vf': str(vf),
+                 'type': type_id, 'gi': None, 'step': STEP_INTENT}
+        self.journal.write(key, entry)
+        try:
+            gi = self.tool.create_gpu_instance(gpu, profile.id)
+            entry.update(gi=gi.id, step=STEP_INSTANCE)
+            self.journal.write(key, entry)
+            self._set_type(vf, type_id)
+        except (mig.MigCommandError, PartitionError) as exc:
+            self.roll_back(key)
+            raise PartitionError('cannot create a %s vGPU on GPU %d: %s'
+                                 % (profile_name, gpu, exc))
+        entry['step'] = STEP_DONE
+        self.journal.write(key, entry)
+        return gi
+
+    def destroy(self, key: str) -> None:
+        """Remove the partition ``key``; one not journaled is gone."""
+        entry = self.journal.read(key)
+        if entry is None:
+            return
+        if entry['step'] == STEP_DONE:
+            # Recorded first: a destruction cut short is finished at the
+            # next start, before any new instance can reuse the id.
+            entry['step'] = STEP_DESTROYING
+            self.journal.write(key, entry)
+        try:
+            self._reset_type(pci.parse_address(entry['vf']), entry['type'])
+            if entry['gi'] is not None:
+                self.tool.destroy_gpu_instance(entry['gpu'], entry['gi'])
+            else:
+                self._destroy_unrecorded(entry['gpu'], entry['profile'])
+        except mig.MigCommandError as exc:
+            raise PartitionError('cannot destroy partition %s: %s'
+                                 % (key, exc))
+        self.journal.remove(key)
+
+    def roll_back(self, key: str) -> None:
+        """Undo what a half-done creation of ``key`` changed."""
+        self.destroy(key)
+
+    def roll_back_unfinished(self) -> list[str]:
+        """Roll back every creation or destruction the journal shows
+        unfinished (at agent start); the keys rolled back."""
+        keys = [k for k, e in self.journal.entries().items()
+                if e['step'] != STEP_DONE]
+        for key in keys:
+            self.roll_back(key)
+        return keys
+
+    def orphans(self, gpus: list[int]) -> list[mig.GpuInstance]:
+        """The GPU instances of ``gpus`` that no journal entry records
+        (id and profile; at start, after :meth:`roll_back_unfinished`)."""
+        held = {(e['gpu'], e['gi'], e['profile'])
+                for e in self.journal.entries().values()}
+        return [gi for gpu in gpus for gi in self.tool.gpu_instances(gpu)
+                if (gpu, gi.id, gi.profile_id) not in held]
+
+    def restore(self) -> list[str]:
+        """Recreate the finished partitions the device lost (a host
+        reboot loses every GPU instance and vGPU): a new GPU instance of
+        the entry's profile, then the VF's type. The keys restored."""
+        restored = []
+        listed: dict[int, dict[int, int]] = {}
+        # Made here: an id the device reuses is no entry's old instance.
+        made: set[tuple[int, int]] = set()
+        for key, entry in self.journal.entries().items():
+            if entry['step'] != STEP_DONE:
+                continue
+            gpu = entry['gpu']
+            if gpu not in listed:
+                listed[gpu] = {gi.id: gi.profile_id
+                               for gi in self.tool.gpu_instances(gpu)}
+            vf = pci.parse_address(entry['vf'])
+            if (listed[gpu].get(entry['gi']) == entry['profile']
+                    and (gpu, entry['gi']) not in made):
+                self._set_type(vf, entry['type'])  # the VF alone was reset
+                continue
+            gi = self.tool.create_gpu_instance(gpu, entry['profile'])
+            listed[gpu][gi.id] = gi.profile_id
+            made.add((gpu, gi.id))
+            self.journal.write(key, dict(entry, gi=gi.id))
+            self._set_type(vf, entry['type'])
+            restored.append(key)
+        return restored
+
+    def _instance(self, entry: dict) -> mig.GpuInstance:
+        for gi in self.tool.gpu_instances(entry['gpu']):
+            if gi.id == entry['gi']:
+                return gi
+        raise PartitionError('GPU instance %s of GPU %s is gone'
+                             % (entry['gi'], entry['gpu']))
+
+    def _destroy_unrecorded(self, gpu: int, profile_id: int) -> None:
+        """A GPU instance created after the intent was written and
+        before its id was: the instances of the profile no journal
+        entry records."""
+        held = {e['gi'] for e in self.journal.entries().values()
+                if e['gpu'] == gpu}
+        for gi in self.tool.gpu_instances(gpu):
+            if gi.profile_id == profile_id and gi.id not in held:
+                self.tool.destroy_gpu_instance(gpu, gi.id)
+
+    def _set_type(self, vf: pci.PCIAddress, type_id: int) -> None:
+        try:
+            current = mdev.current_vgpu_type(self._host, vf)
+            if current == type_id:
+                return
+            if current:
+                raise PartitionError('VF %s runs vGPU type %d' % (vf,
+                                                                  current))
+            mdev.set_vgpu_type(self._host, vf, type_id)
+        except (host_errors.HostError, ValueError) as exc:
+            raise PartitionError('cannot set vGPU type %d on %s: %s'
+                                 % (type_id, vf, exc))
+
+    def _reset_type(self, vf: pci.PCIAddress, type_id: int) -> None:
+        try:
+            if mdev.current_vgpu_type(self._host, vf) == type_id:
+                mdev.set_vgpu_type(self._host, vf, 0)
+        except (host_errors.HostError, ValueError) as exc:
+            raise mig.MigCommandError('cannot reset the vGPU type of %s: '
+                                      '%s' % (vf, exc))
