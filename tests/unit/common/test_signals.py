@@ -134,11 +134,16 @@ def test_wait_reloads_on_sighup_and_returns_on_sigterm(file_conf,
 def test_sigusr2_writes_a_report_of_the_threads(file_conf, restore_handlers,
                                                 capfd):
     signals.install('cyborg-test', file_conf)
-    worker = threading.Thread(target=time.sleep, args=(1,),
+    # Alive until the report is read, however slow the machine.
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait, args=(30,),
                               name='bind-job_0', daemon=True)
     worker.start()
-    os.kill(os.getpid(), signal.SIGUSR2)
-    report = capfd.readouterr().err
+    try:
+        os.kill(os.getpid(), signal.SIGUSR2)
+        report = capfd.readouterr().err
+    finally:
+        done.set()
     assert 'Guru Meditation' in report
     assert '====                            Threads' in report
     assert '= bind-job_0 (daemon)' in report
