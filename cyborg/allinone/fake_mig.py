@@ -122,11 +122,25 @@ MODELS: dict[str, Model] = {m.name: m for m in (
                   '4g.40gb', '7g.80gb'),
                  ('9.75', '19.62', '39.50', '79.25'),
                  (16, 26, 32, 60, 64, 132)),
-    _eight_slice('NVIDIA H200',
-                 ('1g.18gb', '1g.18gb+me', '1g.35gb', '2g.35gb', '3g.71gb',
-                  '4g.71gb', '7g.141gb'),
-                 ('16.00', '32.50', '69.75', '139.00'),
-                 (16, 26, 32, 60, 64, 132)),
+    # As a real H200 lists them (driver 580.159.04, nvidia-smi mig
+    # -lgip; tests/fixtures/nvidia_smi): its media engines differ from
+    # the A100's.
+    Model('NVIDIA H200', 8, 7, (
+        Profile(19, '1g.18gb', 1, 1, '16.00', 7, (0, 1, 2, 3, 4, 5, 6), 16,
+                1, dec=1, jpeg=1),
+        Profile(20, '1g.18gb+me', 1, 1, '16.00', 1, (0, 1, 2, 3, 4, 5, 6),
+                16, 1, dec=1, jpeg=1, ofa=1),
+        Profile(15, '1g.35gb', 1, 2, '32.50', 4, (0, 2, 4, 6), 26, 1, dec=1,
+                jpeg=1),
+        Profile(14, '2g.35gb', 2, 2, '32.50', 3, (0, 2, 4), 32, 2, dec=2,
+                jpeg=2, ci_profile=1),
+        Profile(9, '3g.71gb', 3, 4, '69.75', 2, (0, 4), 60, 3, dec=3,
+                jpeg=3, ci_profile=2),
+        Profile(5, '4g.71gb', 4, 4, '69.75', 1, (0,), 64, 4, dec=4, jpeg=4,
+                ci_profile=3),
+        Profile(0, '7g.141gb', 7, 8, '140.00', 1, (0,), 132, 8, dec=7,
+                jpeg=7, ofa=1, ci_profile=4),
+    )),
     Model('NVIDIA A30', 4, 4, (
         Profile(14, '1g.6gb', 1, 1, '5.81', 4, (0, 1, 2, 3), 14, 1),
         Profile(21, '1g.6gb+me', 1, 1, '5.81', 1, (0, 1, 2, 3), 14, 1,
@@ -285,8 +299,9 @@ def read_state(path: str) -> list[MigGpu]:
 
 # nvidia-smi's output -------------------------------------------------------
 
-_RULE_P = '+' + '-' * 77 + '+'
+_RULE_P = '+' + '-' * 79 + '+'
 _RULE_I = '+' + '-' * 55 + '+'
+NOT_ENABLED = 'No MIG-enabled devices found.\n'
 _RULE_C = '+' + '-' * 68 + '+'
 
 
@@ -295,21 +310,22 @@ def _row(width: int, text: str) -> str:
 
 
 def lgip(gpus: list[MigGpu]) -> str:
-    """``nvidia-smi mig -lgip``: the profiles, with free/total counts."""
-    out = [_RULE_P, _row(77, ' GPU instance profiles:'),
-           _row(77, ' GPU   Name             ID    Instances   Memory     '
-                'P2P    SM    DEC   ENC'),
-           _row(77, '                              Free/Total   GiB       '
-                '       CE    JPEG  OFA'),
-           '|' + '=' * 77 + '|']
+    """``nvidia-smi mig -lgip``: the profiles, with free/total counts,
+    laid out as driver 580 prints them."""
+    out = [_RULE_P, _row(79, ' GPU instance profiles:'),
+           _row(79, ' GPU   Name               ID    Instances   Memory     '
+                'P2P    SM    DEC   ENC  '),
+           _row(79, '                                Free/Total   GiB       '
+                '       CE    JPEG  OFA  '),
+           '|' + '=' * 79 + '|']
     for gpu in gpus:
         for p in gpu.model.profiles:
-            out.append(_row(77, ' %3d  %-16s %3d    %3d/%-3d     %-9s  No'
-                            '     %-5d %-5d %-4d' % (
+            out.append(_row(79, '%4d  %-19s%3d%6d/%-3d      %-11sNo     '
+                            '%-7d%-6d%-4d' % (
                                 gpu.index, 'MIG ' + p.name, p.id,
                                 gpu.free(p), p.instances, p.memory_gib,
                                 p.sm, p.dec, p.enc)))
-            out.append(_row(77, ' ' * 61 + '%-5d %-5d %-4d'
+            out.append(_row(79, ' ' * 61 + '%3d     %-6d%-4d'
                             % (p.ce, p.jpeg, p.ofa)))
             out.append(_RULE_P)
     return '\n'.join(out) + '\n'
@@ -406,16 +422,21 @@ def run(gpus: list[MigGpu], argv: list[str]) -> tuple[int, str, str]:
         chosen = [g for g in gpus if selected is None or g.index in selected]
         if selected is not None and len(chosen) != len(set(selected)):
             return 6, '', 'No devices were found\n'
+        # Profiles are listed whatever the MIG mode (as driver 580 does).
+        if args in (['-lgip'], ['--list-gpu-instance-profiles']):
+            return 0, lgip(chosen), ''
+        if args in (['-lgipp'], ['--list-gpu-instance-possible-placements']):
+            return 0, lgipp(chosen), ''
         enabled = [g for g in chosen if g.mig_enabled]
         if not enabled:
-            return 6, 'No MIG-enabled devices found.\n', ''
+            # Driver 580 answers a listing so with exit status 0, and
+            # anything else with 6.
+            listing = args in (['-lgi'], ['--list-gpu-instances'],
+                               ['-lci'], ['--list-compute-instances'])
+            return (0 if listing else 6), NOT_ENABLED, ''
         gi_ids = _ints(_option(args, '-gi', '--gpu-instance-id'))
         ci_ids = _ints(_option(args, '-ci', '--compute-instance-id'))
         default_ci = _flag(args, '-C', '--default-compute-instance')
-        if args in (['-lgip'], ['--list-gpu-instance-profiles']):
-            return 0, lgip(enabled), ''
-        if args in (['-lgipp'], ['--list-gpu-instance-possible-placements']):
-            return 0, lgipp(enabled), ''
         if args in (['-lgi'], ['--list-gpu-instances']):
             if not any(g.gis for g in enabled):
                 return 6, 'No GPU instances found: Not Found\n', ''

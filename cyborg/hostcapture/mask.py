@@ -19,8 +19,10 @@ Each distinct value gets a stand-in numbered in the order it is met
 so that a value read in two places stays the same value and two
 captures of one host mask alike. Serial numbers are the whole text of
 files named like :data:`SERIAL_FILES` and the value of ``Serial
-Number : ...`` lines (``npu-smi``, ``nvidia-smi -q``); MAC addresses are
-found anywhere.
+Number : ...`` lines (``npu-smi``, ``nvidia-smi -q``); MAC addresses and
+NVIDIA's GPU and MIG UUIDs (``GPU-<uuid>``, which name one board as a
+serial number does; the nvidia driver's ``information`` file and
+``nvidia-smi`` print them) are found anywhere.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ SERIAL_FILES = frozenset(['serial', 'serial_number', 'board_serial',
                           'product_serial'])
 _MAC = re.compile(r'(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}'
                   r'(?![0-9A-Fa-f:])')
+_UUID = re.compile(r'\b(GPU|MIG)-([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}'
+                   r'[0-9a-fA-F]{12})\b')
 _SERIAL_LINE = re.compile(r'(Serial Number\s*:[ \t]*)(\S+)', re.IGNORECASE)
 
 
@@ -40,6 +44,7 @@ class Masker:
     def __init__(self) -> None:
         self._macs: dict[str, str] = {}
         self._serials: dict[str, str] = {}
+        self._uuids: dict[str, str] = {}
 
     def mac(self, value: str) -> str:
         key = value.lower()
@@ -54,10 +59,19 @@ class Masker:
             self._serials[value] = 'MASKED%04d' % (len(self._serials) + 1)
         return self._serials[value]
 
+    def uuid(self, kind: str, value: str) -> str:
+        """A stand-in of a GPU (or MIG) UUID, still a UUID."""
+        key = value.lower()
+        if key not in self._uuids:
+            self._uuids[key] = '00000000-0000-4000-8000-%012d' % (
+                len(self._uuids) + 1)
+        return '%s-%s' % (kind, self._uuids[key])
+
     def text(self, text: str) -> str:
-        """``text`` with its MAC addresses and ``Serial Number`` values
-        masked."""
+        """``text`` with its MAC addresses, GPU UUIDs and ``Serial
+        Number`` values masked."""
         text = _MAC.sub(lambda m: self.mac(m.group(0)), text)
+        text = _UUID.sub(lambda m: self.uuid(m.group(1), m.group(2)), text)
         return _SERIAL_LINE.sub(
             lambda m: m.group(1) + self.serial(m.group(2)), text)
 

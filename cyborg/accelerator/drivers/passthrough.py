@@ -201,9 +201,23 @@ def held_group_members(host: sysfs.HostRoot, device: pci.PCIDevice,
 def group_is_assignable(host: sysfs.HostRoot, gpu: pci.PCIDevice,
                         drivers: list[str], driver_name: str,
                         first: Callable[[str], bool]) -> bool:
-    """Whether no other endpoint of the GPU's IOMMU group is held by the
-    host (:func:`held_group_members`); if one is, says so in a warning,
-    once per GPU and holder (``first(key)``: whether ``key`` is new)."""
+    """Whether the GPU is in an IOMMU group of which no other endpoint
+    is held by the host (:func:`held_group_members`); if not, says so in
+    a warning, once per GPU and reason (``first(key)``: whether ``key``
+    is new).
+
+    A device in no IOMMU group cannot be assigned to a guest at all:
+    vfio-pci needs the IOMMU (a real H200 in a virtual machine with no
+    virtual IOMMU showed no ``iommu_group`` link).
+    """
+    if gpu.iommu_group is None:
+        if first('no-group-%s' % gpu.address):
+            LOG.warning('%s: device %s has no iommu_group, so it cannot '
+                        'be passed through (turn the iommu on: its firmware '
+                        'setting, and intel_iommu=on or amd_iommu=on on the '
+                        'kernel command line); it is not reported',
+                        driver_name, gpu.address)
+        return False
     held = held_group_members(host, gpu, drivers)
     if not held:
         return True

@@ -234,6 +234,22 @@ def test_the_masker_keeps_one_stand_in_per_value():
     assert masker.file('config', b'\xff\xfe') == b'\xff\xfe'
 
 
+def test_the_masker_replaces_gpu_and_mig_uuids():
+    masker = mask.Masker()
+    # As the nvidia driver's information file and nvidia-smi -L print
+    # them (an H200's, read on a real host).
+    text = masker.text(
+        'GPU UUID: \t GPU-e1e39552-3a43-3fe2-555c-d29ba930ab57\n'
+        'GPU 0: NVIDIA H200 (UUID: GPU-E1E39552-3A43-3FE2-555C-D29BA930AB57)'
+        '\n  MIG 1g.18gb Device 0: (UUID: '
+        'MIG-0a1b2c3d-0000-5555-aaaa-0123456789ab)\n')
+    assert text == (
+        'GPU UUID: \t GPU-00000000-0000-4000-8000-000000000001\n'
+        'GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-4000-8000-000000000001)'
+        '\n  MIG 1g.18gb Device 0: (UUID: '
+        'MIG-00000000-0000-4000-8000-000000000002)\n')
+
+
 def test_a_tampered_capture_is_refused(tmp_path):
     unpacked = tmp_path / 'unpacked'
     with tarfile.open(captures.BY_NAME['qat_4xxx'].archive) as tar:

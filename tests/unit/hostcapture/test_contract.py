@@ -36,6 +36,7 @@ from cyborg.conf import default as default_conf
 from cyborg.domain import device_tree
 from cyborg.domain import utilization as utilization_mod
 from cyborg.hostcapture import capture
+from cyborg.hostcapture import check
 from cyborg.hostcapture import replay
 from tests.fixtures import captures
 
@@ -82,11 +83,16 @@ def _ini(name: str, driver: str) -> str:
     """The capture's own options for its own drivers (other drivers run
     on their defaults)."""
     host = captures.BY_NAME.get(name)
-    return host.ini if host is not None and driver in host.drivers else ''
+    if host is not None:
+        return host.ini if driver in host.drivers else ''
+    real = captures.REAL_BY_NAME.get(name)
+    return real.ini if real is not None and driver in _manifest(
+        real.archive)['drivers'] else ''
 
 
 def test_the_suite_holds_a_capture_of_every_fixture_host():
-    assert sorted(_name(a) for a in ARCHIVES) == sorted(captures.BY_NAME)
+    assert sorted(_name(a) for a in ARCHIVES) == sorted(
+        [*captures.BY_NAME, *captures.REAL_BY_NAME])
     assert len(DRIVERS) >= 10
 
 
@@ -95,9 +101,8 @@ def test_the_captured_drivers_report_what_the_host_reported(
         archive, replays, tmp_path):
     manifest = _manifest(archive)
     opened = replays[_name(archive)]
-    host = captures.BY_NAME.get(_name(archive))
     conf = _conf(tmp_path, opened, manifest['drivers'],
-                 host.ini if host is not None else '')
+                 _ini(_name(archive), manifest['drivers'][0]))
     drivers = discovery.load_drivers(conf, runner=opened.runner(),
                                      host=opened.host())
     wire, failed, _utilization = discovery.Discovery(
@@ -141,3 +146,16 @@ def test_every_driver_keeps_its_contract_on_every_capture(
         for name, value in metrics.items():
             assert utilization_mod.METRICS[name].accepts(value), (name,
                                                                   value)
+
+
+@pytest.mark.parametrize('real', captures.REAL_HOSTS, ids=lambda h: h.name)
+def test_host_check_of_a_real_host_says_what_it_leaves_out(
+        real, replays, tmp_path):
+    opened = replays[real.name]
+    manifest = _manifest(real.archive)
+    assert manifest['masked'] is True
+    conf = _conf(tmp_path, opened, manifest['drivers'], real.ini)
+    result = check.check(conf, runner=opened.runner(), host=opened.host())
+    (driver,) = result.drivers
+    assert len(driver.devices) == real.devices
+    assert tuple(driver.notes) == real.notes

@@ -200,14 +200,16 @@ class MigTool:
             result = self._runner.run(argv, timeout=self._timeout)
         except host_errors.ToolError as exc:
             raise MigCommandError(str(exc)) from exc
-        if result.ok:
-            return result.stdout
         text = (result.stdout + result.stderr).strip()
-        if empty_ok and text.startswith(_NONE_FOUND):
-            return ''
+        # Driver 580 lists instances of a GPU not in MIG mode with exit
+        # status 0 and this line (seen on a real H200): the text decides.
         if text.startswith(_NOT_ENABLED):
             raise MigNotEnabled('GPU %s does not run in MIG mode'
                                 % ('(all)' if gpu is None else gpu))
+        if result.ok:
+            return result.stdout
+        if empty_ok and text.startswith(_NONE_FOUND):
+            return ''
         raise MigCommandError('%s failed (exit status %d): %s' % (
             ' '.join(argv), result.returncode,
             text.splitlines()[-1] if text else 'no output'))

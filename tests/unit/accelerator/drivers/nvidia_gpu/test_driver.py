@@ -761,6 +761,26 @@ def test_the_agent_applies_the_health(make):
         (hosts.VGPU_PARENT, 'unhealthy', 'nvidia_gpu_driver')]
 
 
+def test_a_gpu_in_no_iommu_group_is_not_passed_through(make, caplog):
+    """As a real H200 in a virtual machine without a virtual IOMMU
+    showed: no iommu_group link, so vfio-pci cannot take it."""
+    tree, conf = make(hosts.nvidia_gpu_host)
+    tree.bind(hosts.PGPU, 'vfio-pci')
+    tree.remove(tree.dev(hosts.PGPU, 'iommu_group'))
+    driver = driver_for(tree, conf)
+    with caplog.at_level(logging.WARNING):
+        assert hosts.PGPU not in [d.address for d in driver.discover()]
+        driver.discover()
+    warned = [r.getMessage() for r in caplog.records
+              if 'has no iommu_group' in r.getMessage()]
+    # Once, though discovery runs every period.
+    assert warned == [
+        'nvidia_gpu_driver: device %s has no iommu_group, so it cannot be '
+        'passed through (turn the iommu on: its firmware setting, and '
+        'intel_iommu=on or amd_iommu=on on the kernel command line); it is '
+        'not reported' % hosts.PGPU]
+
+
 def test_a_gpu_whose_iommu_group_the_host_holds_is_not_passed_through(
         make, caplog):
     tree, conf = make(hosts.nvidia_gpu_host)

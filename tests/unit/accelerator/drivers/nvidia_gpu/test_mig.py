@@ -16,6 +16,7 @@ device, GPU instances created and destroyed through the runner."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -27,6 +28,10 @@ from cyborg.allinone import fake_mig
 from cyborg.allinone import fake_tools
 
 A100 = 'NVIDIA A100-SXM4-40GB'
+# What a real H200 printed (read-only, 2026-11-28, driver 580.159.04, not
+# in MIG mode).
+REAL_H200 = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..',
+                         'fixtures', 'nvidia_smi', 'h200_580.159.04')
 # The published A100-40GB table (NVIDIA MIG user guide): profile id ->
 # (name, instances, placement starts, memory slices).
 A100_TABLE = {
@@ -95,8 +100,44 @@ def test_a_placement_taken_is_refused_with_nvidias_reason(smi):
 def test_a_gpu_without_mig_mode(smi):
     tool, _tools_dir = smi
     assert tool.mig_gpus() == {pci.parse_address('0000:3b:00.0'): 0}
+    # Its profiles are listed (as a real H200 out of MIG mode lists them);
+    # its instances are not, with exit status 0 and NVIDIA's line.
+    assert {p.name for p in tool.profiles(1)} >= {'1g.6gb', '4g.24gb'}
     with pytest.raises(mig.MigNotEnabled):
-        tool.profiles(1)
+        tool.gpu_instances(1)
+    with pytest.raises(mig.MigNotEnabled):
+        tool.create_gpu_instance(1, 14)
+
+
+def _real(name):
+    with open(os.path.join(REAL_H200, name)) as f:
+        return f.read()
+
+
+def test_a_real_h200s_listings_parse():
+    profiles = mig.parse_lgip(_real('mig_lgip.txt'))
+    assert [(p.id, p.name, p.free, p.total, p.memory_gib)
+            for p in profiles] == [
+        (19, '1g.18gb', 7, 7, 16.0), (20, '1g.18gb+me', 1, 1, 16.0),
+        (15, '1g.35gb', 4, 4, 32.5), (14, '2g.35gb', 3, 3, 32.5),
+        (9, '3g.71gb', 2, 2, 69.75), (5, '4g.71gb', 1, 1, 69.75),
+        (0, '7g.141gb', 1, 1, 140.0)]
+    placements = mig.parse_lgipp(_real('mig_lgipp.txt'))
+    assert placements[(0, 15)] == tuple(
+        mig.Placement(s, 2) for s in (0, 2, 4, 6))
+    assert placements[(0, 0)] == (mig.Placement(0, 8),)
+    assert len(placements) == 7
+
+
+def test_the_fake_prints_what_a_real_h200_prints(tmp_path):
+    """Out of MIG mode, the fake H200 answers -lgip, -lgipp and -lgi
+    byte for byte as the real one did (driver 580.159.04)."""
+    gpus = [fake_mig.MigGpu(0, fake_mig.MODELS['NVIDIA H200'],
+                            mig_enabled=False)]
+    for args, name in ((['-lgip'], 'mig_lgip.txt'),
+                       (['-lgipp'], 'mig_lgipp.txt'),
+                       (['-lgi'], 'mig_lgi.txt')):
+        assert fake_mig.run(gpus, args) == (0, _real(name), ''), args
 
 
 def test_a_missing_nvidia_smi(tmp_path):
