@@ -59,6 +59,16 @@ benchmark starts (registered limits of ``accelerator_requests`` and
 all far above what the run uses), interleaved with the others the same
 way: its cycles/s and its create p99 against ours without quotas are
 the cost of enforcing them.
+``--tolerations`` adds a deployment of this build named "tolerations"
+whose profile's group tolerates taints (``toleration:bench.drain:
+Exists``, ``toleration:bench.zone: Equal:a``) and whose every host is
+tainted ``NoSchedule`` by taint rules: compute-0 ``bench.drain``,
+compute-1 ``bench.zone=a``, the others ``bench.zone=b`` and
+``bench.maint``, so that each profile read by name adds forbidden traits
+(the active keys and values the group does not tolerate). The run
+starts once Nova's read shows them. The fake Nova binds without
+Placement, so every device still takes requests: its cycles/s against
+ours is the cost of taints and tolerations in profile reads.
 """
 
 import argparse
@@ -127,8 +137,11 @@ class Deployment:
                  api_threads: int, api_server: str, name: str = 'cyborg',
                  venv: str | None = None, notifications: bool = False,
                  consumer: bool = False,
-                 sections: dict[str, dict] | None = None):
+                 sections: dict[str, dict] | None = None,
+                 tolerations: bool = False):
         self.name = name
+        # --tolerations: a tolerating profile and tainted hosts.
+        self.tolerations = tolerations
         # More configuration sections (--quotas: [quota], [oslo_limit]
         # and the project of [api]).
         self.sections = sections or {}
@@ -544,13 +557,19 @@ def main() -> int:
                         '= unified_limits (named "quotas") against a real '
                         'Keystone, interleaved with the others on the same '
                         'servers')
+    parser.add_argument('--tolerations', action='store_true',
+                        help='also measure this build with every host '
+                        'tainted and a profile that tolerates some of the '
+                        'taints (named "tolerations"), interleaved with the '
+                        'others on the same servers')
     parser.add_argument('--notifications-consumer', action='store_true',
                         help='with --notifications: count them with a '
                         'notification listener in this process')
     args = parser.parse_args()
     if args.db == ALL_IN_ONE:
         if (args.service != 'cyborg' or args.compare_root
-                or args.notifications or args.quotas):
+                or args.notifications or args.quotas
+                or args.tolerations):
             parser.error('--db %s measures ours only' % ALL_IN_ONE)
         return _main_all_in_one(args)
     if args.compare_root and args.service == 'upstream':
@@ -571,6 +590,10 @@ def main() -> int:
             workdir, args.agents, args.api_workers, args.api_threads,
             args.api_server, name='notify', notifications=True,
             consumer=args.notifications_consumer))
+    if args.tolerations:
+        deployments.append(Deployment(
+            workdir, args.agents, args.api_workers, args.api_threads,
+            args.api_server, name='tolerations', tolerations=True))
     if args.service in ('upstream', 'both'):
         deployments.append(upstream_lib.UpstreamDeployment(
             workdir, args.agents, args.api_workers, args.api_threads,
@@ -702,7 +725,8 @@ def _print_summary(summary) -> None:
             if commands else ''))
     for clients in dict.fromkeys(c for c, _, _, _ in summary):
         means = {}
-        for name in ('cyborg', 'upstream', 'baseline', 'notify', 'quotas'):
+        for name in ('cyborg', 'upstream', 'baseline', 'notify', 'quotas',
+                     'tolerations'):
             runs = [r for c, _, n, r in summary if c == clients and n == name]
             if runs:
                 means[name] = {key: sum(r[key] for r in runs) / len(runs)
@@ -715,7 +739,8 @@ def _print_summary(summary) -> None:
                       means['cyborg']['create_p99'],
                       means['quotas']['create_p99']
                       - means['cyborg']['create_p99']))
-        for other in ('upstream', 'baseline', 'notify', 'quotas'):
+        for other in ('upstream', 'baseline', 'notify', 'quotas',
+                      'tolerations'):
             if 'cyborg' not in means or other not in means:
                 continue
             ours, theirs = means['cyborg'], means[other]
@@ -764,14 +789,29 @@ def _main_all_in_one(args) -> int:
     return 0
 
 
+# --tolerations: what the profile's group tolerates, and each taint rule
+# (host index, key, value; the last applies to every other host).
+TOLERATIONS = {'toleration:bench.drain': 'Exists',
+               'toleration:bench.zone': 'Equal:a'}
+TAINTS = [(0, 'bench.drain', ''), (1, 'bench.zone', 'a'),
+          (None, 'bench.zone', 'b'), (None, 'bench.maint', '')]
+# Forbidden in each read once the taints are active: bench.maint's key,
+# and bench.zone's value b (the group tolerates only a).
+FORBIDDEN_KEY = 'trait:CUSTOM_TAINT_BENCH_MAINT'
+TAINTS_VERSION = {'OpenStack-API-Version': 'accelerator 2.8'}
+
+
 def _setup(deployment, deployables: int) -> list[tuple[str, str]]:
     """The profile, and the deployables' providers with their hosts (a
-    bind names both) once all reported."""
+    bind names both) once all reported (--tolerations: and the taints
+    active in Nova's read)."""
+    group = {'resources:FPGA': '1', 'trait:CUSTOM_FAKE_DEVICE': 'required'}
+    headers = dict(deployment.headers)
+    if getattr(deployment, 'tolerations', False):
+        group.update(TOLERATIONS)
+        headers.update(TAINTS_VERSION)
     created = requests.post(deployment.url + '/device_profiles', json=[{
-        'name': PROFILE, 'groups': [{'resources:FPGA': '1',
-                                     'trait:CUSTOM_FAKE_DEVICE':
-                                         'required'}]}],
-                            headers=deployment.headers, timeout=30)
+        'name': PROFILE, 'groups': [group]}], headers=headers, timeout=30)
     if created.status_code not in (200, 201):
         raise RuntimeError('%s: device profile not created: %s %s' % (
             deployment.name, created.status_code, created.text[:200]))
@@ -782,10 +822,47 @@ def _setup(deployment, deployables: int) -> list[tuple[str, str]]:
                                           **{'X-Roles': 'admin'}),
                              timeout=30).json()['deployables']
         if len(found) >= deployables:
-            return _provider_hosts(deployment.db_url)
+            hosts = _provider_hosts(deployment.db_url)
+            if getattr(deployment, 'tolerations', False):
+                _taint(deployment, sorted({host for _, host in hosts}))
+            return hosts
         time.sleep(0.5)
     raise RuntimeError('agents did not report %d deployables: %s'
                        % (deployables, json.dumps(found)[:200]))
+
+
+def _taint(deployment, hosts: list[str]) -> None:
+    """The taint rules of TAINTS on ``hosts``; returns once Nova's read
+    of the profile forbids the untolerated key (the rules' Placement
+    sync is done)."""
+    headers = dict(deployment.headers, **{'X-Roles': 'admin'},
+                   **TAINTS_VERSION)
+    for index, key, value in TAINTS:
+        selected = ([hosts[index]] if index is not None
+                    else hosts[2:] or hosts[-1:])
+        for host in selected:
+            made = requests.post(
+                deployment.url + '/device_taint_rules', json={
+                    'selector': {'host': host},
+                    'taint': {'key': key, 'value': value,
+                              'effect': 'NoSchedule'}},
+                headers=headers, timeout=30)
+            if made.status_code not in (200, 201):
+                raise RuntimeError('%s: taint rule not created: %s %s' % (
+                    deployment.name, made.status_code, made.text[:200]))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        read = requests.get(deployment.url + '/device_profiles',
+                            params={'name': PROFILE},
+                            headers=deployment.headers, timeout=30).json()
+        groups = read['device_profiles'][0]['groups']
+        if FORBIDDEN_KEY in groups[0]:
+            print('%s: profile group as Nova reads it: %s' % (
+                deployment.name, json.dumps(groups[0], sort_keys=True)))
+            return
+        time.sleep(0.5)
+    raise RuntimeError('%s: the taints did not reach the profile read'
+                       % deployment.name)
 
 
 def _provider_hosts(db_url: str) -> list[tuple[str, str]]:
