@@ -224,10 +224,12 @@ def _arq_create(context, device_profile_name: str,
             limit=max_project_arqs)
     now = timeutils.utcnow()
     resources = [quota_rules.arq_resources(group) for group in groups]
+    group_json = [json.dumps(group, sort_keys=True) for group in groups]
     rows = [{'uuid': uuidutils.generate_uuid(), 'project_id': project_id,
              'state': states.INITIAL, 'device_profile_id': profile.id,
              'device_profile_group_id': index, 'created_at': now,
-             'resources': _resources_column(resources[index], unit)}
+             'resources': _resources_column(resources[index], unit),
+             'group_json': group_json[index]}
             for index, amount in enumerate(counts)
             for unit in range(amount)]
     if rows:

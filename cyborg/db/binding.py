@@ -65,12 +65,17 @@ LOG = logging.getLogger(__name__)
 # the database sends and the driver parses (PyMySQL in Python) with
 # every result.
 BIND_COLUMNS = ('id', 'uuid', 'state', 'hostname', 'device_rp_uuid',
-                'instance_uuid', 'device_profile_group_id', 'profile_json')
+                'instance_uuid', 'device_profile_group_id', 'group_json',
+                'profile_json')
 
 
 def _group(row) -> dict[str, str] | None:
-    """The request group of the ARQ ``row`` (with ``profile_json`` and
-    ``device_profile_group_id``); None if its profile is gone."""
+    """The request group the ARQ ``row`` was created from (its
+    ``group_json``; for an ARQ older than that column, its profile's
+    group from ``profile_json`` and ``device_profile_group_id``); None
+    if it has neither (its profile is gone)."""
+    if row.group_json is not None:
+        return json.loads(row.group_json)
     if row.profile_json is None:
         return None
     return json.loads(row.profile_json)['groups'][row.device_profile_group_id]
@@ -490,7 +495,8 @@ def job_claim(context, uuid: str) -> Claim | None:
                   HANDLES.c.attach_type, HANDLES.c.attach_info,
                   DEVICES.c.hostname, DEVICES.c.driver,
                   DEPLOYABLES.c.preparation, PROFILES.c.profile_json,
-                  ARQS.c.device_profile_group_id, CPIDS.c.cpid_type,
+                  ARQS.c.device_profile_group_id, ARQS.c.group_json,
+                  CPIDS.c.cpid_type,
                   CPIDS.c.cpid_info, HANDLES.c.deployable_id)
         .join(HANDLES, HANDLES.c.id == ARQS.c.attach_handle_id)
         .outerjoin(PROFILES, PROFILES.c.id == ARQS.c.device_profile_id)

@@ -107,9 +107,11 @@ def device_profile_update(context, uuid: str, values: dict[str, Any]
     """Change a profile's description, groups or ``enabled``; returns
     the profile before and after (the same when nothing changed).
 
-    An ARQ binds against its profile's groups, so new groups are refused
-    (409) while an ARQ of the profile may still bind: ARQs keep the
-    groups they were created from. Bound ARQs never read them again.
+    ARQs bind against the group they were created from (their
+    ``group_json``), so new groups apply to ARQs created after the
+    update. Only an ARQ created before that column existed reads its
+    profile's groups when it binds: new groups are refused (409) while
+    such an ARQ may still bind.
     """
     connection = context.connection
     row = connection.execute(sa.select(PROFILES).where(
@@ -125,6 +127,7 @@ def device_profile_update(context, uuid: str, values: dict[str, Any]
         waiting = connection.execute(
             sa.select(sa.func.count()).select_from(ARQS).where(
                 ARQS.c.device_profile_id == row.id,
+                ARQS.c.group_json.is_(None),
                 ARQS.c.state.in_(_MAY_BIND))).scalar()
         if waiting:
             raise exception.DeviceProfileGroupsInUse(name=row.name,

@@ -285,6 +285,11 @@ class ExtendedAcceleratorRequest(Base):
     # The alternative of its group its bind matched (0-based; NULL: a
     # group without alternatives, or not bound yet).
     alternative = sa.Column(sa.Integer, nullable=True)
+    # The request group it was created from (JSON, as in its profile then):
+    # what it binds against, whatever later updates of the profile.
+    # NULL: created by a conductor older than this column (its profile's
+    # group is read instead).
+    group_json = sa.Column(sa.Text, nullable=True)
 
 
 class PlacementProvider(Base):

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from collections.abc import Iterable
 import dataclasses
 import datetime
+import json
 from typing import Any
 
 from alembic import migration as alembic_migration
@@ -289,10 +290,25 @@ def _plan_attributes(source, plan: Plan, report,
             value=kept['value'], **_stamps(kept)))
 
 
+def _profile_groups(source) -> dict[tuple[int, int], str]:
+    """Each (upstream profile id, group index) -> the group as an ARQ
+    keeps it (a profile that cannot be mapped is reported elsewhere)."""
+    found = {}
+    for row in source['device_profiles']:
+        try:
+            groups = upstream.profile_groups(row['profile_json'])
+        except upstream.Unmappable:
+            continue
+        for index, group in enumerate(groups):
+            found[row['id'], index] = json.dumps(group, sort_keys=True)
+    return found
+
+
 def _plan_arqs(source, plan: Plan, report, profile_uuids,
                deployables) -> dict[int, str]:
     """ARQs; upstream handle id -> uuid of the ARQ that keeps it."""
     handles = {row['id']: row['uuid'] for row in source['attach_handles']}
+    groups = _profile_groups(source)
     holders = collections.defaultdict(list)
     kept: dict[int, str] = {}
     for row in source['extended_accelerator_requests']:
@@ -323,6 +339,8 @@ def _plan_arqs(source, plan: Plan, report, profile_uuids,
             uuid=row['uuid'], project_id=row.get('project_id'), state=state,
             _profile=profile_uuids[row['device_profile_id']],
             device_profile_group_id=row['device_profile_group_id'],
+            group_json=groups.get((row['device_profile_id'],
+                                   row['device_profile_group_id'])),
             hostname=row.get('hostname'),
             device_rp_uuid=row.get('device_rp_uuid'),
             instance_uuid=row.get('instance_uuid'),

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import uuid
 
@@ -322,6 +323,45 @@ def test_preparation_of_existing_deployables(engine):
         assert dict(conn.execute(sa.select(
             deployables.c.id, deployables.c.preparation)).all()) == {
             mdev: 'mdev', pci: 'none'}
+    assert schema_diff(engine) == []
+
+
+def test_existing_arqs_get_their_profiles_groups(engine):
+    """0012 gives each existing ARQ its profile's group (by index), so
+    that a later update of the profile leaves it what it was made of."""
+    migration.upgrade('0011_quota_locks', engine=engine)
+    profiles = sa.table('device_profiles', sa.column('id', sa.Integer),
+                        sa.column('uuid'), sa.column('name'),
+                        sa.column('profile_json'))
+    arqs = sa.table('extended_accelerator_requests',
+                    sa.column('id', sa.Integer), sa.column('uuid'),
+                    sa.column('state'), sa.column('project_id'),
+                    sa.column('device_profile_id'),
+                    sa.column('device_profile_group_id'))
+    groups = [{'resources:FPGA': '1'}, {'resources:PGPU': '2',
+                                        'trait:CUSTOM_X': 'required'}]
+    with engine.begin() as conn:
+        conn.execute(sa.insert(profiles).values(
+            uuid=str(uuid.uuid4()), name='two',
+            profile_json=json.dumps({'groups': groups})))
+        conn.execute(sa.insert(profiles).values(
+            uuid=str(uuid.uuid4()), name='unused',
+            profile_json=json.dumps({'groups': groups})))
+        profile_id = conn.execute(sa.select(profiles.c.id).where(
+            profiles.c.name == 'two')).scalar()
+        for index in (0, 1, 1):
+            conn.execute(sa.insert(arqs).values(
+                uuid=str(uuid.uuid4()), state='Initial', project_id='p',
+                device_profile_id=profile_id,
+                device_profile_group_id=index))
+    migration.upgrade(engine=engine)
+    table = models.ExtendedAcceleratorRequest.__table__
+    with engine.connect() as conn:
+        found = conn.execute(sa.select(
+            table.c.device_profile_group_id, table.c.group_json)
+            .order_by(table.c.id)).all()
+    assert [(index, json.loads(text)) for index, text in found] == [
+        (0, groups[0]), (1, groups[1]), (1, groups[1])]
     assert schema_diff(engine) == []
 
 

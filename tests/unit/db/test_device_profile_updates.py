@@ -13,10 +13,13 @@
 """Device profile updates in the database: what changes, the groups of
 ARQs that may still bind, and a disabled profile's ARQ creation."""
 
+import json
+
 import pytest
 
 from cyborg.common import exception
 from cyborg.db import arqs as arq_db
+from cyborg.db import binding
 from cyborg.db import device_profiles as profiles_db
 from cyborg.domain import arq_states
 from tests import factories
@@ -63,7 +66,7 @@ def test_missing_profile(database, admin_context):
                                    arq_states.BIND_STARTED,
                                    arq_states.BIND_FAILING,
                                    arq_states.UNBOUND])
-def test_new_groups_wait_for_arqs_that_may_still_bind(
+def test_new_groups_wait_for_arqs_older_than_their_own_groups(
         profile, database, admin_context, state):
     with database.begin() as connection:
         factories.create_test_arq(connection, state=state,
@@ -111,3 +114,35 @@ def test_arqs_created_after_an_update_follow_the_new_groups(profile,
     profiles_db.device_profile_update(admin_context, profile['uuid'],
                                       {'groups': NEW_GROUPS})
     assert len(arq_db.arq_create(admin_context, 'one', 'p1')) == 2
+
+
+def test_an_arq_keeps_the_group_it_was_created_from(
+        profile, database, admin_context):
+    (arq,) = arq_db.arq_create(admin_context, 'one', 'p1')
+    _before, after = profiles_db.device_profile_update(
+        admin_context, profile['uuid'], {'groups': NEW_GROUPS})
+    assert after['groups'] == NEW_GROUPS
+    with database.begin() as connection:
+        (row,) = arq_db.lock(connection, [arq['uuid']], None,
+                             binding.BIND_COLUMNS)
+    # Its bind matches the group it was created from.
+    assert binding._group(row) == GROUPS[0]
+
+
+@pytest.mark.parametrize('state', [arq_states.INITIAL,
+                                   arq_states.BIND_STARTED,
+                                   arq_states.BIND_FAILING,
+                                   arq_states.UNBOUND])
+def test_arqs_with_their_own_groups_let_the_groups_change(
+        profile, database, admin_context, state):
+    with database.begin() as connection:
+        arq = factories.create_test_arq(
+            connection, state=state, device_profile_id=profile['id'],
+            group_json=json.dumps(GROUPS[0]))
+    _before, after = profiles_db.device_profile_update(
+        admin_context, profile['uuid'], {'groups': NEW_GROUPS})
+    assert after['groups'] == NEW_GROUPS
+    with database.begin() as connection:
+        (row,) = arq_db.lock(connection, [arq['uuid']], None,
+                             binding.BIND_COLUMNS)
+    assert binding._group(row) == GROUPS[0]

@@ -215,6 +215,13 @@ def test_import_keeps_every_identity(source, database):
     want[u(66)].update(handle=None)  # Unbound holds no handle
     assert got == want
     assert got[u(62)]['state'] == arq_states.BIND_FAILED
+    # Each keeps the group of its profile it was made from.
+    profile_groups = {p['id']: json.loads(p['profile_json'])['groups']
+                      for p in expected['device_profiles']}
+    assert {uuid: json.loads(a.group_json) for uuid, a in arqs.items()} == {
+        a['uuid']: profile_groups[a['device_profile_id']][
+            a['device_profile_group_id']]
+        for a in expected['extended_accelerator_requests']}
 
     with database.connect() as connection:
         events = connection.execute(sa.select(
