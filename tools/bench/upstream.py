@@ -83,7 +83,8 @@ def venv_script(name: str, venv: str = VENV) -> str:
 def version(venv: str = VENV) -> str:
     """The installed openstack-cyborg version."""
     return subprocess.run(
-        [os.path.join(venv, 'bin', 'python'), '-c',
+        # -I: not the checkout's metadata when run from its directory.
+        [os.path.join(venv, 'bin', 'python'), '-I', '-c',
          'from importlib import metadata; '
          'print(metadata.version("openstack-cyborg"))'],
         capture_output=True, text=True, check=True).stdout.strip()
