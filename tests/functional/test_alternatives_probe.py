@@ -131,3 +131,15 @@ def test_an_unreachable_placement_answers_the_first(fleet):
 def test_without_placement_every_group_answers_its_first():
     assert probe_lib.Prober(None).first_satisfiable([[{}], [{}, {}]]) == [
         0, 0]
+
+
+def test_an_alternative_is_asked_of_one_provider(fleet):
+    """As Nova asks for a device profile group (one numbered request
+    group): resources the devices of one tree hold only together do not
+    satisfy an alternative."""
+    client, names, _devices = fleet
+    prober = probe_lib.Prober(lambda: client)
+    together = {'resources:' + names['first']: '1',
+                'resources:' + names['second']: '1'}
+    alone = {'resources:' + names['second']: '1'}
+    assert prober.first_satisfiable([[together, alone]]) == [1]
