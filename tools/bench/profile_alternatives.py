@@ -29,7 +29,8 @@ profile read Nova makes at every schedule, at fleet size.
 
    * the probe alone (what the conductor's ``alternatives_probe`` does:
      one ``GET /allocation_candidates?limit=1`` per alternative, in
-     order);
+     order, each first in the tree of its last candidate, see
+     :mod:`cyborg.conductor.alternatives`);
    * ``GET /v2/device_profiles?name=`` as Nova sends it, through the
      API application in process (noauth; the conductor's manager called
      in place of RPC; JSON rendering included) with ``[api]
@@ -315,12 +316,14 @@ def main() -> int:
                     * 1000 / calls)
             # Where the time goes: each alternative's query alone.
             for index, option in enumerate(options):
+                before = client.request_count
                 walls = _timed(max(args.requests // 10, 5),
                                lambda option=option: prober.first_satisfiable(
                                    [[option]]))
                 report('  alternative %d alone (%s)' % (
-                    index, 'fits' if index == len(options) - 1 else 'full'),
-                    walls, 1.0)
+                    index, 'fits: its last tree, 1 query'
+                    if index == len(options) - 1 else 'full: the fleet'),
+                    walls, (client.request_count - before) / len(walls))
             print('load average after: %.1f %.1f %.1f' % os.getloadavg())
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             p99 = measured[[name for name in measured
