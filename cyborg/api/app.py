@@ -67,7 +67,8 @@ def setup_app(conf: cfg.ConfigOpts, transport=None,
         authorizer = policies.Authorizer(policies.get_enforcer(conf))
     profile_cache = profile_cache_lib.ProfileCache(
         conf.api.device_profile_cache_ttl,
-        probe_ttl=conf.api.alternatives_probe_ttl)
+        probe_ttl=conf.api.alternatives_probe_ttl,
+        probe_max_stale=conf.api.alternatives_probe_max_stale)
     app = pecan.Pecan(root.RootController(),
                       hooks=[hooks.ContextHook(conf, conductor_api,
                                                authorizer, profile_cache),

@@ -75,6 +75,20 @@ opts = [
                       'probe Placement once. Within this time a read may '
                       'name an alternative whose last free unit was just '
                       'taken. 0 probes Placement at every read.'),
+    cfg.FloatOpt('alternatives_probe_max_stale',
+                 default=5.0, min=0,
+                 help='Seconds an API process may still answer the '
+                      'alternative a group resolved to once '
+                      'alternatives_probe_ttl has passed, while it probes '
+                      'Placement for that group again in the background: '
+                      'the read of a busy profile then never waits for '
+                      'Placement. A group not probed for longer is probed '
+                      'before the read answers. Within this time a read '
+                      'may name an alternative whose last free unit was '
+                      'taken, or a later alternative after an earlier '
+                      'one was freed. Never less than '
+                      'alternatives_probe_ttl; 0 (with '
+                      'alternatives_probe_ttl = 0) probes at every read.'),
     cfg.IntOpt('conductor_timeout',
                default=30, min=1,
                help='Seconds an API request that writes waits for a '

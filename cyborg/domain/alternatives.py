@@ -31,11 +31,19 @@ from typing import Any
 from cyborg.domain import device_profile
 from cyborg.domain import resource_names
 
+# The suffix of the one numbered request group a probe asks for.
+PROBE_SUFFIX = '1'
+
 
 def placement_query(group: Mapping[str, str]) -> dict[str, str]:
     """The ``GET /allocation_candidates`` query that asks whether a
     plain group can be satisfied now: its resources and traits (forbidden
-    ones as ``!TRAIT``, Placement 1.22), one candidate at most."""
+    ones as ``!TRAIT``, Placement 1.22), one candidate at most.
+
+    The group is asked as one numbered group (Placement 1.25), as Nova
+    asks for a device profile group: all of it from one provider. That is
+    also the cheaper query: Placement matches single providers instead
+    of combining the providers of each tree."""
     resources, required, forbidden = [], [], []
     for key, value in group.items():
         prefix, _sep, name = key.partition(':')
@@ -46,9 +54,11 @@ def placement_query(group: Mapping[str, str]) -> dict[str, str]:
             required.append(name)
         elif prefix == device_profile.TRAIT and value == 'forbidden':
             forbidden.append('!' + name)
-    query = {'resources': ','.join(sorted(resources)), 'limit': '1'}
+    query = {'resources' + PROBE_SUFFIX: ','.join(sorted(resources)),
+             'limit': '1'}
     if required or forbidden:
-        query['required'] = ','.join(sorted(required) + sorted(forbidden))
+        query['required' + PROBE_SUFFIX] = ','.join(
+            sorted(required) + sorted(forbidden))
     return query
 
 

@@ -131,3 +131,46 @@ def test_an_unreachable_placement_answers_the_first(fleet):
 def test_without_placement_every_group_answers_its_first():
     assert probe_lib.Prober(None).first_satisfiable([[{}], [{}, {}]]) == [
         0, 0]
+
+
+def test_an_alternative_is_asked_of_one_provider(fleet):
+    """As Nova asks for a device profile group (one numbered request
+    group): resources the devices of one tree hold only together do not
+    satisfy an alternative."""
+    client, names, _devices = fleet
+    prober = probe_lib.Prober(lambda: client)
+    together = {'resources:' + names['first']: '1',
+                'resources:' + names['second']: '1'}
+    alone = {'resources:' + names['second']: '1'}
+    assert prober.first_satisfiable([[together, alone]]) == [1]
+
+
+def test_the_tree_of_the_last_candidate_is_asked_first(fleet):
+    """One query of that tree while it has a candidate; the whole fleet
+    once it has none, so that the answer never changes."""
+    client, names, devices = fleet
+    other_root = str(uuid.uuid4())
+    client.create_provider(other_root, _unique('compute'))
+    other = str(uuid.uuid4())
+    client.create_provider(other, _unique('dev'), parent_uuid=other_root)
+    client.set_inventories(other, 0, {names['second']: {'total': 1}})
+    prober = probe_lib.Prober(lambda: client)
+    options = _options(names, ('second', {}))
+    assert prober.first_satisfiable([options]) == [0]
+    before = client.request_count
+    assert prober.first_satisfiable([options]) == [0]
+    assert client.request_count - before == 1
+    # Whichever device answered first is taken: the other tree's still
+    # satisfies the alternative (the hint's query, then the fleet's).
+    taken = [_allocate(client, devices['second'], {names['second']: 1})]
+    assert prober.first_satisfiable([options]) == [0]
+    taken.append(_allocate(client, other, {names['second']: 1}))
+    # Neither left: the hint's tree asked, then the fleet, then the next
+    # alternative.
+    before = client.request_count
+    assert prober.first_satisfiable([_options(
+        names, ('second', {}), ('first', {}))]) == [1]
+    assert client.request_count - before == 3
+    client.adapter.delete('/allocations/' + taken[1])
+    assert prober.first_satisfiable([_options(
+        names, ('first', {'taint': 'required'}), ('second', {}))]) == [1]

@@ -37,7 +37,9 @@ SECOND = 'CUSTOM_ALT_NOVA_SECOND'
 FIRST_UNITS = 2
 SECOND_UNITS = 20
 V2_9 = 'accelerator 2.9'
-# Short, so that a test need not wait long for a new probe.
+# Short, so that a test need not wait long for a new probe: a read
+# within PROBE_TTL of a probe answers its choice and probes again in the
+# background (alternatives_probe_max_stale), a later read probes first.
 PROBE_TTL = 0.2
 
 
@@ -56,7 +58,8 @@ def rn(postgres, rabbitmq, placement_pg, keystone, work_dir):
     with nova_services.real_nova(
             'alt-nova', postgres, rabbitmq, placement_pg, keystone,
             work_dir, COMPUTES, cyborg_options={
-                'api': {'alternatives_probe_ttl': PROBE_TTL}}) as d:
+                'api': {'alternatives_probe_ttl': 0,
+                        'alternatives_probe_max_stale': PROBE_TTL}}) as d:
         d.cyborg('POST', '/device_profiles', version=V2_9, json=[{
             'name': 'first-else-second',
             'groups': [{'alternatives': [

@@ -190,8 +190,23 @@ def test_the_choice_is_cached_for_the_probe_ttl(app, conductor, conf):
     later = time.monotonic() + conf.api.alternatives_probe_ttl + 0.1
     with mock.patch('cyborg.api.profile_cache.time.monotonic',
                     return_value=later):
+        # Stale but within alternatives_probe_max_stale: answered at once,
+        # probed again in the background.
+        assert 'resources:FPGA' in _groups(app, 'either')[0]
+        deadline = time.time() + 10
+        while ('resources:PGPU' not in _groups(app, 'either')[0]
+               and time.time() < deadline):
+            time.sleep(0.01)
         assert 'resources:PGPU' in _groups(app, 'either')[0]
+    # One background probe, however many reads saw the stale choice.
     assert conductor.alternatives_probe.call_count == 2
+    # Older than alternatives_probe_max_stale: the read waits for a probe.
+    conductor.alternatives_probe.return_value = [1]
+    much_later = later + conf.api.alternatives_probe_max_stale + 0.1
+    with mock.patch('cyborg.api.profile_cache.time.monotonic',
+                    return_value=much_later):
+        assert 'resources:FPGA' in _groups(app, 'either')[0]
+    assert conductor.alternatives_probe.call_count == 3
 
 
 def test_plain_profiles_cost_no_probe(app, conductor):

@@ -100,10 +100,10 @@ def test_the_placement_query_of_a_plain_group():
         'trait:CUSTOM_B': 'required', 'trait:CUSTOM_A': 'required',
         'trait:CUSTOM_TAINT_X': 'forbidden',
         'accel:attach_target': 'VM', 'toleration:y': 'Exists'}) == {
-        'resources': 'CUSTOM_MEM:2,PGPU:1', 'limit': '1',
-        'required': 'CUSTOM_A,CUSTOM_B,!CUSTOM_TAINT_X'}
+        'resources1': 'CUSTOM_MEM:2,PGPU:1', 'limit': '1',
+        'required1': 'CUSTOM_A,CUSTOM_B,!CUSTOM_TAINT_X'}
     assert alternatives.placement_query({'resources:FPGA': '1'}) == {
-        'resources': 'FPGA:1', 'limit': '1'}
+        'resources1': 'FPGA:1', 'limit': '1'}
 
 
 def test_first_satisfiable_stops_at_the_first_and_defaults_to_0():

@@ -104,10 +104,12 @@ def _chosen_alternatives(context, profile: dict,
     if not wanted:
         return {}
 
+    # The probe may run in a background thread, without pecan.request.
+    conductor_api = pecan.request.conductor_api
+
     def probe(candidates: list) -> list[int]:
         try:
-            return pecan.request.conductor_api.alternatives_probe(
-                context, candidates)
+            return conductor_api.alternatives_probe(context, candidates)
         except Exception as e:
             # The read must not fail for want of a probe: Nova then asks
             # for the first alternative, as for a plain group.
