@@ -195,9 +195,9 @@ class AgentManager:
             raise exception.Invalid(reason=str(e))
         except errors.PartitionRefused as e:
             raise exception.Conflict(reason=str(e))
-        LOG.info('Device %s (driver %s) serves partition profile %s%s',
-                 address, driver, profile or 'of the driver\'s policy',
-                 ' (pinned)' if pinned else '')
+        LOG.info('Device %s (driver %s) serves partition profile %s, '
+                 'pinned: %s', address, driver,
+                 profile or "of the driver's policy", pinned)
         self._report_after('setting a partition profile')
 
     def _image_source(self) -> 'ImageSource':

@@ -74,9 +74,9 @@ class Partitions:
         except Exception as e:
             raise exception.PartitionsFailed(
                 uuid=uuid, reason=_reason(device['hostname'], e)) from e
-        LOG.info('Device %s on %s serves partition profile %s%s', uuid,
-                 device['hostname'], profile or "of its driver's policy",
-                 ' (pinned)' if pinned else '')
+        LOG.info('Device %s on %s serves partition profile %s, pinned: %s',
+                 uuid, device['hostname'],
+                 profile or "of its driver's policy", pinned)
 
 
 def _reason(host: str, error: Any) -> str:

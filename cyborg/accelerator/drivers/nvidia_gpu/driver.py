@@ -595,9 +595,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             self._pins.remove(key)
         if profile is not None:
             self._serving[gpu_address] = profile
-        LOG.info('nvidia_gpu_driver: GPU %s serves %s%s', gpu_address,
-                 profile or 'the profile the policy chooses',
-                 ' (pinned)' if profile is not None and pinned else '')
+        LOG.info('nvidia_gpu_driver: GPU %s serves profile %s, pinned: %s',
+                 gpu_address, profile or 'of the policy',
+                 profile is not None and pinned)
 
     def _mig_type(self, gpu: pci.PCIAddress, profile: str) -> int | None:
         """The id of the MIG-backed vGPU type of ``profile`` that the
