@@ -21,6 +21,7 @@ import webob
 
 from cyborg.accelerator.drivers.fake import driver as fake
 from cyborg.api import app as api_app
+from cyborg.common import rpc
 from cyborg.conductor import inventory
 from cyborg.domain import device_tree
 from cyborg.domain import partitions
@@ -124,6 +125,16 @@ def test_a_bad_request_changes_nothing(app, version, body, status):
                         version, body=body)
     assert response.status_int == status, response.body
     assert not app.conductor.device_set_partitions.called
+
+
+def test_a_conductor_capped_below_1_8_is_503(app):
+    app.conductor.device_set_partitions.side_effect = rpc.RPCVersionCapped(
+        'cyborg-conductor', 'device_set_partitions', '1.8', '1.7',
+        'conductor')
+    response = _request(app, 'PUT', '/v2/devices/%s/partitions'
+                        % _uuid(app), body={'profile': '2g.35gb',
+                                            'pinned': False})
+    assert response.status_int == 503, response.body
 
 
 def test_members_may_not_set_a_profile(app):
