@@ -16,16 +16,16 @@ Nullable: a device that exists before this revision, or that its driver
 does not partition, has none; the next report of a partitioned GPU
 fills it.
 
-Revision ID: 0012_device_partitions
-Revises: 0011_quota_locks
+Revision ID: 0013_device_partitions
+Revises: 0012_arq_request_groups
 Create Date: 2026-11-28 07:00:00
 """
 
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0012_device_partitions'
-down_revision = '0011_quota_locks'
+revision = '0013_device_partitions'
+down_revision = '0012_arq_request_groups'
 branch_labels = None
 depends_on = None
 
