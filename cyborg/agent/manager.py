@@ -176,8 +176,29 @@ class AgentManager:
                     uuid=image.get('deployable', '?'), reason=str(e))
         LOG.info('Programmed bitstream image %s through %s (driver %s)',
                  image_id, controlpath['cpid_info'], driver)
-        self._report_after_programming(context)
+        self._report_after('programming')
         return function
+
+    @messaging.expected_exceptions(*EXPECTED)
+    def set_partitions(self, context, driver: str | None, address: str,
+                       profile: str | None, pinned: bool) -> None:
+        """Have the driver serve partition ``profile`` on the device at
+        ``address``, pinned or not (API 1.4), then report this host's
+        devices so that the new profile shows. The driver's refusal
+        answers as the conflict (409) or the invalid request (400) it
+        is."""
+        target = self._driver(driver)
+        try:
+            with self._locks.held(target):
+                target.set_partitions(address, profile, pinned)
+        except errors.PartitionProfileUnknown as e:
+            raise exception.Invalid(reason=str(e))
+        except errors.PartitionRefused as e:
+            raise exception.Conflict(reason=str(e))
+        LOG.info('Device %s (driver %s) serves partition profile %s, '
+                 'pinned: %s', address, driver,
+                 profile or "of the driver's policy", pinned)
+        self._report_after('setting a partition profile')
 
     def _image_source(self) -> 'ImageSource':
         if self._images is None:
@@ -186,15 +207,15 @@ class AgentManager:
             self._images = self._images_factory()
         return self._images
 
-    def _report_after_programming(self, context) -> None:
+    def _report_after(self, what: str) -> None:
         if self._report is None:
             return
         try:
             self._report(cyborg_context.get_admin_context())
         except Exception as e:
-            LOG.warning('Reporting the devices of %s after programming '
-                        'failed (%s); the next discovery reports them',
-                        self.host, e)
+            LOG.warning('Reporting the devices of %s after %s failed '
+                        '(%s); the next discovery reports them',
+                        self.host, what, e)
 
 
 class ImageSource:

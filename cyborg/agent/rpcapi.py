@@ -37,6 +37,8 @@ class AgentAPI:
       longer works it out from the handle). Remove program (1.1, a path
       on the agent host; no conductor sends it) and ping: an agent
       answers them with oslo.messaging's NoSuchMethod.
+    * 1.4 - Add set_partitions: a device's partition profile, set or
+      pinned by an administrator.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.AGENT_RPC_API_VERSION``),
@@ -113,3 +115,13 @@ class AgentAPI:
         return self._prepare('program_image', '1.2', host).call(
             context, 'program_image', driver=driver,
             controlpath=controlpath, image=image)
+
+    def set_partitions(self, context, host: str, driver: str | None,
+                       address: str, profile: str | None,
+                       pinned: bool) -> None:
+        """Have ``driver`` on ``host`` serve partition ``profile`` on the
+        device at ``address`` (None: the profile its policy chooses),
+        pinned or not (API 1.4)."""
+        self._prepare('set_partitions', '1.4', host).call(
+            context, 'set_partitions', driver=driver, address=address,
+            profile=profile, pinned=pinned)

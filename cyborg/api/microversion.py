@@ -54,7 +54,11 @@ DEVICE_TAINTS = (2, 8)
 #: groups of ordered ``alternatives``, the implicit ``class:<RC>``
 #: profiles; ``/v2/quotas/{project_id}``.
 PROFILE_UPDATES = (2, 9)
-MAX_VERSION = PROFILE_UPDATES
+#: 2.10 - devices show their ``partitions`` (mode, profile, pinned,
+#: in use, still creatable); ``PUT /v2/devices/{uuid}/partitions`` sets
+#: or pins a partitioned GPU's profile (admins).
+DEVICE_PARTITIONS = (2, 10)
+MAX_VERSION = DEVICE_PARTITIONS
 
 # ASCII digits, few enough to convert (a longer number names no version).
 _VERSION_RE = re.compile(r'^\s*([0-9]{1,9})\.([0-9]{1,9})\s*$', re.ASCII)

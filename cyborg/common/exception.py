@@ -164,6 +164,23 @@ class DeviceProfileGroupsInUse(Conflict):
                'deleted.')
 
 
+class DeviceNotPartitioned(Conflict):
+    msg_fmt = ('Device %(uuid)s is not partitioned: its driver reports no '
+               'partitions (a MIG GPU of a host whose [nvidia_gpu] '
+               'partition_mode is homogeneous does).')
+
+
+class DevicePartitionsInUse(Conflict):
+    msg_fmt = ('Device %(uuid)s holds partitions: its partition profile '
+               'can change once they are released.')
+
+
+class PartitionsFailed(CyborgException):
+    msg_fmt = ('Setting the partition profile of device %(uuid)s failed: '
+               '%(reason)s')
+    code = 502
+
+
 class ServiceUnavailable(CyborgException):
     msg_fmt = 'Service is unavailable: %(reason)s'
     code = 503

@@ -48,6 +48,7 @@ from cyborg.db import fleet_metrics as fleet_db
 from cyborg.domain import arq_states
 from cyborg.domain import bind_errors
 from cyborg.domain import devices
+from cyborg.domain import partitions
 from cyborg.domain import utilization
 
 LOG = logging.getLogger(__name__)
@@ -103,6 +104,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     'cyborg_device_utilization_age_seconds': (
         'Seconds since the agent reported the device\'s utilization.',
         ('host', 'device')),
+    'cyborg_device_partitions': (
+        'Partitions of a partitioned device (a MIG GPU in homogeneous '
+        'mode) of the profile it serves: in use and still creatable, as '
+        'its agent last reported.', ('host', 'device', 'profile', 'kind')),
     'cyborg_agent_last_report_age_seconds': (
         'Seconds since a host\'s agent was last heard from.', ('host',)),
     'cyborg_nova_event_outbox_depth': (
@@ -309,6 +314,13 @@ class FleetCollector:
                              count)
         self._arqs(families, snapshot)
         self._utilization(families, snapshot, now)
+        for host, address, text in snapshot.partitions:
+            reported = partitions.from_stored(text)
+            if reported is not None:
+                for kind in ('in_use', 'creatable'):
+                    families.add('cyborg_device_partitions',
+                                 (host, address, reported['profile'] or '',
+                                  kind), reported[kind])
         pending = 0
         for host, seen, requested, done in snapshot.agents:
             if seen is not None:

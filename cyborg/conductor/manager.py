@@ -26,6 +26,7 @@ from cyborg.conductor import alternatives
 from cyborg.conductor import binding
 from cyborg.conductor import inventory
 from cyborg.conductor import notifications
+from cyborg.conductor import partitions as partitions_mod
 from cyborg.conductor import programming
 from cyborg.conductor import quotas as quotas_mod
 from cyborg.conductor import sync_worker
@@ -106,8 +107,12 @@ class ConductorManager:
                  notifier: notifier_mod.Notifier | None = None,
                  usage_period: int | None = None,
                  prober: alternatives.Prober | None = None,
-                 quotas: quotas_mod.UnifiedLimits | None = None):
+                 quotas: quotas_mod.UnifiedLimits | None = None,
+                 partitions: partitions_mod.Partitions | None = None):
         self.host = host
+        # Devices' partition profiles, set through their agents (None:
+        # refused, as by a service without agents).
+        self._partitions = partitions
         # No Placement (none given): every group answers its first
         # alternative.
         self._prober = prober or alternatives.Prober(None)
@@ -351,6 +356,16 @@ class ConductorManager:
                 else notifications.DEVICE_DISABLE,
                 [dict(before, status=status)])
             self._sync_later(before['hostname'])
+
+    @_expected
+    def device_set_partitions(self, context, uuid: str, profile: str | None,
+                              pinned: bool) -> None:
+        """Set or pin a device's partition profile through its agent
+        (API 1.8; see :class:`cyborg.conductor.partitions.Partitions`)."""
+        if self._partitions is None:
+            raise exception.ServiceUnavailable(
+                reason='this conductor sets no partition profiles')
+        self._partitions.set(context, uuid, profile, pinned)
 
     @_expected
     def attribute_create(self, context, values: dict[str, Any]

@@ -56,6 +56,8 @@ class ConductorAPI:
       503 to a device profile's update.
     * 1.7 - Add alternatives_probe. Capped below 1.7, the API answers
       each group with ordered alternatives as its first alternative.
+    * 1.8 - Add device_set_partitions. Capped below 1.8, the API answers
+      503 to a device's partition profile.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -164,6 +166,14 @@ class ConductorAPI:
     def device_set_status(self, context, uuid: str, status: str) -> None:
         return self._prepare('device_set_status', '1.0').call(
             context, 'device_set_status', uuid=uuid, status=status)
+
+    def device_set_partitions(self, context, uuid: str, profile: str | None,
+                              pinned: bool) -> None:
+        """Set or pin a device's partition profile through its agent
+        (API 1.8)."""
+        return self._prepare('device_set_partitions', '1.8').call(
+            context, 'device_set_partitions', uuid=uuid, profile=profile,
+            pinned=pinned)
 
     def attribute_create(self, context, values: dict[str, Any]
                          ) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from cyborg.conductor import alternatives
 from cyborg.conductor import binding
 from cyborg.conductor import fleet_metrics
 from cyborg.conductor import manager
+from cyborg.conductor import partitions
 from cyborg.conductor import placement_sync
 from cyborg.conductor import programming
 from cyborg.conductor import quotas
@@ -71,6 +72,14 @@ class AgentHandles:
         ``[upgrade_levels] agent`` is below it)."""
         return self._program_api.program_image(context, host, driver,
                                                controlpath, image)
+
+    def set_partitions(self, context, host: str, driver: str | None,
+                       address: str, profile: str | None,
+                       pinned: bool) -> None:
+        """Agent API 1.4 (refused, before anything is sent, where
+        ``[upgrade_levels] agent`` is below it)."""
+        self._agent_api.set_partitions(context, host, driver, address,
+                                       profile, pinned)
 
     def release(self, context, handle: arq_db.PreparedHandle) -> None:
         self._agent_api.release_attach_handle(
@@ -141,7 +150,8 @@ def create(conf: cfg.ConfigOpts, transport,
                       if notifications.enabled else None),
         # The probe shares the sync's Placement client.
         prober=alternatives.Prober(lambda: sync.client),
-        quotas=quotas.from_conf(conf))
+        quotas=quotas.from_conf(conf),
+        partitions=partitions.Partitions(agents))
 
     def admin():
         return cyborg_context.get_admin_context()

@@ -65,6 +65,8 @@ class FleetSnapshot:
     outbox_depth: int
     #: creation time of the oldest one that is late (see _OUTBOX)
     outbox_oldest: datetime.datetime | None
+    #: (hostname, address, partitions text) of the partitioned devices
+    partitions: list = dataclasses.field(default_factory=list)
 
 
 _DEVICE_LABELS = (DEVICES.c.hostname, DEVICES.c.driver, DEVICES.c.vendor,
@@ -132,9 +134,12 @@ _BOUND_BY_PROJECT = (
     .group_by(ARQS.c.project_id, _BOUND_RC.c.value))
 
 
-_UTILIZATION = (sa.select(DEVICES.c.hostname, DEVICES.c.address,
-                          DEVICES.c.utilization)
-                .where(DEVICES.c.utilization.is_not(None)))
+# The devices' readings: their utilization and their partitions, with
+# one statement.
+_READINGS = (sa.select(DEVICES.c.hostname, DEVICES.c.address,
+                       DEVICES.c.utilization, DEVICES.c.partitions)
+             .where(sa.or_(DEVICES.c.utilization.is_not(None),
+                           DEVICES.c.partitions.is_not(None))))
 
 _AGENTS = (sa.select(SERVICES.c.host, SERVICES.c.last_seen_up,
                      SERVICES.c.sync_requested, SERVICES.c.sync_done)
@@ -157,12 +162,16 @@ def fleet_snapshot(context, by_project: bool = False) -> FleetSnapshot:
     bound ARQs per project too if ``by_project``."""
     connection = context.connection
     depth, oldest = connection.execute(_OUTBOX).one()
+    readings = connection.execute(_READINGS).all()
     return FleetSnapshot(
         devices=connection.execute(_DEVICES).all(),
         deployables=connection.execute(_DEPLOYABLES).all(),
         arqs=connection.execute(_ARQS).all(),
         bound=(connection.execute(_BOUND_BY_PROJECT).all() if by_project
                else []),
-        utilization=connection.execute(_UTILIZATION).all(),
+        utilization=[(host, address, text) for host, address, text, _p
+                     in readings if text is not None],
         agents=connection.execute(_AGENTS).all(),
-        outbox_depth=depth, outbox_oldest=oldest)
+        outbox_depth=depth, outbox_oldest=oldest,
+        partitions=[(host, address, text) for host, address, _u, text
+                    in readings if text is not None])

@@ -77,6 +77,7 @@ from cyborg.domain import adoption
 from cyborg.domain import bitstream as bitstream_rules
 from cyborg.domain import device_tree
 from cyborg.domain import devices as device_rules
+from cyborg.domain import partitions as partition_rules
 from cyborg.domain import providers
 from cyborg.domain import taints as taint_rules
 from cyborg.domain import utilization as utilization_mod
@@ -428,6 +429,8 @@ class _HostDiff:
             'health': (device.get('health')
                        or device_tree.Health.HEALTHY.value),
             'driver': device.get('driver'), 'missing': False,
+            'partitions': partition_rules.stored_form(
+                device.get('partitions')),
         }
 
     def _add_devices(self, devices: list[dict[str, Any]]) -> None:

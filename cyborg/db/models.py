@@ -114,6 +114,9 @@ class Device(Base):
     # e.g. for a device older than this column).
     health_reason = sa.Column(sa.String(255), nullable=True)
     health_since = sa.Column(DateTime, nullable=True)
+    # The device's partitions as its agent last reported them, as JSON
+    # (cyborg.domain.partitions); NULL: the device is not partitioned.
+    partitions = sa.Column(sa.Text, nullable=True)
 
 
 class Deployable(Base):

@@ -173,6 +173,10 @@ class Device:
     #: form when empty, so the digest of a tree without taints is the one
     #: older agents send.
     taints: list[taints_mod.Taint] = dataclasses.field(default_factory=list)
+    #: The device's partitions (see :mod:`cyborg.domain.partitions`);
+    #: None for a device its driver does not partition. Left out of the
+    #: wire form when None, as ``taints`` when empty.
+    partitions: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.health = Health(self.health)
@@ -204,6 +208,8 @@ def tree_to_wire(devices: list[Device]) -> list[dict[str, Any]]:
     for device in wire:
         _normalize_deployables(device['deployables'])
         _normalize_taints(device)
+        if device['partitions'] is None:
+            del device['partitions']
     wire.sort(key=lambda d: d['address'])
     return wire
 

@@ -18,6 +18,7 @@ GET_ALL = 'cyborg:device:get_all'
 GET_ONE = 'cyborg:device:get_one'
 DISABLE = 'cyborg:device:disable'
 ENABLE = 'cyborg:device:enable'
+SET_PARTITIONS = 'cyborg:device:set_partitions'
 
 rules = [
     base.rule(GET_ALL, base.PROJECT_MANAGER_OR_ADMIN,
@@ -28,4 +29,7 @@ rules = [
               'Disable a device.', [('POST', PATH + '/{uuid}/disable')]),
     base.rule(ENABLE, base.ADMIN,
               'Enable a device.', [('POST', PATH + '/{uuid}/enable')]),
+    base.rule(SET_PARTITIONS, base.ADMIN,
+              'Set or pin the partition profile of a partitioned GPU '
+              '(API 2.10).', [('PUT', PATH + '/{uuid}/partitions')]),
 ]

@@ -412,6 +412,13 @@ def test_devices(replay):
     finally:
         replay.call('POST', path + '/enable', 204)
     assert replay.call('GET', path, 200)['status'] == 'enabled'
+    # The fake driver partitions no device: its partition profile (2.10)
+    # is refused. The accepted call is tests/functional/
+    # test_device_partitions.py's, on a MIG GPU.
+    replay.call('PUT', path + '/partitions', 409,
+                request='device-partitions-req.json',
+                headers=dict(ADMIN, **{
+                    'openstack-api-version': 'accelerator 2.10'}))
 
 
 def test_deployables(replay):

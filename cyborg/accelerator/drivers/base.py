@@ -66,6 +66,7 @@ driver around each of its calls.
 
 import abc
 
+from cyborg.accelerator.drivers import errors
 from cyborg.domain import device_tree
 from cyborg.domain import remediation
 from cyborg.domain import utilization as utilization_mod
@@ -152,6 +153,18 @@ class AcceleratorDriver(abc.ABC):
         image.
         """
         raise NotImplementedError('%s cannot program devices' % self.name)
+
+    def set_partitions(self, address: str, profile: str | None,
+                       pinned: bool) -> None:
+        """Have the device at ``address`` serve partition ``profile``
+        (None: the one the driver's policy chooses), kept against the
+        policy when ``pinned``; shown from the next discovery. Raises
+        :class:`~cyborg.accelerator.drivers.errors.PartitionRefused`
+        (the default: the driver partitions no device) or
+        :class:`~cyborg.accelerator.drivers.errors.PartitionProfileUnknown`.
+        """
+        raise errors.PartitionRefused(
+            reason='%s does not partition devices' % self.name)
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str,

@@ -56,6 +56,19 @@ class ProgramFailed(DriverError):
     code = 409
 
 
+class PartitionRefused(DriverError):
+    """A device's partition profile cannot be set now (the device holds
+    partitions, or is not partitioned by its driver)."""
+
+    code = 409
+
+
+class PartitionProfileUnknown(DriverError):
+    """A device cannot serve the partition profile asked for."""
+
+    code = 400
+
+
 class ResetFailed(DriverError):
     """A device reset through the vendor tool failed; the agent
     escalates as the remediation catalog says."""

@@ -13,9 +13,26 @@
 """JSON Schema of device requests."""
 
 from cyborg.api.schemas import common
+from cyborg.domain import partitions as partition_rules
 
 _LIST = {'type': common.STRING, 'vendor': common.STRING,
          'hostname': common.STRING, 'filters': common.FILTERS}
 LIST_QUERY = common.query(**_LIST)
 #: From 2.3 the list also filters by status.
 LIST_QUERY_2_3 = common.query(status=common.STRING, **_LIST)
+
+#: ``PUT /v2/devices/{uuid}/partitions`` (2.10): the profile a
+#: partitioned GPU serves (null: the one its driver's policy chooses),
+#: and whether the policy may switch it (``pinned``: never).
+PARTITIONS = {
+    'type': 'object',
+    'properties': {
+        'profile': {'oneOf': [
+            {'type': 'null'},
+            {'type': 'string', 'pattern': partition_rules.PROFILE_PATTERN,
+             'maxLength': partition_rules.PROFILE_MAX_LENGTH}]},
+        'pinned': {'type': 'boolean'},
+    },
+    'required': ['profile', 'pinned'],
+    'additionalProperties': False,
+}

@@ -115,6 +115,7 @@ RULES = {
     'cyborg:device:get_one': MANAGERS,
     'cyborg:device:disable': ADMINS,
     'cyborg:device:enable': ADMINS,
+    'cyborg:device:set_partitions': ADMINS,
     'cyborg:deployable:get_all': MANAGERS,
     'cyborg:deployable:get_one': MANAGERS,
     'cyborg:deployable:program': ADMINS,
@@ -140,6 +141,7 @@ RP = '11111111-1111-4111-8111-111111111111'
 TAINT_RULE_UUID = '12121212-1212-4121-8121-121212121212'
 V2_8 = {'OpenStack-API-Version': 'accelerator 2.8'}
 V2_9 = {'OpenStack-API-Version': 'accelerator 2.9'}
+V2_10 = {'OpenStack-API-Version': 'accelerator 2.10'}
 INSTANCE = '22222222-2222-4222-8222-222222222222'
 ARQ = 'aaaaaaaa-0000-4000-8000-000000000001'  # p1, Initial
 BOUND_ARQ = 'aaaaaaaa-0000-4000-8000-000000000002'  # p1, bound to INSTANCE
@@ -220,6 +222,10 @@ CASES = [
          'cyborg:device:disable', 204),
     Case('enable a device', 'POST', '/v2/devices/%s/enable' % DEVICE_UUID,
          'cyborg:device:enable', 204),
+    Case('set a device\'s partitions', 'PUT',
+         '/v2/devices/%s/partitions' % DEVICE_UUID,
+         'cyborg:device:set_partitions', 202, headers=V2_10,
+         body={'profile': '1g.18gb', 'pinned': True}),
     Case('list deployables', 'GET', '/v2/deployables',
          'cyborg:deployable:get_all', 200),
     Case('show a deployable', 'GET', '/v2/deployables/' + DEPLOYABLE_UUID,

@@ -26,7 +26,7 @@ from cyborg.api import microversion as mv
         ('', (2, 0)),
         ('accelerator 2.2', (2, 2)),
         ('ACCELERATOR 2.1', (2, 1)),
-        ('accelerator latest', (2, 9)),
+        ('accelerator latest', (2, 10)),
         ('accelerator 2.03', (2, 3)),
         ('accelerator 2.4', (2, 4)),
         ('accelerator 2.5', (2, 5)),
@@ -35,7 +35,7 @@ from cyborg.api import microversion as mv
         ('compute 2.1, accelerator 2.2', (2, 2)),
         ('accelerator 2.1,compute 2.60', (2, 1)),
         ('2.2', (2, 2)),
-        ('latest', (2, 9)),
+        ('latest', (2, 10)),
         ('compute 2.1', (2, 0)),
     ],
 )
@@ -68,8 +68,8 @@ def test_parse_header_rejects_unparsable(header):
         ),
         ('accelerator 1.9', 'Version 1.9 requested but not supported'),
         (
-            'accelerator 2.10',
-            'Version 2.10 was requested but the minor version is not '
+            'accelerator 2.11',
+            'Version 2.11 was requested but the minor version is not '
             'supported',
         ),
     ],
@@ -78,14 +78,14 @@ def test_parse_header_rejects_unsupported(header, fragment):
     with pytest.raises(mv.UnsupportedVersion) as error:
         mv.parse_header(header)
     assert fragment in str(error.value)
-    assert '[2.0, 2.9]' in str(error.value)
+    assert '[2.0, 2.10]' in str(error.value)
 
 
 def test_response_headers():
     assert dict(mv.response_headers((2, 1))) == {
         'OpenStack-API-Version': 'accelerator 2.1',
         'OpenStack-API-Minimum-Version': '2.0',
-        'OpenStack-API-Maximum-Version': '2.9',
+        'OpenStack-API-Maximum-Version': '2.10',
         'Vary': 'OpenStack-API-Version',
     }
 
@@ -96,7 +96,7 @@ def test_response_headers():
         # microversion_parse reads a list: its last accelerator entry.
         ('accelerator 2.1, accelerator 2.2', (2, 2)),
         ('compute, accelerator 2.2', (2, 2)),
-        ('accelerator  latest , compute 2.1', (2, 9)),
+        ('accelerator  latest , compute 2.1', (2, 10)),
     ],
 )
 def test_lists_are_read_by_microversion_parse(header, expected):

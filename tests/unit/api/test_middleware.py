@@ -101,7 +101,7 @@ def test_version_middleware_rejects_bad_header():
     )
     # Every error carries the supported range.
     assert response.headers['OpenStack-API-Minimum-Version'] == '2.0'
-    assert response.headers['OpenStack-API-Maximum-Version'] == '2.9'
+    assert response.headers['OpenStack-API-Maximum-Version'] == '2.10'
 
 
 def test_version_middleware_rejects_unsupported_version():
@@ -109,7 +109,7 @@ def test_version_middleware_rejects_unsupported_version():
     response = _get(app, '/v2',
                     **{'OpenStack-API-Version': 'accelerator 2.99'})
     assert response.status_int == 406
-    assert response.headers['OpenStack-API-Maximum-Version'] == '2.9'
+    assert response.headers['OpenStack-API-Maximum-Version'] == '2.10'
     assert response.headers['Content-Type'] == 'application/json'
 
 

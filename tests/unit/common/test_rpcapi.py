@@ -43,11 +43,11 @@ CONDUCTOR_METHODS = {
     'deployable_program': '1.1', 'bound_devices': '1.4',
     'taint_rule_create': '1.5', 'taint_rule_delete': '1.5',
     'device_profile_update': '1.6',
-    'alternatives_probe': '1.7',
+    'alternatives_probe': '1.7', 'device_set_partitions': '1.8',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',
-    'program_image': '1.2',
+    'program_image': '1.2', 'set_partitions': '1.4',
 }
 #: Public methods of a client that send nothing.
 LOCAL_METHODS = {'with_timeout'}

@@ -28,6 +28,7 @@ import pytest
 from cyborg.conductor import fleet_metrics
 from cyborg.conductor import service as conductor_service
 from cyborg.db import fleet_metrics as fleet_db
+from cyborg.domain import partitions
 from cyborg.domain import utilization
 
 GOLDEN = os.path.join(os.path.dirname(__file__), 'fleet_metrics_golden.json')
@@ -54,7 +55,9 @@ def _snapshot(**changes) -> fleet_db.FleetSnapshot:
         utilization=[('h1', '0000:3b:00.0', utilization.stored_form(
             dict.fromkeys(utilization.METRICS, 1), NOW))],
         agents=[('h1', NOW, 1, 0)],
-        outbox_depth=1, outbox_oldest=NOW)
+        outbox_depth=1, outbox_oldest=NOW,
+        partitions=[('h1', '0000:41:00.0', partitions.stored_form(
+            partitions.state('homogeneous', '1g.18gb', True, 2, 5)))])
     values.update(changes)
     return fleet_db.FleetSnapshot(**values)
 
@@ -140,6 +143,23 @@ def test_the_golden_file_is_what_the_collector_declares(conf):
     assert {name: list(labels) for name, (_help, labels)
             in fleet_metrics.FAMILIES.items()} == {
         name: family['labels'] for name, family in golden().items()}
+
+
+def test_partitions_are_what_the_agent_reported(conf):
+    families = _build(_collector(conf), _snapshot(partitions=[
+        ('h1', '0000:41:00.0', partitions.stored_form(partitions.state(
+            'homogeneous', '2g.35gb', True, 1, 2))),
+        ('h1', '0000:42:00.0', partitions.stored_form(partitions.state(
+            'homogeneous', None, False, 0, 0))),
+        # Not a partition document: no series.
+        ('h2', '0000:41:00.0', '{"mode": "dynamic"}')]))
+    assert sorted((s.labels['device'], s.labels['profile'],
+                   s.labels['kind'], s.value) for s in
+                  families['cyborg_device_partitions'].samples) == [
+        ('0000:41:00.0', '2g.35gb', 'creatable', 2.0),
+        ('0000:41:00.0', '2g.35gb', 'in_use', 1.0),
+        ('0000:42:00.0', '', 'creatable', 0.0),
+        ('0000:42:00.0', '', 'in_use', 0.0)]
 
 
 def test_every_reading_an_agent_may_report_has_a_series():

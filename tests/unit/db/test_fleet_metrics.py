@@ -23,6 +23,7 @@ from cyborg.conductor import fleet_metrics
 from cyborg.db import fleet_metrics as fleet_db
 from cyborg.domain import arq_states as states
 from cyborg.domain import bind_errors
+from cyborg.domain import partitions
 from cyborg.domain import providers
 from cyborg.domain import utilization
 from tests import factories
@@ -107,7 +108,8 @@ def _small_fleet(engine, profile):
         gpu = factories.create_test_device(
             c, hostname='h1', address='0000:3b:00.0', type='GPU',
             vendor='0x10de', model='T4', driver='nvidia_gpu',
-            utilization=gpu_reading)
+            utilization=gpu_reading, partitions=partitions.stored_form(
+                partitions.state('homogeneous', '1g.18gb', False, 2, 5)))
         fpga1 = factories.create_test_device(
             c, hostname='h1', address='0000:5e:00.0', vendor='0x8086',
             model='N3000', driver='intel_fpga', health='unhealthy',
@@ -206,6 +208,10 @@ def _expected(project_label: bool) -> dict[tuple, float]:
             kind='host'): 1,
         key('cyborg_device_utilization_age_seconds', host='h1',
             device='0000:3b:00.0'): 20,
+        key('cyborg_device_partitions', host='h1', device='0000:3b:00.0',
+            profile='1g.18gb', kind='in_use'): 2,
+        key('cyborg_device_partitions', host='h1', device='0000:3b:00.0',
+            profile='1g.18gb', kind='creatable'): 5,
         key('cyborg_device_utilization_age_seconds', host='h1',
             device='0000:5e:00.0'): 40,
         key('cyborg_agent_last_report_age_seconds', host='h1'): 30,

@@ -41,6 +41,7 @@ EXPECTED = {
     'cyborg:device:get_one': {'manager', 'admin'},
     'cyborg:device:disable': {'admin'},
     'cyborg:device:enable': {'admin'},
+    'cyborg:device:set_partitions': {'admin'},
     'cyborg:deployable:get_all': {'manager', 'admin'},
     'cyborg:deployable:get_one': {'manager', 'admin'},
     'cyborg:deployable:program': {'admin'},

@@ -59,6 +59,7 @@ from cyborg.accelerator.drivers.utils import runner as runner_mod
 from cyborg.accelerator.drivers.utils import sriov
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.domain import device_tree
+from cyborg.domain import partitions as partition_rules
 from cyborg.domain import remediation
 from cyborg.domain import resource_names
 
@@ -120,6 +121,12 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         self._mig_vgpus: mig_vgpu.MigVgpus | None = None
         self._mig_type_ids: dict[str, int] = {}
         self._serving: dict[pci.PCIAddress, str] = {}
+        # What each partitioned GPU reported in the last discovery.
+        self._partition_docs: dict[pci.PCIAddress, dict] = {}
+        # The profiles administrators pinned GPUs to, by deployable name
+        # (kept across restarts: a pin outlives the agent).
+        self._pins = mig_vgpu.Journal(os.path.join(
+            conf.state_path, 'nvidia_gpu', 'mig-pins'))
         if conf.nvidia_gpu.partition_mode == 'homogeneous':
             self._start_partitions()
 
@@ -254,9 +261,12 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                     names = gpu_health.gpu_names(self._runner,
                                                  self._smi_timeout)
                 model = names.get(gpu.address) or '0x%04x' % gpu.device_id
-            devices.append(self._device(
+            device = self._device(
                 gpu, model, deployables,
-                vgpu_type is not None or gpu.address in partitioned))
+                vgpu_type is not None or gpu.address in partitioned)
+            if gpu.address in partitioned:
+                device.partitions = self._partition_docs.get(gpu.address)
+            devices.append(device)
         return devices
 
     @property
@@ -433,36 +443,50 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     # MIG partitions (homogeneous mode) -----------------------------------
 
+    def _partition_states(self) -> dict:
+        """``{address: (gpu, MIG index, {profile name: GiProfile}, GPU
+        instances)}`` of the GPUs in MIG mode with vGPU 17+ VFs; raises
+        :class:`~mig.MigCommandError`."""
+        assert self._mig_vgpus is not None
+        tool = self._mig_vgpus.tool
+        indexes = tool.mig_gpus()
+        states = {}
+        for gpu in self._gpus():
+            index = indexes.get(gpu.address)
+            if index is None or probe_mode(
+                    self._host, gpu.address) != MODE_VGPU_VF:
+                continue
+            states[gpu.address] = (
+                gpu, index, {p.name: p for p in tool.profiles(index)},
+                tool.gpu_instances(index))
+        return states
+
     def _partitioned(self) -> dict[pci.PCIAddress,
                                    list[device_tree.Deployable]]:
         """The deployables of the GPUs in MIG mode with vGPU 17+ VFs:
         each serves one profile, the one of the instances it holds, or,
-        when empty, the one the policy gives it."""
-        assert self._mig_vgpus is not None
-        tool = self._mig_vgpus.tool
+        when empty, the one it is pinned to or the policy gives it."""
         try:
-            indexes = tool.mig_gpus()
-            states = {}
-            for gpu in self._gpus():
-                index = indexes.get(gpu.address)
-                if index is None or probe_mode(
-                        self._host, gpu.address) != MODE_VGPU_VF:
-                    continue
-                states[gpu.address] = (
-                    gpu, index, {p.name: p for p in tool.profiles(index)},
-                    tool.gpu_instances(index))
+            states = self._partition_states()
         except mig.MigCommandError as exc:
             # Once per kind of failure; the GPUs are not offered meanwhile.
             if self._once.first('mig-%s' % type(exc).__name__):
                 LOG.warning('nvidia_gpu_driver: nvidia-smi mig cannot be '
                             'used (%s); MIG GPUs are not reported', exc)
             return {}
-        self._serving = self._choose_profiles(states)
+        pins = self._pinned()
+        self._serving = self._choose_profiles(states, pins)
         found = {}
+        self._partition_docs = {}
         for address, (gpu, index, profiles, instances) in states.items():
             name = self._serving.get(address)
             child = (self._mig_child(gpu, index, profiles[name], instances)
                      if name else None)
+            offered = child.num_accelerators if child else 0
+            self._partition_docs[address] = partition_rules.state(
+                partition_rules.HOMOGENEOUS, name,
+                name is not None and pins.get(address) == name,
+                len(instances), max(0, offered - len(instances)))
             found[address] = [device_tree.Deployable(
                 name=deployable_name(gpu.address), num_accelerators=0,
                 resource_class='PGPU', traits=self._product_traits(gpu),
@@ -472,21 +496,45 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 children=[child] if child and child.num_accelerators else [])]
         return found
 
-    def _choose_profiles(self, states: dict) -> dict[pci.PCIAddress, str]:
+    def _pinned(self) -> dict[pci.PCIAddress, str]:
+        """The profile each pinned GPU is pinned to."""
+        found = {}
+        for entry in self._pins.entries().values():
+            try:
+                found[pci.parse_address(entry['address'])] = entry['profile']
+            except (KeyError, TypeError, host_errors.InvalidPCIAddress):
+                continue
+        return found
+
+    def _offered(self, gpu: pci.PCIDevice, profiles: dict) -> list[str]:
+        """The profiles of ``mig_profiles`` the GPU can serve: it lists
+        them and its VFs have their vGPU type."""
+        return [n for n in self._conf.nvidia_gpu.mig_profiles
+                if n in profiles
+                and self._mig_type(gpu.address, n) is not None]
+
+    def _choose_profiles(self, states: dict,
+                         pins: dict[pci.PCIAddress, str] | None = None
+                         ) -> dict[pci.PCIAddress, str]:
         """The profile each GPU serves. A GPU holding instances serves
-        theirs (never switched); an empty one the first profile of
+        theirs (never switched); an empty one the profile it is pinned
+        to (``pins``, when it can serve it), else the first profile of
         ``mig_profiles`` of which the host has fewer than
         ``mig_min_free`` still creatable, else the one it served."""
         conf = self._conf.nvidia_gpu
+        pins = pins or {}
         free: dict[str, int] = dict.fromkeys(conf.mig_profiles, 0)
         serving: dict[pci.PCIAddress, str] = {}
         empty = []
         for address, (gpu, _index, profiles, instances) in sorted(
                 states.items()):
-            offered = [n for n in conf.mig_profiles if n in profiles
-                       and self._mig_type(gpu.address, n) is not None]
+            offered = self._offered(gpu, profiles)
             names = {gi.name for gi in instances}
-            if not instances:
+            if not instances and pins.get(address) in offered:
+                # Pinned: counted before the policy serves the others.
+                serving[address] = pins[address]
+                free[pins[address]] += profiles[pins[address]].free
+            elif not instances:
                 empty.append((address, offered, profiles))
             elif len(names) == 1 and names <= set(offered):
                 (name,) = names
@@ -503,6 +551,53 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 serving[address] = name
                 free[name] += profiles[name].free
         return serving
+
+    def set_partitions(self, address: str, profile: str | None,
+                       pinned: bool) -> None:
+        """Serve ``profile`` on the empty MIG GPU at ``address`` (pinned:
+        the policy never switches it; not pinned: until the policy
+        does), or, with None, leave the choice to the policy. Refused
+        while the GPU holds GPU instances. Shown from the next
+        discovery."""
+        if self._mig_vgpus is None:
+            raise errors.PartitionRefused(
+                reason='[nvidia_gpu] partition_mode is not homogeneous on '
+                'this host')
+        try:
+            gpu_address = pci.parse_address(address)
+            states = self._partition_states()
+        except host_errors.InvalidPCIAddress as exc:
+            raise errors.PartitionRefused(reason=str(exc))
+        except mig.MigCommandError as exc:
+            raise errors.PartitionRefused(
+                reason='nvidia-smi mig cannot be used: %s' % exc)
+        if gpu_address not in states:
+            raise errors.PartitionRefused(
+                reason='GPU %s is not in MIG mode with vGPU VFs'
+                % gpu_address)
+        gpu, _index, profiles, instances = states[gpu_address]
+        if instances:
+            raise errors.PartitionRefused(
+                reason='GPU %s holds %d partition(s): its profile can '
+                'change once they are released' % (gpu_address,
+                                                   len(instances)))
+        offered = self._offered(gpu, profiles)
+        if profile is not None and profile not in offered:
+            raise errors.PartitionProfileUnknown(
+                reason='GPU %s cannot serve profile %s; it serves %s '
+                '([nvidia_gpu] mig_profiles that it lists)' % (
+                    gpu_address, profile, ', '.join(offered) or 'none'))
+        key = deployable_name(gpu_address)
+        if profile is not None and pinned:
+            self._pins.write(key, {'address': str(gpu_address),
+                                   'profile': profile})
+        else:
+            self._pins.remove(key)
+        if profile is not None:
+            self._serving[gpu_address] = profile
+        LOG.info('nvidia_gpu_driver: GPU %s serves profile %s, pinned: %s',
+                 gpu_address, profile or 'of the policy',
+                 profile is not None and pinned)
 
     def _mig_type(self, gpu: pci.PCIAddress, profile: str) -> int | None:
         """The id of the MIG-backed vGPU type of ``profile`` that the

@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""/v2/devices: list and show devices; disable and enable them."""
+"""/v2/devices: list and show devices; disable and enable them; set or
+pin a partitioned GPU's profile (2.10)."""
 
 import pecan
 
@@ -19,11 +20,13 @@ from cyborg.api import microversion
 from cyborg.api.controllers import base
 from cyborg.api.controllers import routing
 from cyborg.api.schemas import device as schema
+from cyborg.common import exception
 from cyborg.db import hardware
 from cyborg.db import models
 from cyborg.db import taints as taints_db
 from cyborg.domain import arq_states
 from cyborg.domain import devices
+from cyborg.domain import partitions as partition_rules
 from cyborg.domain import utilization
 from cyborg.policies import device as policy
 
@@ -37,7 +40,8 @@ def view(device: dict, taints: dict | None = None) -> dict:
     """A device as the request's version shows it; ``deployables``
     (from 2.7) only when ``device`` was read with its allocations (see
     :func:`_shows_allocations`); ``taints`` from 2.8 (``taints``: the
-    devices' taints by device id, see :func:`_taints`)."""
+    devices' taints by device id, see :func:`_taints`); ``partitions``
+    from 2.10 (null: the device is not partitioned)."""
     result = {
         'uuid': device['uuid'], 'type': device['type'],
         'vendor': device['vendor'], 'model': device['model'],
@@ -65,6 +69,9 @@ def view(device: dict, taints: dict | None = None) -> dict:
     if base.version_at_least(microversion.DEVICE_TAINTS):
         result['taints'] = [_taint_view(taint) for taint
                             in (taints or {}).get(device['id'], ())]
+    if base.version_at_least(microversion.DEVICE_PARTITIONS):
+        result['partitions'] = partition_rules.from_stored(
+            device.get('partitions'))
     return result
 
 
@@ -113,7 +120,8 @@ def _list_query(*_path: str) -> dict:
 
 class DevicesController(routing.Resource):
 
-    actions = {'disable': ('POST', 'disable'), 'enable': ('POST', 'enable')}
+    actions = {'disable': ('POST', 'disable'), 'enable': ('POST', 'enable'),
+               'partitions': ('PUT', 'set_partitions')}
 
     @pecan.expose('json')
     @base.endpoint(policy.GET_ALL, query=_list_query)
@@ -141,6 +149,25 @@ class DevicesController(routing.Resource):
     @base.endpoint(policy.ENABLE)
     def enable(self, uuid, *, context, query):
         return _set_status(context, uuid, devices.ENABLED)
+
+
+    @pecan.expose('json')
+    @base.endpoint(policy.SET_PARTITIONS, body=schema.PARTITIONS)
+    def set_partitions(self, uuid, *, context, query, body):
+        """Have a partitioned GPU serve ``profile`` (pinned or not):
+        accepted (202) once its agent has set it; its ``partitions``
+        show it from the report that follows."""
+        if not base.version_at_least(microversion.DEVICE_PARTITIONS):
+            raise exception.MicroversionTooLow(
+                version=microversion.as_string(
+                    microversion.DEVICE_PARTITIONS))
+        if body['profile'] is None and body['pinned']:
+            raise exception.Invalid(
+                reason='pinned needs a profile: a null profile leaves the '
+                'choice to the driver\'s policy')
+        pecan.request.conductor_api.device_set_partitions(
+            context, uuid, body['profile'], body['pinned'])
+        return base.no_content(202)
 
 
 def _set_status(context, uuid: str, status: str) -> str:
