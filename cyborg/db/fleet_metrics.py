@@ -57,7 +57,9 @@ class FleetSnapshot:
     #: Bound ARQs: (project_id, resource_class, count); only when asked
     #: for by project (per resource class, see ``deployables``)
     bound: list
-    #: (hostname, address, utilization text)
+    #: (hostname, address, utilization text), plain tuples: the conductor
+    #: looks each up among those of its last scrape, and a database row
+    #: hashes about ten times slower than a tuple
     utilization: list
     #: (host, last_seen_up, sync_requested, sync_done)
     agents: list
@@ -163,6 +165,6 @@ def fleet_snapshot(context, by_project: bool = False) -> FleetSnapshot:
         arqs=connection.execute(_ARQS).all(),
         bound=(connection.execute(_BOUND_BY_PROJECT).all() if by_project
                else []),
-        utilization=connection.execute(_UTILIZATION).all(),
+        utilization=list(map(tuple, connection.execute(_UTILIZATION))),
         agents=connection.execute(_AGENTS).all(),
         outbox_depth=depth, outbox_oldest=oldest)
