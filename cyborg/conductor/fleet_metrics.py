@@ -34,10 +34,11 @@ import contextlib
 import datetime
 import gc
 import gzip
+import itertools
 import math
+import operator
 import threading
 import time
-from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -158,6 +159,21 @@ def _line_format(name: str) -> str:
 #: The %-format of each family's series, made once.
 _LINE_FORMATS = {name: _line_format(name) for name in FAMILIES}
 
+#: The series of cyborg_accelerators of each state (total, allocated,
+#: free): a host and a resource class, then the value.
+_ACCELERATOR_LINES = tuple(
+    _LINE_FORMATS['cyborg_accelerators'] % ('%s', '%s', state, '%s')
+    for state in ('total', 'allocated', 'free'))
+
+
+class _Escaped(dict):
+    """Label values escaped as the text format writes them, each worked
+    out once: host names recur in every family."""
+
+    def __missing__(self, value) -> str:
+        escaped = self[value] = _escape(value)
+        return escaped
+
 
 class Exposition:
     """The families of :data:`FAMILIES` named, their lines added in any
@@ -165,15 +181,11 @@ class Exposition:
 
     def __init__(self, names: list[str]):
         self.lines: dict[str, list[str]] = {name: [] for name in names}
-        # Label values escaped so far: host names recur in every family.
-        self._escaped: dict[Any, str] = {}
+        self._escaped = _Escaped()
 
     def escape(self, value) -> str:
         """``value`` escaped as a label value (remembered)."""
-        escaped = self._escaped.get(value)
-        if escaped is None:
-            escaped = self._escaped[value] = _escape(value)
-        return escaped
+        return self._escaped[value]
 
     def add(self, name: str, labels: tuple | list = (), value=0) -> None:
         """A series of ``name`` with the values of its label names in
@@ -181,9 +193,18 @@ class Exposition:
         if len(labels) != len(FAMILIES[name][1]):
             raise ValueError('%s has labels %s, not %r' % (
                 name, FAMILIES[name][1], labels))
-        escape = self.escape
         self.lines[name].append(_LINE_FORMATS[name] % (
-            *[escape(value) for value in labels], _number(value)))
+            *map(self._escaped.__getitem__, labels), _number(value)))
+
+    def add_rows(self, name: str, rows) -> None:
+        """A series of ``name`` per row of ``rows``: the values of its
+        label names, then its value (as :meth:`add`, without its check:
+        for families of a series per host or device)."""
+        line = _LINE_FORMATS[name]
+        escaped = self._escaped.__getitem__
+        append = self.lines[name].append
+        for *labels, value in rows:
+            append(line % (*map(escaped, labels), _number(value)))
 
     def text(self) -> str:
         parts = []
@@ -303,15 +324,12 @@ class FleetCollector:
         """The families of ``snapshot``, ages as of ``now`` (the scrape
         duration left without a sample)."""
         families = Exposition(self.names())
-        for *labels, count in snapshot.devices:
-            families.add('cyborg_devices', labels, count)
+        families.add_rows('cyborg_devices', snapshot.devices)
         bound = self._accelerators(families, snapshot)
         for rc, count in sorted(bound.items()):
             families.add('cyborg_bound_arqs', (rc,), count)
         if self._by_project:
-            for project, rc, count in snapshot.bound:
-                families.add('cyborg_bound_arqs_by_project', (project, rc),
-                             count)
+            families.add_rows('cyborg_bound_arqs_by_project', snapshot.bound)
         self._arqs(families, snapshot)
         self._utilization(families, snapshot, now)
         for host, address, text in snapshot.partitions:
@@ -322,11 +340,12 @@ class FleetCollector:
                                  (host, address, reported['profile'] or '',
                                   kind), reported[kind])
         pending = 0
+        seen_ages = []
         for host, seen, requested, done in snapshot.agents:
             if seen is not None:
-                families.add('cyborg_agent_last_report_age_seconds',
-                             (host,), _age(now, seen))
+                seen_ages.append((host, _age(now, seen)))
             pending += requested > done
+        families.add_rows('cyborg_agent_last_report_age_seconds', seen_ages)
         families.add('cyborg_placement_sync_pending_hosts', (), pending)
         families.add('cyborg_nova_event_outbox_depth', (),
                      snapshot.outbox_depth)
@@ -348,24 +367,32 @@ class FleetCollector:
         # (host, rc): [total, allocated, free]
         per_host: dict[tuple[str, str], list[int]] = {}
         bound: dict[str, int] = {}
+        # The rule depends on a few values a fleet shares: asked once
+        # per combination, not once per row.
+        offered: dict[tuple, bool] = {}
         for (host, rc, status, health, missing, retained, total, held,
              held_bound, unheld) in snapshot.deployables:
             rc = rc or ''
             bound[rc] = bound.get(rc, 0) + int(held_bound)
-            offered = (not retained
-                       and devices.is_schedulable(status, health, missing))
-            counts = per_host.setdefault((host, rc), [0, 0, 0])
+            state = (status, health, missing, retained)
+            if state not in offered:
+                offered[state] = (not retained and devices.is_schedulable(
+                    status, health, missing))
+            counts = per_host.get((host, rc))
+            if counts is None:
+                counts = per_host[host, rc] = [0, 0, 0]
             counts[0] += int(total)
             counts[1] += int(held)
-            counts[2] += int(unheld) if offered else 0
-        # A few series per host: written without add()'s checks.
+            if offered[state]:
+                counts[2] += int(unheld)
+        total, allocated, free = _ACCELERATOR_LINES
+        escaped = families.escape
         lines = families.lines['cyborg_accelerators']
-        line = _LINE_FORMATS['cyborg_accelerators']
-        for (host, rc), counts in sorted(per_host.items()):
-            host, rc = families.escape(host), families.escape(rc)
-            for state, value in zip(('total', 'allocated', 'free'), counts,
-                                    strict=True):
-                lines.append(line % (host, rc, state, _number(value)))
+        for (host, rc), (in_all, held, unheld) in sorted(per_host.items()):
+            labels = (escaped(host), escaped(rc))
+            lines.append(total % (*labels, in_all))
+            lines.append(allocated % (*labels, held))
+            lines.append(free % (*labels, unheld))
         return bound
 
     @staticmethod
@@ -393,47 +420,67 @@ class FleetCollector:
         device's agent reports (every ``[agent] discovery_interval``),
         and Prometheus scrapes more often than that. Only the ages are
         worked out again (once per report time: the devices of a host
-        share their report's).
+        share their report's). The devices whose text did not change
+        cost no Python code of their own: their kept lines are looked
+        up and joined by the interpreter's built-ins (map, join), a
+        family's lines of every device in one piece of text.
         """
-        targets = {name: families.lines[name]
-                   for name in _UTILIZATION_FAMILIES.values()}
-        ages = families.lines['cyborg_device_utilization_age_seconds']
-        age_of: dict[str, str | None] = {}
-        previous, self._readings = self._readings, {}
-        for host, address, text in snapshot.utilization:
-            # A plain tuple: a database row hashes and compares slowly.
-            row = (host, address, text)
-            entry = previous.get(row)
-            if entry is None:
-                entry = _device_lines(host, address, text)
-                if entry is None:
-                    continue
-            self._readings[row] = entry
-            device, lines, when = entry
-            for name, line in lines:
-                targets[name].append(line)
-            if when not in age_of:
-                reported_at = _reported_at(when)
-                age_of[when] = None if reported_at is None else _number(
-                    _age(now, reported_at))
-            if age_of[when] is not None:
-                ages.append('cyborg_device_utilization_age_seconds{%s} %s\n'
-                            % (device, age_of[when]))
+        rows = snapshot.utilization
+        entries = list(map(self._readings.get, rows))
+        for index in [index for index, entry in enumerate(entries)
+                      if entry is None]:
+            entries[index] = _device_lines(*rows[index])
+        self._readings = dict(zip(rows, entries, strict=True))
+        # Those with a reading (an unreadable text's entry is empty).
+        entries = list(filter(None, entries))
+        for position, name in enumerate(_UTILIZATION_FAMILIES.values()):
+            families.lines[name].append(
+                ''.join(map(operator.itemgetter(position), entries)))
+        whens = list(map(_WHEN, entries))
+        age_of = {when: _age_text(now, when) for when in set(whens)}
+        ages = list(map(age_of.__getitem__, whens))
+        families.lines['cyborg_device_utilization_age_seconds'].append(
+            ''.join(map('%s%s\n'.__mod__, itertools.compress(
+                zip(map(_AGE_SERIES, entries), ages, strict=True),
+                ages))))
 
 
-def _device_lines(host: str, address: str, text: str | None):
-    """(the device's labels, ((family, line) of each reading), its
-    report time) of a device's stored utilization; None without one."""
+#: A device's kept reading (:func:`_device_lines`): its lines of each
+#: family of _UTILIZATION_FAMILIES (in its order), the start of its age's
+#: series, and its report time.
+_WHEN = operator.itemgetter(4)
+_AGE_SERIES = operator.itemgetter(3)
+
+#: Each metric of READINGS as the position of its family in
+#: _UTILIZATION_FAMILIES, the format of its series (the device's labels,
+#: then the value) and the factor to its unit.
+_READING_SERIES = {
+    metric: (list(_UTILIZATION_FAMILIES).index(kind),
+             '%s{%%s,%s="%s"} %%s\n' % (
+                 _UTILIZATION_FAMILIES[kind],
+                 FAMILIES[_UTILIZATION_FAMILIES[kind]][1][-1], label),
+             factor)
+    for metric, (kind, label, factor) in READINGS.items()}
+
+
+def _age_text(now: datetime.datetime, when: str | None) -> str | None:
+    """The age series' value of a reading reported at ``when`` (None
+    without a readable time: no age series)."""
+    reported_at = _reported_at(when)
+    return None if reported_at is None else _number(_age(now, reported_at))
+
+
+def _device_lines(host: str, address: str, text: str | None) -> tuple:
+    """What a device's stored utilization text makes
+    (:data:`_WHEN`); empty without a readable one."""
     stored = utilization.from_stored(text, checked=False)
     if stored is None:
-        return None
+        return ()
     device = 'host="%s",device="%s"' % (_escape(host), _escape(address))
-    lines = []
+    lines = ['', '', '']
     for metric, value in stored['metrics'].items():
-        kind, label, factor = READINGS[metric]
-        name = _UTILIZATION_FAMILIES[kind]
-        lines.append((name, '%s{%s,%s="%s"} %s\n' % (
-            name, device, FAMILIES[name][1][-1], label,
-            _number(value * factor))))
+        position, series, factor = _READING_SERIES[metric]
+        lines[position] += series % (device, _number(value * factor))
     when = stored['reported_at']
-    return device, tuple(lines), when if isinstance(when, str) else None
+    return (*lines, 'cyborg_device_utilization_age_seconds{%s} ' % device,
+            when if isinstance(when, str) else None)

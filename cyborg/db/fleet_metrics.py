@@ -43,8 +43,8 @@ def statements(by_project: bool) -> int:
 
 @dataclasses.dataclass
 class FleetSnapshot:
-    """What one scrape reports, as read (rows are tuples of the columns
-    listed here)."""
+    """What one scrape reports, as read (rows are plain tuples of the
+    columns listed here)."""
 
     #: (hostname, driver, vendor, model, type, health, status, count)
     devices: list
@@ -90,9 +90,15 @@ def _resource_class(deployable_id):
 # deletes it (so the column, not a list of states, is the truth). A
 # Bound ARQ always holds one: counted here too, the bound ARQs per
 # resource class cost no statement of their own.
-_HELD = (sa.select(ARQS.c.deployable_id, sa.func.count().label('held'),
-                   sa.func.count(sa.case(
-                       (ARQS.c.state == arq_states.BOUND, 1))).label('bound'))
+#
+# The counts are cast to the column type of num_accelerators: summed,
+# PostgreSQL's counts (bigint) would make numerics, slower to add up and
+# read as Decimal.
+_HELD = (sa.select(ARQS.c.deployable_id,
+                   sa.cast(sa.func.count(), sa.Integer).label('held'),
+                   sa.cast(sa.func.count(sa.case(
+                       (ARQS.c.state == arq_states.BOUND, 1))),
+                       sa.Integer).label('bound'))
          .where(ARQS.c.attach_handle_id.is_not(None))
          .group_by(ARQS.c.deployable_id).subquery('held'))
 _DEPLOYABLE_RC, _DEPLOYABLE_RC_ON = _resource_class(DEPLOYABLES.c.id)
@@ -156,22 +162,29 @@ _OUTBOX = (sa.select(sa.func.count(),
            .where(EVENTS.c.sent_at.is_(None)))
 
 
+def _tuples(connection, statement) -> list[tuple]:
+    """The rows of ``statement`` as plain tuples: the conductor goes
+    through thousands of them per scrape, and a tuple unpacks and
+    hashes several times faster than a database row."""
+    return list(map(tuple, connection.execute(statement).all()))
+
+
 @db_api.main_context_manager.reader.connection
 def fleet_snapshot(context, by_project: bool = False) -> FleetSnapshot:
     """Everything the fleet metrics report, read in one transaction;
     bound ARQs per project too if ``by_project``."""
     connection = context.connection
     depth, oldest = connection.execute(_OUTBOX).one()
-    readings = connection.execute(_READINGS).all()
+    readings = _tuples(connection, _READINGS)
     return FleetSnapshot(
-        devices=connection.execute(_DEVICES).all(),
-        deployables=connection.execute(_DEPLOYABLES).all(),
-        arqs=connection.execute(_ARQS).all(),
-        bound=(connection.execute(_BOUND_BY_PROJECT).all() if by_project
+        devices=_tuples(connection, _DEVICES),
+        deployables=_tuples(connection, _DEPLOYABLES),
+        arqs=_tuples(connection, _ARQS),
+        bound=(_tuples(connection, _BOUND_BY_PROJECT) if by_project
                else []),
         utilization=[(host, address, text) for host, address, text, _p
                      in readings if text is not None],
-        agents=connection.execute(_AGENTS).all(),
+        agents=_tuples(connection, _AGENTS),
         outbox_depth=depth, outbox_oldest=oldest,
         partitions=[(host, address, text) for host, address, _u, text
                     in readings if text is not None])

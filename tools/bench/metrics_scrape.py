@@ -35,6 +35,7 @@
 import argparse
 import datetime
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -296,6 +297,17 @@ def main() -> int:
     if args.readings is None:
         args.readings = args.hosts * args.devices
     workdir = tempfile.mkdtemp(prefix='cyborg-bench-metrics-')
+    try:
+        run(args, workdir)
+    finally:
+        # The server's data directory, left behind otherwise.
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+def run(args, workdir: str) -> None:
+    """Generate the fleet in a PostgreSQL server of ``workdir``, then
+    measure."""
     with servers.PostgreSQLServer(base_dir=workdir) as pg:
         url = pg.create_database('cyborg')
         CONF([], project='cyborg', default_config_files=[])
@@ -323,7 +335,6 @@ def main() -> int:
             CONF, cyborg_context.get_admin_context)
         measure(args, collector, engine, cpu.pids_with(pg.data_dir))
         print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
-    return 0
 
 
 if __name__ == '__main__':

@@ -360,6 +360,28 @@ def test_a_device_reading_is_read_again_only_when_it_changed(
         'cyborg_device_utilization_age_seconds'].samples} == {30.0}
 
 
+def test_an_unreadable_reading_is_read_again_only_when_it_changed(
+        conf, monkeypatch):
+    collector = _collector(conf)
+    read = []
+    from_stored = utilization.from_stored
+
+    def counting(text, checked=True):
+        read.append(text)
+        return from_stored(text, checked)
+
+    monkeypatch.setattr(utilization, 'from_stored', counting)
+    rows = [('h1', 'a', 'not json'),
+            ('h1', 'b', utilization.stored_form({'gpu_percent': 10}, NOW))]
+    assert _ratios(collector, rows) == {'b': 0.1}
+    assert _ratios(collector, rows) == {'b': 0.1}
+    assert read == ['not json', rows[1][2]]
+    fixed = utilization.stored_form({'gpu_percent': 30}, NOW)
+    assert _ratios(collector, [('h1', 'a', fixed), rows[1]]) == {
+        'a': 0.3, 'b': 0.1}
+    assert read[2:] == [fixed]
+
+
 def _ratios(collector, rows, now=NOW) -> dict:
     families = _build(collector, _snapshot(utilization=rows), now)
     return {s.labels['device']: s.value

@@ -240,6 +240,20 @@ def test_every_series_of_a_small_fleet(database, conf, admin_context,
     assert _series(collector) == _expected(project_label)
 
 
+@pytest.mark.parametrize('project_label', [False, True])
+def test_the_rows_read_are_plain_tuples(database, admin_context,
+                                        project_label):
+    """The conductor unpacks and looks up thousands of them a scrape."""
+    _small_fleet(database, factories.create_test_device_profile())
+    snapshot = fleet_db.fleet_snapshot(admin_context, by_project=project_label)
+    read = [snapshot.devices, snapshot.deployables, snapshot.arqs,
+            snapshot.utilization, snapshot.agents]
+    if project_label:
+        read.append(snapshot.bound)
+    assert all(read)
+    assert {type(row) for rows in read for row in rows} == {tuple}
+
+
 def test_an_empty_database(database, conf, admin_context):
     series = _series(_collector(conf, admin_context))
     assert series == {
