@@ -473,20 +473,26 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         return found
 
     def _choose_profiles(self, states: dict) -> dict[pci.PCIAddress, str]:
-        """The profile each GPU serves. A GPU holding instances serves
-        theirs (never switched); an empty one the first profile of
+        """The profile each GPU serves. A GPU holding instances (or
+        partitions being created or destroyed) serves theirs (never
+        switched); an empty one the first profile of
         ``mig_profiles`` of which the host has fewer than
         ``mig_min_free`` still creatable, else the one it served."""
         conf = self._conf.nvidia_gpu
+        assert self._mig_vgpus is not None
+        # A partition under way holds its GPU before its instance exists.
+        pending = self._mig_vgpus.pending()
         free: dict[str, int] = dict.fromkeys(conf.mig_profiles, 0)
         serving: dict[pci.PCIAddress, str] = {}
         empty = []
-        for address, (gpu, _index, profiles, instances) in sorted(
+        for address, (gpu, index, profiles, instances) in sorted(
                 states.items()):
             offered = [n for n in conf.mig_profiles if n in profiles
                        and self._mig_type(gpu.address, n) is not None]
-            names = {gi.name for gi in instances}
-            if not instances:
+            names = {gi.name for gi in instances} | {
+                p.name for p in profiles.values()
+                if p.id in pending.get(index, ())}
+            if not names:
                 empty.append((address, offered, profiles))
             elif len(names) == 1 and names <= set(offered):
                 (name,) = names
