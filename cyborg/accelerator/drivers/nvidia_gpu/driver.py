@@ -516,25 +516,31 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
     def _choose_profiles(self, states: dict,
                          pins: dict[pci.PCIAddress, str] | None = None
                          ) -> dict[pci.PCIAddress, str]:
-        """The profile each GPU serves. A GPU holding instances serves
-        theirs (never switched); an empty one the profile it is pinned
-        to (``pins``, when it can serve it), else the first profile of
+        """The profile each GPU serves. A GPU holding instances (or
+        partitions being created or destroyed) serves theirs (never
+        switched); an empty one the profile it is pinned to (``pins``,
+        when it can serve it), else the first profile of
         ``mig_profiles`` of which the host has fewer than
         ``mig_min_free`` still creatable, else the one it served."""
         conf = self._conf.nvidia_gpu
         pins = pins or {}
+        assert self._mig_vgpus is not None
+        # A partition under way holds its GPU before its instance exists.
+        pending = self._mig_vgpus.pending()
         free: dict[str, int] = dict.fromkeys(conf.mig_profiles, 0)
         serving: dict[pci.PCIAddress, str] = {}
         empty = []
-        for address, (gpu, _index, profiles, instances) in sorted(
+        for address, (gpu, index, profiles, instances) in sorted(
                 states.items()):
             offered = self._offered(gpu, profiles)
-            names = {gi.name for gi in instances}
-            if not instances and pins.get(address) in offered:
+            names = {gi.name for gi in instances} | {
+                p.name for p in profiles.values()
+                if p.id in pending.get(index, ())}
+            if not names and pins.get(address) in offered:
                 # Pinned: counted before the policy serves the others.
                 serving[address] = pins[address]
                 free[pins[address]] += profiles[pins[address]].free
-            elif not instances:
+            elif not names:
                 empty.append((address, offered, profiles))
             elif len(names) == 1 and names <= set(offered):
                 (name,) = names

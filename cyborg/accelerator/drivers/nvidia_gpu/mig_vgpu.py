@@ -30,9 +30,15 @@ every GPU instance belongs to a journal entry.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import threading
+from typing import Callable
+from typing import Concatenate
+from typing import ParamSpec
+from typing import TypeVar
 
 from cyborg.accelerator.drivers import errors
 from cyborg.accelerator.drivers.nvidia_gpu import mig
@@ -110,6 +116,22 @@ class Journal:
         return found
 
 
+_P = ParamSpec('_P')
+_R = TypeVar('_R')
+
+
+def _serialized(method: Callable[Concatenate[MigVgpus, _P], _R]
+                ) -> Callable[Concatenate[MigVgpus, _P], _R]:
+    """One creation, destruction or restoration at a time: a roll-back
+    destroys the GPU instances no journal entry records, which another
+    creation's instance is until its id is recorded."""
+    @functools.wraps(method)
+    def locked(self: MigVgpus, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class MigVgpus:
     """Creates and destroys MIG-backed vGPUs, journaled."""
 
@@ -118,7 +140,10 @@ class MigVgpus:
         self.tool = tool
         self._host = host
         self.journal = Journal(journal_dir)
+        # Reentrant: a creation rolls back through destroy().
+        self._lock = threading.RLock()
 
+    @_serialized
     def create(self, key: str, gpu: int, profile_name: str,
                vf: pci.PCIAddress, type_id: int) -> mig.GpuInstance:
         """The partition ``key``: a GPU instance of ``profile_name`` on
@@ -150,6 +175,7 @@ class MigVgpus:
         self.journal.write(key, entry)
         return gi
 
+    @_serialized
     def destroy(self, key: str) -> None:
         """Remove the partition ``key``; one not journaled is gone."""
         entry = self.journal.read(key)
@@ -175,6 +201,7 @@ class MigVgpus:
         """Undo what a half-done creation of ``key`` changed."""
         self.destroy(key)
 
+    @_serialized
     def roll_back_unfinished(self) -> list[str]:
         """Roll back every creation or destruction the journal shows
         unfinished (at agent start); the keys rolled back."""
@@ -184,6 +211,14 @@ class MigVgpus:
             self.roll_back(key)
         return keys
 
+    def pending(self) -> dict[int, set[int]]:
+        """The profile ids each GPU has partitions of, journaled at any
+        step (a creation under way included), by GPU index."""
+        found: dict[int, set[int]] = {}
+        for entry in self.journal.entries().values():
+            found.setdefault(entry['gpu'], set()).add(entry['profile'])
+        return found
+
     def orphans(self, gpus: list[int]) -> list[mig.GpuInstance]:
         """The GPU instances of ``gpus`` that no journal entry records
         (id and profile; at start, after :meth:`roll_back_unfinished`)."""
@@ -192,6 +227,7 @@ class MigVgpus:
         return [gi for gpu in gpus for gi in self.tool.gpu_instances(gpu)
                 if (gpu, gi.id, gi.profile_id) not in held]
 
+    @_serialized
     def restore(self) -> list[str]:
         """Recreate the finished partitions the device lost (a host
         reboot loses every GPU instance and vGPU): a new GPU instance of

@@ -228,3 +228,18 @@ def test_a_restart_without_a_reboot_changes_nothing(make, caplog):
     driver_for(tree, conf)
     assert _tool(tree).gpu_instances(0) == before
     assert 'restored' not in caplog.text and 'destroying' not in caplog.text
+
+
+def test_a_gpu_with_a_partition_under_way_does_not_switch(make):
+    """A creation recorded but whose GPU instance is not made yet: the
+    GPU is not empty, whatever the demand."""
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    driver._mig_vgpus.journal.write(UUID1, {
+        'gpu': 0, 'profile': 19, 'vf': hosts.vgpu17_vfs()[0],
+        'type': 1414, 'gi': None, 'step': mig_vgpu.STEP_INTENT})
+    _override(conf, 'mig_profiles', ['2g.35gb', '1g.18gb'])
+    assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    driver._mig_vgpus.journal.remove(UUID1)
+    assert _child(driver).resource_class == 'CUSTOM_MIG_2G_35GB'

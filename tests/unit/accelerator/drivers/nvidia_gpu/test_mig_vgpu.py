@@ -16,6 +16,8 @@ journal's roll-back of what a killed agent left half done."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from cyborg.accelerator.drivers.nvidia_gpu import mig
@@ -171,3 +173,49 @@ def test_restore_after_a_reboot_whatever_ids_the_device_gives(host,
         g.id for g in tool.gpu_instances(0)}
     assert (_current(tree, 0), _current(tree, 1)) == (H200_1G, H200_1G)
     assert vgpus.restore() == []  # nothing lost now
+
+
+def test_a_failed_creation_waits_for_one_under_way(host):
+    """A creation that fails rolls back the instances no journal entry
+    records; one under way (created, its id not yet recorded) is not
+    rolled back with it: the second waits for the first."""
+    tree, vgpus, tool = host
+    for index in range(6):
+        vgpus.create('arq-%d' % index, 0, '1g.18gb', _vf(index), H200_1G)
+    created = threading.Event()
+    go_on = threading.Event()
+    create = tool.create_gpu_instance
+
+    def slow_create(*args, **kwargs):
+        gi = create(*args, **kwargs)
+        if threading.current_thread().name == 'first':
+            created.set()
+            go_on.wait(10)
+        return gi
+
+    tool.create_gpu_instance = slow_create  # type: ignore[method-assign]
+    errors = []
+
+    def second():
+        try:
+            vgpus.create('arq-b', 0, '1g.18gb', _vf(8), H200_1G)
+        except mig_vgpu.PartitionError as exc:
+            errors.append(str(exc))
+
+    first = threading.Thread(target=vgpus.create, name='first', args=(
+        'arq-a', 0, '1g.18gb', _vf(7), H200_1G))
+    first.start()
+    assert created.wait(10)
+    late = threading.Thread(target=second)
+    late.start()
+    late.join(0.5)
+    assert late.is_alive()  # waiting for the first
+    go_on.set()
+    first.join(10)
+    late.join(10)
+    # The GPU was full: the second failed, and took nothing with it.
+    assert len(errors) == 1 and 'Insufficient' in errors[0]
+    assert len(tool.gpu_instances(0)) == 7
+    assert _current(tree, 7) == H200_1G and _current(tree, 8) == 0
+    assert sorted(vgpus.journal.entries()) == sorted(
+        ['arq-%d' % i for i in range(6)] + ['arq-a'])
