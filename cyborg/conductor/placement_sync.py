@@ -753,6 +753,26 @@ class PlacementSync:
                 attempt += 1
                 generation = None
 
+    def _reserve_all(self, uuid: str) -> None:
+        """Reserve all of the inventory of provider ``uuid``: its
+        allocations stay valid and no new one fits. Best effort: a
+        failure leaves it as it was until the next try."""
+        try:
+            generation, current = self.client.get_inventories(uuid)
+            if all(record['reserved'] >= record['total']
+                   for record in current.values()):
+                return
+            self.client.set_inventories(uuid, generation, {
+                resource_class: dict(record, reserved=record['total'])
+                for resource_class, record in current.items()})
+        except placement_client.PlacementUnavailable:
+            raise
+        except placement_client.PlacementError as e:
+            # A concurrent change (generation) or a provider gone meanwhile:
+            # the next sync tries the delete, and this, again.
+            LOG.debug('Cannot reserve the inventory of resource provider %s: '
+                      '%s', uuid, e)
+
     def _remove(self, uuid: str) -> bool:
         """Delete a provider whose deployable is gone; False if it is
         still there (the reason is logged)."""
@@ -762,9 +782,13 @@ class PlacementSync:
             raise
         except placement_client.ProviderInUse:
             # Not forgotten: its row stays, the sync is incomplete and a later
-            # one tries the delete again.
+            # one tries the delete again. Meanwhile Placement must grant
+            # nothing more on it: the device cannot realize it (a MIG GPU that
+            # switched profile, a device that went away).
+            self._reserve_all(uuid)
             LOG.warning('Resource provider %s of a removed deployable still '
-                        'has allocations; removing it later', uuid)
+                        'has allocations; all of its inventory is reserved '
+                        'and it is removed later', uuid)
             return False
         except placement_client.PlacementError as e:
             LOG.error('Cannot remove resource provider %s from Placement: '

@@ -81,6 +81,11 @@ class FakePlacement:
         provider['generation'] += 1
         return provider['generation']
 
+    def get_inventories(self, uuid):
+        self._call('get_inventories', uuid)
+        provider = self.providers[uuid]
+        return provider['generation'], provider['inventories']
+
     def set_inventories(self, uuid, generation, inventories):
         self._call('inventories', uuid)
         return self._bump(uuid, generation, 'inventories', inventories)
@@ -261,6 +266,16 @@ def test_provider_in_use_is_retried_later(database, admin_context,
     _report(admin_context, fake_conf)
     assert not sync.sync_host(admin_context, 'host1')
     assert inventory.report_state(admin_context, 'host1')[1] is True
+    # The provider it could not delete grants nothing more: all of its
+    # inventory is reserved (its allocations stay valid).
+    (gone,) = [call[1] for call in placement.calls if call[0] == 'delete']
+    assert all(record['reserved'] == record['total'] for record in
+               placement.providers[gone]['inventories'].values())
+    assert placement.providers[gone]['inventories']
+    # Reserved once: the next try does not write it again.
+    placement.calls.clear()
+    assert not sync.sync_host(admin_context, 'host1')
+    assert 'inventories' not in placement.kinds()
     placement.in_use = set()
     assert sync.sync_host(admin_context, 'host1')
     assert inventory.report_state(admin_context, 'host1')[1] is False
