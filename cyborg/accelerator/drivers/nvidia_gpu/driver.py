@@ -456,9 +456,13 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             if index is None or probe_mode(
                     self._host, gpu.address) != MODE_VGPU_VF:
                 continue
-            states[gpu.address] = (
-                gpu, index, {p.name: p for p in tool.profiles(index)},
-                tool.gpu_instances(index))
+            # Free counts and instances of one moment: an instance created
+            # between the two reads would count twice in the capacity
+            # (held + still creatable), and Placement could grant it twice.
+            with self._mig_vgpus.quiescent():
+                states[gpu.address] = (
+                    gpu, index, {p.name: p for p in tool.profiles(index)},
+                    tool.gpu_instances(index))
         return states
 
     def _partitioned(self) -> dict[pci.PCIAddress,

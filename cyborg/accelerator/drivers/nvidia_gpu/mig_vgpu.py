@@ -30,6 +30,8 @@ every GPU instance belongs to a journal entry.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+import contextlib
 import functools
 import json
 import os
@@ -210,6 +212,14 @@ class MigVgpus:
         for key in keys:
             self.roll_back(key)
         return keys
+
+    @contextlib.contextmanager
+    def quiescent(self) -> Iterator[None]:
+        """No creation, destruction or restoration runs in this block:
+        what it reads of the device (profiles' free counts, instances)
+        is of one moment."""
+        with self._lock:
+            yield
 
     def pending(self) -> dict[int, set[int]]:
         """The profile ids each GPU has partitions of, journaled at any

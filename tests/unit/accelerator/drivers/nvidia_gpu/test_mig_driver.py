@@ -17,6 +17,8 @@ and the roll-back at start."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from cyborg.accelerator.drivers import errors
@@ -243,3 +245,31 @@ def test_a_gpu_with_a_partition_under_way_does_not_switch(make):
     assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
     driver._mig_vgpus.journal.remove(UUID1)
     assert _child(driver).resource_class == 'CUSTOM_MIG_2G_35GB'
+
+
+def test_discovery_reads_free_counts_and_instances_of_one_moment(make):
+    """No partition is made or destroyed between the read of the free
+    counts (-lgip) and that of the instances (-lgi): an instance made
+    in between would count as held and as still creatable, and
+    Placement could grant it twice."""
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    tool = driver._mig_vgpus.tool
+    read_profiles = tool.profiles
+    free_during_read = []
+
+    def profiles(index):
+        # Whether another thread could start a creation now.
+        outside = []
+        thread = threading.Thread(target=lambda: outside.append(
+            driver._mig_vgpus._lock.acquire(blocking=False)))
+        thread.start()
+        thread.join()
+        if outside[0]:
+            driver._mig_vgpus._lock.release()
+        free_during_read.append(outside[0])
+        return read_profiles(index)
+
+    tool.profiles = profiles
+    assert _child(driver).num_accelerators == 7
+    assert free_during_read == [False]
