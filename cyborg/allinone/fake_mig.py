@@ -487,16 +487,25 @@ def _create(gpus: list[MigGpu], tuples: str,
     if err:
         err.append('Failed to create GPU instances: %s'
                    % err[-1].rsplit(': ', 1)[-1])
+    return _answer(out, err)
+
+
+def _answer(out: list[str], err: list[str]) -> tuple[int, str, str]:
+    """nvidia-smi's exit status (255 on any error) and its two outputs."""
     return (255 if err else 0, ''.join(line + '\n' for line in out),
             ''.join(line + '\n' for line in err))
+
+
+def _selected(gpu: MigGpu, gi_ids: list[int] | None) -> list[int]:
+    """The GPU instance ids ``-gi`` names, or all of the GPU's."""
+    return gi_ids if gi_ids is not None else [gi.id for gi in gpu.gis]
 
 
 def _destroy(gpus: list[MigGpu],
              gi_ids: list[int] | None) -> tuple[int, str, str]:
     out, err = [], []
     for gpu in gpus:
-        for gi_id in (gi_ids if gi_ids is not None
-                      else [gi.id for gi in gpu.gis]):
+        for gi_id in _selected(gpu, gi_ids):
             try:
                 gpu.destroy(gi_id)
             except MigError as exc:
@@ -510,16 +519,14 @@ def _destroy(gpus: list[MigGpu],
     elif err:
         err.append('Failed to destroy GPU instances: %s'
                    % err[-1].rsplit(': ', 1)[-1])
-    return (255 if err else 0, ''.join(line + '\n' for line in out),
-            ''.join(line + '\n' for line in err))
+    return _answer(out, err)
 
 
 def _create_ci(gpus: list[MigGpu],
                gi_ids: list[int] | None) -> tuple[int, str, str]:
     out, err = [], []
     for gpu in gpus:
-        for gi_id in (gi_ids if gi_ids is not None
-                      else [gi.id for gi in gpu.gis]):
+        for gi_id in _selected(gpu, gi_ids):
             try:
                 gi = gpu.find(gi_id)
                 ci = gpu.create_ci(gi_id)
@@ -532,8 +539,7 @@ def _create_ci(gpus: list[MigGpu],
                        ' %2d GPU instance ID %2d using profile MIG %s (ID '
                        '%2d)' % (ci, gpu.index, gi_id, profile.name,
                                  profile.ci_profile))
-    return (255 if err else 0, ''.join(line + '\n' for line in out),
-            ''.join(line + '\n' for line in err))
+    return _answer(out, err)
 
 
 def _destroy_ci(gpus: list[MigGpu], gi_ids: list[int] | None,
@@ -556,8 +562,7 @@ def _destroy_ci(gpus: list[MigGpu], gi_ids: list[int] | None,
                            % (ci, gpu.index, gi.id))
     if not out and not err:
         err.append('No compute instances found: Not Found')
-    return (255 if err else 0, ''.join(line + '\n' for line in out),
-            ''.join(line + '\n' for line in err))
+    return _answer(out, err)
 
 
 MODE_QUERY = ('--query-gpu=index,pci.bus_id,mig.mode.current,'

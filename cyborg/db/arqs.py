@@ -265,12 +265,15 @@ _NEW_ARQ = dict(hostname=None, device_rp_uuid=None, instance_uuid=None,
 
 def _lock_column(name: str):
     """An ARQ column, or ``profile_json``: its device profile's groups
-    (a scalar subquery, so that only the ARQ rows are locked)."""
+    (a scalar subquery, so that only the ARQ rows are locked), read only
+    for an ARQ without its own group (``group_json``), older than it."""
     if name != 'profile_json':
         return ARQS.c[name]
-    return (sa.select(PROFILES.c.profile_json)
-            .where(PROFILES.c.id == ARQS.c.device_profile_id)
-            .scalar_subquery().label('profile_json'))
+    profile = (sa.select(PROFILES.c.profile_json)
+               .where(PROFILES.c.id == ARQS.c.device_profile_id)
+               .scalar_subquery())
+    return sa.case((ARQS.c.group_json.is_(None), profile)).label(
+        'profile_json')
 
 
 @functools.cache

@@ -116,17 +116,22 @@ def test_arqs_created_after_an_update_follow_the_new_groups(profile,
     assert len(arq_db.arq_create(admin_context, 'one', 'p1')) == 2
 
 
+def _bind_group(database, uuid):
+    """The group a bind of ARQ ``uuid`` matches, read as the bind reads
+    it."""
+    with database.begin() as connection:
+        (row,) = arq_db.lock(connection, [uuid], None, binding.BIND_COLUMNS)
+    return binding._group(row)
+
+
 def test_an_arq_keeps_the_group_it_was_created_from(
         profile, database, admin_context):
     (arq,) = arq_db.arq_create(admin_context, 'one', 'p1')
     _before, after = profiles_db.device_profile_update(
         admin_context, profile['uuid'], {'groups': NEW_GROUPS})
     assert after['groups'] == NEW_GROUPS
-    with database.begin() as connection:
-        (row,) = arq_db.lock(connection, [arq['uuid']], None,
-                             binding.BIND_COLUMNS)
     # Its bind matches the group it was created from.
-    assert binding._group(row) == GROUPS[0]
+    assert _bind_group(database, arq['uuid']) == GROUPS[0]
 
 
 @pytest.mark.parametrize('state', [arq_states.INITIAL,
@@ -142,7 +147,4 @@ def test_arqs_with_their_own_groups_let_the_groups_change(
     _before, after = profiles_db.device_profile_update(
         admin_context, profile['uuid'], {'groups': NEW_GROUPS})
     assert after['groups'] == NEW_GROUPS
-    with database.begin() as connection:
-        (row,) = arq_db.lock(connection, [arq['uuid']], None,
-                             binding.BIND_COLUMNS)
-    assert binding._group(row) == GROUPS[0]
+    assert _bind_group(database, arq['uuid']) == GROUPS[0]
