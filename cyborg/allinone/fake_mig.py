@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import os
 import sys
 
 from cyborg.allinone import fake_tools
@@ -288,8 +289,11 @@ class MigGpu:
 
 
 def write_state(path: str, gpus: list[MigGpu]) -> None:
-    with open(path, 'w') as f:
+    """Replace the state at once: a reader without the lock (a test
+    looking at the device) never sees it half written."""
+    with open(path + '.new', 'w') as f:
         json.dump([g.to_dict() for g in gpus], f)
+    os.replace(path + '.new', path)
 
 
 def read_state(path: str) -> list[MigGpu]:
