@@ -458,6 +458,11 @@ class MariaDBServer(_Server):
         self.data_dir = os.path.join(self.base_dir, 'data')
         self.socket = os.path.join(self.base_dir, 'mysqld.sock')
         self.log = os.path.join(self.base_dir, 'mariadb.log')
+        # Its own temporary directory: the bootstrap's temporary tables
+        # otherwise live in the machine's shared /tmp, where anything else
+        # cleaning it made ``mariadb-install-db`` fail (``Could not remove
+        # temporary table``, then ``Unknown table mysql.tmp_proxies_priv``).
+        self.tmp_dir = os.path.join(self.base_dir, 'tmp')
         self.start_timeout = start_timeout
         self.user = system_user('mysql', self.PACKAGE)
         self._install_db = find_binary('mariadb-install-db', self.PACKAGE)
@@ -474,8 +479,8 @@ class MariaDBServer(_Server):
 
     def _server_args(self) -> list[str]:
         return ['--no-defaults', '--datadir=' + self.data_dir,
-                '--socket=' + self.socket, '--port=%d' % self.port,
-                '--bind-address=' + LOOPBACK,
+                '--tmpdir=' + self.tmp_dir, '--socket=' + self.socket,
+                '--port=%d' % self.port, '--bind-address=' + LOOPBACK,
                 '--pid-file=' + os.path.join(self.base_dir, 'mysqld.pid'),
                 '--innodb-flush-log-at-trx-commit=0',
                 '--innodb-buffer-pool-size=32M', '--innodb-log-file-size=8M',
@@ -484,9 +489,11 @@ class MariaDBServer(_Server):
 
     def _start(self) -> None:
         os.chmod(self.base_dir, 0o755)
+        os.makedirs(self.tmp_dir, exist_ok=True)
         chown_tree(self.base_dir, self.user)
         run_logged(as_user(self.user, [
             self._install_db, '--no-defaults', '--datadir=' + self.data_dir,
+            '--tmpdir=' + self.tmp_dir,
             '--auth-root-authentication-method=normal', '--skip-test-db',
             '--user=' + (self.user or pwd.getpwuid(os.geteuid()).pw_name)]),
             self.log, 'mariadb-install-db', cwd=self.base_dir, timeout=180)
