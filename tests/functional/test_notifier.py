@@ -180,8 +180,11 @@ def test_wake_latency(database, context, tmp_path, fake_nova,  # noqa: F811
         latencies.append(event['arrived'] - committed)
     print('wake -> Nova latency: median %.1f ms, max %.1f ms'
           % (statistics.median(latencies) * 1000, max(latencies) * 1000))
-    assert statistics.median(latencies) < 0.1, latencies
-    assert max(latencies) < 0.5, latencies
+    # Each event came with the wake, not with the next round 30 s away:
+    # bounds far under it, so a busy machine does not fail the test (the
+    # latency itself is the printed number, not a timed assertion).
+    assert statistics.median(latencies) < 1, latencies
+    assert max(latencies) < 5, latencies
 
 
 @pytest.mark.parametrize('refuse', [False, True],

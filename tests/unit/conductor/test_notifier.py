@@ -301,7 +301,9 @@ def test_wake_delivers_promptly(notifier, client, admin_context):
         arrived, events = client.wait_calls(len(client.calls) + 1)[-1]
         assert events[0]['tag'] == arq
         latencies.append(arrived - woken)
-    assert max(latencies) < 0.1, latencies
+    # Woken, not the next round: that is 30 s away. A bound far under it
+    # shows the wake without timing the machine (a busy one takes 0.1 s).
+    assert max(latencies) < 5, latencies
 
 
 @db_api.connection_writer
@@ -358,14 +360,15 @@ def test_deliver_wakes_the_thread(notifier, client, admin_context):
     notifier.deliver(rows_)
     arrived, events = client.wait_calls(1)[-1]
     assert events[0]['tag'] == rows_[0]['arq_uuid']
-    assert arrived - delivered < 0.1
+    assert arrived - delivered < 5  # woken: the next round is 30 s away
     settled(admin_context)
     assert nova_events.pending_count(admin_context) == 0
 
 
 def test_events_within_the_send_interval_go_in_one_request(
         nova_opts, notifier, client, admin_context):
-    nova_opts.set_override('send_interval', 0.5, group='nova')
+    # The longest interval allowed, so the bounds are far apart.
+    nova_opts.set_override('send_interval', 1.0, group='nova')
     notifier.start()
     time.sleep(0.2)  # the first (empty) round sent nothing
     delivered = time.monotonic()
@@ -373,19 +376,19 @@ def test_events_within_the_send_interval_go_in_one_request(
     first_sent, events = client.wait_calls(1)[0]
     # Nothing was sent within the interval: the event goes at once.
     assert [e['tag'] for e in events] == [first]
-    assert first_sent - delivered < 0.2
+    assert first_sent - delivered < 0.6
     gathered = [_deliver_one(notifier, admin_context)['arq_uuid']
                 for _ in range(3)]
     sent, events = client.wait_calls(2)[1]
     # The next three waited for the interval's end and went together.
     assert sorted(e['tag'] for e in events) == sorted(gathered)
-    assert sent - first_sent >= 0.45
-    time.sleep(0.6)
+    assert sent - first_sent >= 0.95
+    time.sleep(1.1)
     delivered = time.monotonic()
     last = _deliver_one(notifier, admin_context)['arq_uuid']
     sent, events = client.wait_calls(3)[2]
     assert [e['tag'] for e in events] == [last]
-    assert sent - delivered < 0.2
+    assert sent - delivered < 0.6
 
 
 def test_a_full_batch_does_not_wait_for_the_send_interval(
@@ -401,7 +404,7 @@ def test_a_full_batch_does_not_wait_for_the_send_interval(
     notifier.deliver(rows_)
     sent, events = client.wait_calls(2)[1]
     assert len(events) == 2
-    assert sent - first_sent < 0.5  # not the 1s interval
+    assert sent - first_sent < 0.8  # not the 1 s interval
 
 
 def test_start_sends_what_is_due(database, admin_context, notifier, client):
@@ -728,8 +731,9 @@ def test_a_failed_record_is_tried_again_without_sending_again(
                  poll_interval=0.05) as instance:
         _deliver_one(instance, admin_context)
         poll(lambda: nova_events.pending_count(admin_context) == 0)
+        # The count follows the record's commit.
+        poll(lambda: instance.sent == 1)
         assert len(client.calls) == 1
-        assert instance.sent == 1
 
 
 def test_waking_only_to_record_claims_nothing(
