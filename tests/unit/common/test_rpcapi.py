@@ -44,6 +44,7 @@ CONDUCTOR_METHODS = {
     'taint_rule_create': '1.5', 'taint_rule_delete': '1.5',
     'device_profile_update': '1.6',
     'alternatives_probe': '1.7', 'device_set_partitions': '1.8',
+    'prepared_handles': '1.9', 'handles_restored': '1.9',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',

@@ -796,6 +796,28 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         elif preparation == device_tree.Preparation.VFIO:
             self._to_vfio(handle)
 
+    def is_prepared(self, handle: device_tree.AttachHandle,
+                    handle_uuid: str,
+                    preparation: device_tree.Preparation) -> bool | None:
+        """The handle's mdev exists; its VF runs its vGPU type (a MIG
+        partition's too: the start restored its GPU instance from the
+        journal); the whole GPU is on vfio-pci or needs no move."""
+        try:
+            if preparation == device_tree.Preparation.MDEV:
+                return mdev.mdev_exists(self._host, handle_uuid)
+            if preparation == device_tree.Preparation.VGPU_TYPE:
+                return (mdev.current_vgpu_type(
+                    self._host, _handle_address(handle))
+                    == _vgpu_type_id(handle))
+            if preparation == device_tree.Preparation.VFIO:
+                return not self._rebinds(
+                    self._driver_of(_handle_address(handle)))
+        except (host_errors.HostError, ValueError) as exc:
+            raise errors.PrepareFailed('cannot read the preparation of '
+                                       'attach handle %s: %s'
+                                       % (handle_uuid, exc))
+        return None
+
     def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str,
                               preparation: device_tree.Preparation) -> None:
