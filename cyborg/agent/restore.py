@@ -233,7 +233,7 @@ class Restorer:
                                                  handle):
             return
         if prepared.image is None or prepared.controlpath is None:
-            raise errors.ProgramFailed(
+            raise errors.PrepareFailed(
                 reason='the region lost its bitstream and cannot be '
                 'programmed again: %s' % (prepared.image_error
                                           or 'no image is recorded'))
