@@ -75,6 +75,17 @@ def failure_reason(handle_uuid: str, reason: str) -> str:
     return _FAILED % (handle_uuid, reason)
 
 
+def shown_bind_error(state: str, bind_error: str | None) -> str | None:
+    """The bind error an ARQ in ``state`` shows: a failed bind's, and a
+    Bound ARQ's whose handle its agent could not restore."""
+    if state in states.FAILED:
+        return bind_error
+    if (state == states.BOUND and bind_error is not None
+            and bind_error.startswith(_FAILED.split('%s', 1)[0])):
+        return bind_error
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class PreparedHandle:
     """One prepared handle of a host, as the conductor sends it."""

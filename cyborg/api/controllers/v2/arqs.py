@@ -40,6 +40,7 @@ from cyborg.domain import arq_states as states
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_health
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import restore
 from cyborg.policies import arq as policy
 
 COLLECTION = 'accelerator_requests'
@@ -81,10 +82,8 @@ def view(arq: dict[str, Any],
         'updated_at': base.timestamp(arq['updated_at']),
     }
     if base.version_at_least(microversion.ARQ_BIND_ERROR):
-        # A Bound ARQ has one only when its host's agent could not
-        # restore its attach handle after a restart.
-        result['bind_error'] = (arq['bind_error'] if arq['state']
-                                in states.FAILED or bound else None)
+        result['bind_error'] = restore.shown_bind_error(arq['state'],
+                                                        arq['bind_error'])
     if base.version_at_least(microversion.DEVICE_TAINTS):
         graded = (health or {}).get(arq.get('deployable_id'))
         result['device_health'] = None if graded is None else {
