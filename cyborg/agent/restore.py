@@ -110,6 +110,15 @@ class Restorer:
                         'of %s to restore; asking again before the first '
                         'report', self.host)
             return False
+        except Exception as exc:
+            # A conductor that cannot serve the call (older than RPC 1.9
+            # without the cap set, a database error): the reports must not
+            # wait for it forever.
+            LOG.error('The conductor could not say which attach handles of '
+                      '%s to restore (%s); they are not restored', self.host,
+                      exc)
+            self._done.set()
+            return True
         if wires is None:
             LOG.info('The conductor is capped below RPC 1.9; the prepared '
                      'attach handles of %s are not restored', self.host)
@@ -125,6 +134,9 @@ class Restorer:
                             'of %s restored; restoring again before the '
                             'first report', self.host)
                 return False
+            except Exception as exc:
+                LOG.error('The conductor could not record what the agent of '
+                          '%s restored (%s)', self.host, exc)
         self._done.set()
         return True
 

@@ -237,6 +237,31 @@ def test_a_silent_conductor_is_asked_again_before_the_report():
     assert len(conductor.outcomes) == 1
 
 
+def test_a_conductor_that_cannot_serve_the_call_never_blocks_reports(
+        caplog):
+    conductor = _Conductor([])
+    conductor.prepared_handles = _raise(messaging.RemoteError(
+        'UnsupportedVersion', 'Endpoint does not support RPC version 1.9'))
+    restorer = _restorer(_Driver(), conductor)
+    assert restorer.run(None) is True and restorer.done
+    assert 'could not say which attach handles of host1' in caplog.text
+
+
+def test_a_conductor_that_cannot_record_the_outcome_is_logged(caplog):
+    conductor = _Conductor([_handle('h1')])
+    conductor.handles_restored = _raise(messaging.RemoteError(
+        'DBConnectionError', 'down'))
+    restorer = _restorer(_Driver(), conductor)
+    assert restorer.run(None) is True and restorer.done
+    assert 'could not record what the agent of host1' in caplog.text
+
+
+def _raise(exc):
+    def call(*args, **kwargs):
+        raise exc
+    return call
+
+
 def test_a_conductor_capped_below_1_9_restores_nothing():
     conductor = _Conductor(None)
     restorer = _restorer(_Driver(), conductor)
