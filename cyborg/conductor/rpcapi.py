@@ -169,7 +169,9 @@ class ConductorAPI:
         restores nothing)."""
         if not self._client.can_send_version('1.9'):
             return None
-        return self._prepare('prepared_handles', '1.9').call(
+        # As short as a report's: the agent asks again before reporting.
+        client = self._prepare('prepared_handles', '1.9')
+        return client.prepare(timeout=REPORT_TIMEOUT).call(
             context, 'prepared_handles', host=host)
 
     def handles_restored(self, context, host: str,
@@ -177,7 +179,8 @@ class ConductorAPI:
         """What ``host``'s agent did with its prepared handles
         (:class:`cyborg.domain.restore.Outcome` in wire form; API
         1.9)."""
-        self._prepare('handles_restored', '1.9').call(
+        client = self._prepare('handles_restored', '1.9')
+        client.prepare(timeout=REPORT_TIMEOUT).call(
             context, 'handles_restored', host=host, outcome=outcome)
 
     def _report(self, version: str, context, **kwargs) -> dict[str, bool]:

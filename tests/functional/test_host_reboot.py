@@ -177,11 +177,10 @@ def _reboot(host: Host, refused_vf: int) -> str:
     """What a reboot does to the tree; the uuid of the orphan mdev a
     persistent definition brought back."""
     tree = host.tree
-    for mdev in tree.mdevs_of(demo_host.DEMO_VGPU_PARENT):
-        tree.remove_mdev(mdev)
-    # The board came back with its factory function.
-    tree.write(tree.dev(demo_host.DEMO_FPGA_PF, *FPGA_AFU_ID),
-               demo_host.DEMO_FPGA_AFU)
+    # Every mdev gone; the board came back with its factory function.
+    tree.reboot()
+    assert tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == []
+    assert host.afu_id() == demo_host.DEMO_FPGA_AFU
     # mdevctl defined an mdev for a handle that no ARQ holds any more.
     (orphan,) = host.db(
         "SELECT uuid FROM attach_handles WHERE attach_type = 'MDEV' AND "
