@@ -156,9 +156,13 @@ def record_outcome(context, host: str, outcome: restore.Outcome
             .values(bind_error=None, updated_at=now))
     if outcome.released:
         unheld = ~sa.exists().where(ARQS.c.attach_handle_id == HANDLES.c.id)
+        on_host = HANDLES.c.deployable_id.in_(
+            sa.select(DEPLOYABLES.c.id)
+            .join(DEVICES, DEVICES.c.id == DEPLOYABLES.c.device_id)
+            .where(DEVICES.c.hostname == host))
         connection.execute(
             sa.update(HANDLES).where(
                 HANDLES.c.uuid.in_(sorted(outcome.released)), unheld,
-                HANDLES.c.in_use)
+                on_host, HANDLES.c.in_use)
             .values(in_use=False, updated_at=now))
     return failed

@@ -197,6 +197,9 @@ def test_a_released_handle_no_arq_holds_is_freed(host):
     arq_db.arq_delete(context, [arq['uuid']], None, None)
     in_use = [h.uuid for h in handles_db.host_handles(context, 'host1')]
     assert held in in_use
+    # Another host's agent cannot free it.
+    conductor_restore.record(context, 'host2', {'released': [held]})
+    assert _in_use(context, held) is True
     conductor_restore.record(context, 'host1', {'released': [held]})
     rows = handles_db.host_handles(context, 'host1')
     assert all(h.arq_uuid is None for h in rows)
