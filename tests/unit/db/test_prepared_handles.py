@@ -120,6 +120,24 @@ def test_every_prepared_handle_of_the_host_with_its_action(host):
     # The other host's are its own.
     assert {h.action for h in handles_db.host_handles(context, 'host2')} == {
         restore.Action.REMOVE}
+    # What the agent is sent (RPC 1.9).
+    wire = conductor_manager.ConductorManager('c1').prepared_handles(
+        context, 'host1')
+    assert sorted((h['uuid'], h['action'], h['arq_uuid']) for h in wire
+                  if h['action'] == 'restore') == [
+        (held.uuid, 'restore', arq['uuid'])]
+    assert all(h['arq_uuid'] is None for h in wire
+               if h['action'] == 'remove')
+
+
+def test_a_programmed_region_without_a_bitstream_source_says_why(host):
+    context = host
+    _programmed(context)
+    wire = conductor_manager.ConductorManager('c1').prepared_handles(
+        context, 'host1')
+    (region,) = [h for h in wire if h['preparation'] == 'program']
+    assert region['image'] is None
+    assert region['image_error'].startswith('bitstream img-1: ')
 
 
 class _Resolver:
