@@ -13,6 +13,7 @@
 """Assembles the agent RPC service."""
 
 from collections.abc import Callable
+import functools
 from typing import Any
 
 from oslo_config import cfg
@@ -70,7 +71,11 @@ def create(conf: cfg.ConfigOpts, transport,
         bound_devices=lambda context: conductor_api.bound_devices(
             context, host),
         reset_devices=conf.remediation.reset_devices)
-    def images():
+
+    # One source (one bitstream cache) for the restore and the endpoint,
+    # built on first use; the endpoint's programmings wait for the restore.
+    @functools.cache
+    def images() -> manager.ImageSource:
         return manager.ImageSource.from_conf(conf, glance_factory)
 
     restorer = restore.Restorer(host, conductor_api, drivers, locks,
