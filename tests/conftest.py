@@ -38,6 +38,7 @@ DIRECTORY_ORDER = ('functional', 'compat', 'devstack', 'docs', 'api', 'unit')
 LONGEST_MODULES = (
     'tests/functional/test_arq_faults.py',
     'tests/functional/test_mig_partitions.py',
+    'tests/functional/test_host_reboot.py',
     'tests/functional/test_maintenance.py',
     'tests/functional/test_inventory.py',
     'tests/functional/test_allinone.py',

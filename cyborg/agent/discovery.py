@@ -12,6 +12,7 @@
 
 """Device discovery on one compute host and its report to the conductor."""
 
+from collections.abc import Callable
 import socket
 import threading
 import typing
@@ -98,18 +99,24 @@ class Discovery:
                  drivers: list[base.AcceleratorDriver], conductor_api,
                  locks: driver_calls.DriverLocks | None = None,
                  preparations: driver_calls.Preparations | None = None,
-                 remediator: remediate.Remediator | None = None):
+                 remediator: remediate.Remediator | None = None,
+                 extra_signals: Callable[
+                     [str], dict[str, list[remediation.Signal]]]
+                 | None = None):
         """``locks``: the per-driver locks, shared with the agent's RPC
         endpoint; ``preparations`` remembers what the drivers declared
         (for the endpoint too); ``remediator`` turns the drivers' health
         signals into taints (by default the default catalog, and no
-        device is ever reset)."""
+        device is ever reset); ``extra_signals`` gives, by driver name,
+        signals of the agent's own to add to the driver's (the restore's
+        ``restore.failed``)."""
         self.host = host
         self.rp_name = rp_name
         self._drivers = drivers
         self._conductor = conductor_api
         self._locks = locks or driver_calls.DriverLocks()
         self.preparations = preparations or driver_calls.Preparations()
+        self._extra_signals = extra_signals
         self._remediator = remediator or remediate.Remediator(
             remediation.Tracker(remediation.load_catalog(())), self._locks)
         # Held for a whole discovery and its report.
@@ -150,6 +157,9 @@ class Discovery:
                     failed.append(driver.name)
                     continue
                 found, signals = result
+                if self._extra_signals is not None:
+                    signals = _merged_signals(
+                        signals, self._extra_signals(driver.name))
                 utilization.update(self._utilization(driver, found))
             self.preparations.remember(driver.name, found)
             reported.append(remediate.Reported(driver, found, signals))
@@ -230,3 +240,12 @@ class Discovery:
                 return None
             self._acknowledged = digest
             return answer
+
+
+def _merged_signals(signals: dict[str, list[remediation.Signal]],
+                    extra: dict[str, list[remediation.Signal]]
+                    ) -> dict[str, list[remediation.Signal]]:
+    merged = {address: list(found) for address, found in signals.items()}
+    for address, more in extra.items():
+        merged.setdefault(address, []).extend(more)
+    return merged

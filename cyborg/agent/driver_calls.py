@@ -68,7 +68,7 @@ class Preparations:
         """Replace what ``driver`` declared with ``devices``' handles."""
         declared = {}
         for device in devices:
-            for deployable in _walk(device.deployables):
+            for deployable in walk(device.deployables):
                 preparation = deployable.declared_preparation()
                 for handle in deployable.attach_handles:
                     declared[_key(driver, handle)] = preparation
@@ -89,8 +89,9 @@ class Preparations:
         return device_tree.default_preparation([handle.attach_type])
 
 
-def _walk(deployables: list[device_tree.Deployable]
-          ) -> Iterator[device_tree.Deployable]:
+def walk(deployables: list[device_tree.Deployable]
+         ) -> Iterator[device_tree.Deployable]:
+    """Each deployable of ``deployables`` and of their children."""
     for deployable in deployables:
         yield deployable
-        yield from _walk(deployable.children)
+        yield from walk(deployable.children)

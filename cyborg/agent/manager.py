@@ -55,13 +55,17 @@ class AgentManager:
                  images: Callable[[], 'ImageSource'] | None = None,
                  report: Callable[[Any], Any] | None = None,
                  locks: driver_calls.DriverLocks | None = None,
-                 preparations: driver_calls.Preparations | None = None):
+                 preparations: driver_calls.Preparations | None = None,
+                 restored: Callable[[], bool] | None = None):
         """``images`` builds (once, on the first :meth:`program_image`)
         the source of the bitstreams to program; ``report`` discovers
         and reports this host's devices (after programming); ``locks``
         serialize the calls of drivers that declare it (shared with the
         discovery); ``preparations``: what the drivers declared in the
-        last report, for a conductor that does not send it (API 1.0)."""
+        last report, for a conductor that does not send it (API 1.0);
+        ``restored`` waits (boundedly) until the restore at start is done
+        (see :mod:`cyborg.agent.restore`): calls on handles and
+        programmings wait for it."""
         self.host = host
         self._conductor = conductor_api
         self._drivers = {driver.name: driver for driver in drivers}
@@ -70,6 +74,7 @@ class AgentManager:
         self._report = report
         self._locks = locks or driver_calls.DriverLocks()
         self._preparations = preparations or driver_calls.Preparations()
+        self._restored = restored
 
     def heartbeat(self) -> None:
         """Tell the conductor this agent is alive."""
@@ -111,6 +116,7 @@ class AgentManager:
         handle, declared = self._handle(driver, attach_type, attach_info,
                                         preparation)
         target = self._driver(driver)
+        self._wait_restored()
         with self._locks.held(target):
             getattr(target, call)(handle, handle_uuid, declared)
         return declared
@@ -160,6 +166,7 @@ class AgentManager:
                 uuid=image.get('deployable', '?'),
                 reason='it has no control path to program through')
         target = self._driver(driver)
+        self._wait_restored()
         cpid = device_tree.ControlPathID(controlpath['cpid_type'],
                                          controlpath['cpid_info'])
         source = self._image_source()
@@ -199,6 +206,11 @@ class AgentManager:
                  'pinned: %s', address, driver,
                  profile or "of the driver's policy", pinned)
         self._report_after('setting a partition profile')
+
+    def _wait_restored(self) -> None:
+        if self._restored is not None and not self._restored():
+            LOG.warning('The restore of the prepared attach handles of %s '
+                        'is not done; going ahead without it', self.host)
 
     def _image_source(self) -> 'ImageSource':
         if self._images is None:

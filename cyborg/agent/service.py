@@ -13,6 +13,7 @@
 """Assembles the agent RPC service."""
 
 from collections.abc import Callable
+import functools
 from typing import Any
 
 from oslo_config import cfg
@@ -22,6 +23,7 @@ from cyborg.agent import discovery
 from cyborg.agent import driver_calls
 from cyborg.agent import manager
 from cyborg.agent import remediate
+from cyborg.agent import restore
 from cyborg.common import constants
 from cyborg.common import exception
 from cyborg.common import metrics
@@ -69,18 +71,29 @@ def create(conf: cfg.ConfigOpts, transport,
         bound_devices=lambda context: conductor_api.bound_devices(
             context, host),
         reset_devices=conf.remediation.reset_devices)
+
+    # One source (one bitstream cache) for the restore and the endpoint,
+    # built on first use; the endpoint's programmings wait for the restore.
+    @functools.cache
+    def images() -> manager.ImageSource:
+        return manager.ImageSource.from_conf(conf, glance_factory)
+
+    restorer = restore.Restorer(host, conductor_api, drivers, locks,
+                                images=images)
     finder = discovery.Discovery(host, rp_name, drivers, conductor_api,
-                                 locks=locks, remediator=remediator)
+                                 locks=locks, remediator=remediator,
+                                 extra_signals=restorer.signals)
     endpoint = manager.AgentManager(
-        host, conductor_api, drivers,
-        images=lambda: manager.ImageSource.from_conf(conf, glance_factory),
+        host, conductor_api, drivers, images=images,
         report=finder.report, locks=locks,
-        preparations=finder.preparations)
+        preparations=finder.preparations, restored=restorer.wait)
     interval = conf.agent.discovery_interval
 
     def discover_and_report():
-        """Report; retry soon when the conductor did not answer."""
-        if finder.report(cyborg_context.get_admin_context()) is None:
+        """Restore the host's prepared handles (once), then report;
+        retry soon when the conductor did not answer."""
+        context = cyborg_context.get_admin_context()
+        if not restorer.run(context) or finder.report(context) is None:
             return min(REPORT_RETRY_DELAY, interval)
         return None
 

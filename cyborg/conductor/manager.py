@@ -29,6 +29,7 @@ from cyborg.conductor import notifications
 from cyborg.conductor import partitions as partitions_mod
 from cyborg.conductor import programming
 from cyborg.conductor import quotas as quotas_mod
+from cyborg.conductor import restore
 from cyborg.conductor import sync_worker
 from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
@@ -250,6 +251,20 @@ class ConductorManager:
         """The addresses of ``host``'s devices its agent must not reset
         (see :func:`cyborg.db.hardware.bound_device_addresses`)."""
         return hardware.bound_device_addresses(context, host)
+
+    @_expected
+    def prepared_handles(self, context, host: str) -> list[dict[str, Any]]:
+        """The prepared handles of ``host`` for its agent's restore at
+        start (see :func:`cyborg.conductor.restore.prepared_handles`)."""
+        programmer = self._programmer or programming.refusing_programmer()
+        return restore.prepared_handles(context, host, programmer.resolver)
+
+    @_expected
+    def handles_restored(self, context, host: str,
+                         outcome: dict[str, Any]) -> None:
+        """Record what ``host``'s agent restored at start (see
+        :func:`cyborg.conductor.restore.record`)."""
+        restore.record(context, host, outcome)
 
     def _sync_later(self, host: str) -> bool:
         """Hand ``host`` to the sync worker (its request is committed);

@@ -58,6 +58,9 @@ class ConductorAPI:
       each group with ordered alternatives as its first alternative.
     * 1.8 - Add device_set_partitions. Capped below 1.8, the API answers
       503 to a device's partition profile.
+    * 1.9 - Add prepared_handles and handles_restored (an agent restores
+      its host's prepared handles before its first report after a
+      start). Capped below 1.9, the agent restores nothing.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -157,6 +160,28 @@ class ConductorAPI:
             return None
         return self._prepare('bound_devices', '1.4').call(
             context, 'bound_devices', host=host)
+
+    def prepared_handles(self, context, host: str
+                         ) -> list[dict[str, Any]] | None:
+        """The prepared handles of ``host`` and what its agent does with
+        each (:class:`cyborg.domain.restore.PreparedHandle` in wire
+        form; API 1.9); None where the cap is below 1.9 (the agent then
+        restores nothing)."""
+        if not self._client.can_send_version('1.9'):
+            return None
+        # As short as a report's: the agent asks again before reporting.
+        client = self._prepare('prepared_handles', '1.9')
+        return client.prepare(timeout=REPORT_TIMEOUT).call(
+            context, 'prepared_handles', host=host)
+
+    def handles_restored(self, context, host: str,
+                         outcome: dict[str, Any]) -> None:
+        """What ``host``'s agent did with its prepared handles
+        (:class:`cyborg.domain.restore.Outcome` in wire form; API
+        1.9)."""
+        client = self._prepare('handles_restored', '1.9')
+        client.prepare(timeout=REPORT_TIMEOUT).call(
+            context, 'handles_restored', host=host, outcome=outcome)
 
     def _report(self, version: str, context, **kwargs) -> dict[str, bool]:
         client = self._prepare('report_inventory', version)

@@ -187,6 +187,11 @@ DEFAULT_CATALOG: tuple[Remedy, ...] = (
            description='PCIe link narrower than its maximum'),
     Remedy('pcie.link-speed', Action.DEGRADE,
            description='PCIe link slower than its maximum'),
+    # The agent could not prepare again, after its start, an attach handle
+    # a bound request holds: no new work until the agent starts again.
+    Remedy('restore.failed', Action.TAINT, sticky=True,
+           description='an attach handle of a bound request could not be '
+           'restored after the agent started'),
     # Application-level Xids: the application restarts, the GPU is fine.
     *(_xid(number, Action.IGNORE, why) for number, why in (
         (13, 'graphics engine exception'), (31, 'GPU memory page fault'),

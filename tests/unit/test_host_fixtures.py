@@ -24,6 +24,7 @@ import pytest
 from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
+from cyborg.allinone import demo_host
 from cyborg.allinone import fake_tools as tools
 from cyborg.allinone.host_tree import HostTree
 from tests.fixtures.hosts import hosts
@@ -278,3 +279,31 @@ def test_sriov_vf_device_is_checked_as_the_kernel_prints_it(tmp_path):
         assert re.fullmatch(SRIOV_VF_DEVICE, spelling), spelling
     for spelling in ('0x154c', '0443', '154C', '', '12345'):
         assert not re.fullmatch(SRIOV_VF_DEVICE, spelling), spelling
+
+
+def test_a_reboot_forgets_the_kernel_runtime_state(tmp_path):
+    """Every mdev gone, every VF's vGPU type back to 0, the FPGA ports
+    back to their factory function (unless the boards keep it)."""
+    tree = demo_host.build(str(tmp_path / 'host'))
+    parent, mdev_type = demo_host.DEMO_VGPU_PARENT, demo_host.DEMO_VGPU_TYPE
+    available = tree.dev(parent, 'mdev_supported_types', mdev_type,
+                         'available_instances')
+    mdev_uuid = '83b8f4f2-509f-382f-3c1e-e6bfe0fa1001'
+    assert tree.create_mdev(parent, mdev_type, mdev_uuid)
+    afu = tree.dev(demo_host.DEMO_FPGA_PF, 'fpga_region', 'region0',
+                   'dfl-port.0', 'afu_id')
+    tree.write(afu, 'd8424dc4a4a3c413f89e433683f9040b')
+    tree.reboot(boards_keep_bitstreams=True)
+    assert tree.mdevs_of(parent) == []
+    assert tree.read(available).strip() == str(demo_host.DEMO_VGPU_COUNT)
+    assert tree.read(afu).strip() == 'd8424dc4a4a3c413f89e433683f9040b'
+    tree.reboot()
+    assert tree.read(afu).strip() == demo_host.DEMO_FPGA_AFU
+    assert tree.refused == []
+
+    vgpu17 = hosts.nvidia_vgpu17_host(str(tmp_path / 'vgpu17'))
+    vf = hosts.vgpu17_vfs()[0]
+    assert vgpu17.set_vgpu_type(vf, 1414)
+    vgpu17.reboot()
+    assert vgpu17.read(vgpu17.dev(vf, 'nvidia', 'current_vgpu_type')
+                       ).strip() == '0'

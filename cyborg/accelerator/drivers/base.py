@@ -43,6 +43,18 @@ logged with its traceback. :meth:`~AcceleratorDriver.discover`,
 keeps the driver's devices as last reported (or reports them without
 utilization, or keeps the device's taint) and logs why.
 
+**Restore.** A host reboot makes the kernel forget what the driver
+prepared. Before its first report after a start, the agent restores the
+handles of the host's bound accelerator requests (see
+:mod:`cyborg.domain.restore`): it asks :meth:`~AcceleratorDriver.is_prepared`
+and, unless the answer is True, calls
+:meth:`~AcceleratorDriver.restore_attach_handle` (by default
+:meth:`~AcceleratorDriver.prepare_attach_handle`, which is safe to
+repeat); a handle no request holds any more that the driver says is
+prepared is released. A region programmed at bind is programmed again
+with its image when its deployable no longer shows the function trait
+the conductor recorded.
+
 **Threads.** The agent calls a driver from two kinds of threads:
 
 * the discovery: :meth:`~AcceleratorDriver.discover`, then
@@ -53,6 +65,14 @@ utilization, or keeps the device's taint) and logs why.
   agent's periodic thread, and on an RPC thread after a programming; the
   agent runs one discovery at a time, so these three never overlap each
   other.
+* the restore at start, before the first discovery:
+  :meth:`~AcceleratorDriver.is_prepared`,
+  :meth:`~AcceleratorDriver.restore_attach_handle`,
+  :meth:`~AcceleratorDriver.release_attach_handle` (of a handle no
+  accelerator request holds any more) and, for a region that lost its
+  bitstream, :meth:`~AcceleratorDriver.discover` and
+  :meth:`~AcceleratorDriver.program`; RPC calls on handles wait until
+  it is done.
 * RPC threads: :meth:`~AcceleratorDriver.prepare_attach_handle`,
   :meth:`~AcceleratorDriver.release_attach_handle` and
   :meth:`~AcceleratorDriver.program`. Several may run at once (for
@@ -186,3 +206,28 @@ class AcceleratorDriver(abc.ABC):
         for a handle whose device is gone); raises
         :class:`~cyborg.accelerator.drivers.errors.PrepareFailed`."""
         return None
+
+    def is_prepared(self, handle: device_tree.AttachHandle,
+                    handle_uuid: str,
+                    preparation: device_tree.Preparation) -> bool | None:
+        """Whether :meth:`prepare_attach_handle`'s work on ``handle`` is
+        in place on the host now (its mdev exists, its VF runs the vGPU
+        type): True, False, or None (the default) when the driver cannot
+        read it back (a VF's VLAN). Only reads; raises nothing but
+        :class:`~cyborg.accelerator.drivers.errors.DriverError`.
+
+        At start the agent restores a bound handle unless this is True,
+        and releases a handle no accelerator request holds only when it
+        is True.
+        """
+        return None
+
+    def restore_attach_handle(self, handle: device_tree.AttachHandle,
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation
+                              ) -> None:
+        """Prepare ``handle`` again after the host lost its preparation
+        (a reboot); by default :meth:`prepare_attach_handle`. Raises
+        :class:`~cyborg.accelerator.drivers.errors.PrepareFailed` with
+        the reason the agent reports."""
+        self.prepare_attach_handle(handle, handle_uuid, preparation)

@@ -29,6 +29,7 @@ from cyborg.api import app as api_app
 from cyborg.common import exception
 from cyborg.db import models
 from cyborg.domain import arq_states as states
+from cyborg.domain import restore
 from tests import factories
 
 PATH = '/v2/accelerator_requests'
@@ -243,6 +244,23 @@ def test_bind_error_from_2_5(app, database, seed):
     one = _request(app, 'GET', '%s/%s' % (PATH, failed),
                    headers={'OpenStack-API-Version': 'accelerator latest'})
     assert one.json['bind_error'] == 'No free attach handle'
+
+
+def test_a_bound_arq_shows_why_its_handle_was_not_restored(app, database,
+                                                           seed):
+    bound = _insert(database, seed, 2, state=states.BOUND,
+                    instance=INSTANCE, handle=0)
+    reason = restore.failure_reason('h1', 'virtual function gone')
+    with database.begin() as connection:
+        connection.execute(
+            sa.update(models.ExtendedAcceleratorRequest).values(
+                bind_error=reason))
+    one = _request(app, 'GET', '%s/%s' % (PATH, bound),
+                   headers={'OpenStack-API-Version': 'accelerator 2.5'})
+    assert one.json['state'] == states.BOUND
+    assert one.json['bind_error'] == (
+        'Restoring attach handle h1 after its host restarted failed: '
+        'virtual function gone')
 
 
 def test_get_one(app, database, seed):

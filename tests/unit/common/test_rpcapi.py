@@ -44,6 +44,7 @@ CONDUCTOR_METHODS = {
     'taint_rule_create': '1.5', 'taint_rule_delete': '1.5',
     'device_profile_update': '1.6',
     'alternatives_probe': '1.7', 'device_set_partitions': '1.8',
+    'prepared_handles': '1.9', 'handles_restored': '1.9',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',
@@ -394,6 +395,26 @@ def test_an_agent_answers_a_retired_method_cleanly(conf, method, version,
         server.stop()
         server.wait()
         transport.cleanup()
+
+
+@pytest.mark.parametrize('cap, sent', [(None, True), ('1.9', True),
+                                       ('1.8', False)])
+def test_prepared_handles_from_1_9(monkeypatch, cap, sent):
+    """Below 1.9 the agent is told nothing (None): it restores nothing.
+    Both calls wait no longer than a report."""
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
+    clients[0].options['answers'] = {'prepared_handles': [{'uuid': 'h'}]}
+    answer = api.prepared_handles(None, 'h')
+    if not sent:
+        assert answer is None
+        assert clients[0].sent == []
+        return
+    assert answer == [{'uuid': 'h'}]
+    api.handles_restored(None, 'h', {'restored': ['h']})
+    assert [(m, v, o['timeout']) for m, v, o in clients[0].sent] == [
+        ('prepared_handles', '1.9', conductor_rpcapi.REPORT_TIMEOUT),
+        ('handles_restored', '1.9', conductor_rpcapi.REPORT_TIMEOUT)]
 
 
 @pytest.mark.parametrize('cap, sent', [(None, True), ('1.4', True),

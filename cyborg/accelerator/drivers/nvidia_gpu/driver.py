@@ -127,6 +127,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         # (kept across restarts: a pin outlives the agent).
         self._pins = mig_vgpu.Journal(os.path.join(
             conf.state_path, 'nvidia_gpu', 'mig-pins'))
+        # The partitions the start could not recreate (a host reboot), by
+        # key (the handle's uuid), with why.
+        self._unrestored: dict[str, str] = {}
         if conf.nvidia_gpu.partition_mode == 'homogeneous':
             self._start_partitions()
 
@@ -151,9 +154,14 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                             '(%s) of GPU %d: no partition holds it', gi.id,
                             gi.name, gi.gpu)
                 partitions.tool.destroy_gpu_instance(gi.gpu, gi.id)
-            for key in partitions.restore():
+            for key in partitions.restore(self._unrestored):
                 LOG.info('nvidia_gpu_driver: restored MIG partition %s',
                          key)
+            for key, reason in sorted(self._unrestored.items()):
+                # Reported by the agent's restore as a handle it could not
+                # restore (see restore_attach_handle).
+                LOG.warning('nvidia_gpu_driver: cannot restore MIG '
+                            'partition %s: %s', key, reason)
         except (mig.MigCommandError, mig_vgpu.PartitionError) as exc:
             raise errors.DriverConfigError(
                 'cannot restore the MIG partitions: %s' % exc)
@@ -795,6 +803,40 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             self._set_vgpu_type(handle, handle_uuid)
         elif preparation == device_tree.Preparation.VFIO:
             self._to_vfio(handle)
+
+    def restore_attach_handle(self, handle: device_tree.AttachHandle,
+                              handle_uuid: str,
+                              preparation: device_tree.Preparation
+                              ) -> None:
+        """As at bind, except for a MIG partition the start could not
+        recreate from its journal: that failure, with its reason."""
+        reason = self._unrestored.get(handle_uuid)
+        if reason is not None:
+            raise errors.PrepareFailed('cannot restore MIG partition %s: %s'
+                                       % (handle_uuid, reason))
+        self.prepare_attach_handle(handle, handle_uuid, preparation)
+
+    def is_prepared(self, handle: device_tree.AttachHandle,
+                    handle_uuid: str,
+                    preparation: device_tree.Preparation) -> bool | None:
+        """The handle's mdev exists; its VF runs its vGPU type (a MIG
+        partition's too: the start restored its GPU instance from the
+        journal); the whole GPU is on vfio-pci or needs no move."""
+        try:
+            if preparation == device_tree.Preparation.MDEV:
+                return mdev.mdev_exists(self._host, handle_uuid)
+            if preparation == device_tree.Preparation.VGPU_TYPE:
+                return (mdev.current_vgpu_type(
+                    self._host, _handle_address(handle))
+                    == _vgpu_type_id(handle))
+            if preparation == device_tree.Preparation.VFIO:
+                return not self._rebinds(
+                    self._driver_of(_handle_address(handle)))
+        except (host_errors.HostError, ValueError) as exc:
+            raise errors.PrepareFailed('cannot read the preparation of '
+                                       'attach handle %s: %s'
+                                       % (handle_uuid, exc))
+        return None
 
     def release_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str,

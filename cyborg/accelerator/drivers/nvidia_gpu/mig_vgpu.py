@@ -238,10 +238,15 @@ class MigVgpus:
                 if (gpu, gi.id, gi.profile_id) not in held]
 
     @_serialized
-    def restore(self) -> list[str]:
+    def restore(self, failed: dict[str, str] | None = None) -> list[str]:
         """Recreate the finished partitions the device lost (a host
         reboot loses every GPU instance and vGPU): a new GPU instance of
-        the entry's profile, then the VF's type. The keys restored."""
+        the entry's profile, then the VF's type. The keys restored.
+
+        With ``failed``, a partition that cannot be recreated is left
+        as it is, its key and why in ``failed``, and the others are
+        restored (the agent reports it as a handle it could not
+        restore); without, the first failure raises."""
         restored = []
         listed: dict[int, dict[int, int]] = {}
         # Made here: an id the device reuses is no entry's old instance.
@@ -249,22 +254,35 @@ class MigVgpus:
         for key, entry in self.journal.entries().items():
             if entry['step'] != STEP_DONE:
                 continue
-            gpu = entry['gpu']
-            if gpu not in listed:
-                listed[gpu] = {gi.id: gi.profile_id
-                               for gi in self.tool.gpu_instances(gpu)}
-            vf = pci.parse_address(entry['vf'])
-            if (listed[gpu].get(entry['gi']) == entry['profile']
-                    and (gpu, entry['gi']) not in made):
-                self._set_type(vf, entry['type'])  # the VF alone was reset
-                continue
-            gi = self.tool.create_gpu_instance(gpu, entry['profile'])
-            listed[gpu][gi.id] = gi.profile_id
-            made.add((gpu, gi.id))
-            self.journal.write(key, dict(entry, gi=gi.id))
-            self._set_type(vf, entry['type'])
-            restored.append(key)
+            try:
+                if self._restore_entry(key, entry, listed, made):
+                    restored.append(key)
+            except (mig.MigCommandError, PartitionError) as exc:
+                if failed is None:
+                    raise
+                failed[key] = str(exc)
         return restored
+
+    def _restore_entry(self, key: str, entry: dict,
+                       listed: dict[int, dict[int, int]],
+                       made: set[tuple[int, int]]) -> bool:
+        """Recreate one partition if the device lost its instance;
+        whether it did."""
+        gpu = entry['gpu']
+        if gpu not in listed:
+            listed[gpu] = {gi.id: gi.profile_id
+                           for gi in self.tool.gpu_instances(gpu)}
+        vf = pci.parse_address(entry['vf'])
+        if (listed[gpu].get(entry['gi']) == entry['profile']
+                and (gpu, entry['gi']) not in made):
+            self._set_type(vf, entry['type'])  # the VF alone was reset
+            return False
+        gi = self.tool.create_gpu_instance(gpu, entry['profile'])
+        listed[gpu][gi.id] = gi.profile_id
+        made.add((gpu, gi.id))
+        self.journal.write(key, dict(entry, gi=gi.id))
+        self._set_type(vf, entry['type'])
+        return True
 
     def _instance(self, entry: dict) -> mig.GpuInstance:
         for gi in self.tool.gpu_instances(entry['gpu']):

@@ -40,6 +40,7 @@ from cyborg.domain import arq_states as states
 from cyborg.domain import arqs as arq_rules
 from cyborg.domain import device_health
 from cyborg.domain import device_profile as dp_rules
+from cyborg.domain import restore
 from cyborg.policies import arq as policy
 
 COLLECTION = 'accelerator_requests'
@@ -54,7 +55,8 @@ def view(arq: dict[str, Any],
     """An ARQ as the API shows it: its state as clients know it
     (:func:`states.shown`), attach handles only once Bound, from 2.5
     why a bind failed (``bind_error``, null unless it failed; also while
-    a failure is still being reported to Nova as ``BindStarted``), and
+    a failure is still being reported to Nova as ``BindStarted``, and
+    for a Bound ARQ whose handle its agent could not restore), and
     from 2.8 the health of its device (``device_health``, from
     ``health``: by deployable id, see :func:`_device_health`; null
     without a device), from 2.9 the ordered alternative of its group its
@@ -80,8 +82,8 @@ def view(arq: dict[str, Any],
         'updated_at': base.timestamp(arq['updated_at']),
     }
     if base.version_at_least(microversion.ARQ_BIND_ERROR):
-        result['bind_error'] = (arq['bind_error'] if arq['state']
-                                in states.FAILED else None)
+        result['bind_error'] = restore.shown_bind_error(arq['state'],
+                                                        arq['bind_error'])
     if base.version_at_least(microversion.DEVICE_TAINTS):
         graded = (health or {}).get(arq.get('deployable_id'))
         result['device_health'] = None if graded is None else {

@@ -289,6 +289,31 @@ def test_vf_preparation_sets_and_clears_vlan_and_trust(conf, tmp_path,
             'off)' % (hosts.X710_PF, hosts.X710_VFS[1])) in caplog.text
 
 
+def test_a_vf_is_configured_again_after_a_reboot(conf, tmp_path):
+    """The driver cannot read a VF's VLAN back: the agent's restore at
+    start configures it again (the same ``ip`` call as at bind)."""
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree, vf_vlans=['physnet1:100'],
+                              vf_trust=True)
+    (device,) = [d for d in driver.discover() if d.address == hosts.X710_PF]
+    handle = _pool(device).attach_handles[1]
+    assert driver.is_prepared(handle, 'h1', VF) is None
+    driver.restore_attach_handle(handle, 'h1', VF)
+    assert _ip_calls(tree) == [SET_VF1 + ['vlan', '100', 'trust', 'on']]
+
+
+def test_a_vf_the_card_refuses_after_a_reboot_is_not_restored(
+        conf, tmp_path):
+    tree = hosts.sriov_nic_host(str(tmp_path))
+    driver = _prepared_driver(conf, tree, ip_rc=2,
+                              vf_vlans=['physnet1:100'])
+    (device,) = [d for d in driver.discover() if d.address == hosts.X710_PF]
+    handle = _pool(device).attach_handles[1]
+    with pytest.raises(driver_errors.PrepareFailed,
+                       match='cannot configure virtual function'):
+        driver.restore_attach_handle(handle, 'h1', VF)
+
+
 def test_vf_preparation_without_settings_only_checks(conf, tmp_path):
     tree = hosts.sriov_nic_host(str(tmp_path))
     # No ip command on the host: nothing to configure, nothing run.

@@ -594,6 +594,59 @@ def test_a_handle_without_an_address_is_refused(make):
         driver.prepare_attach_handle(handle, UUID1, MDEV)
 
 
+# Restore after a reboot ---------------------------------------------------
+
+def test_an_mdev_the_host_lost_is_not_prepared_and_is_restored(make):
+    tree, conf = make(hosts.nvidia_gpu_host, MDEV_222)
+    driver, handle = _mdev_handle(tree, conf)
+    assert driver.is_prepared(handle, UUID1, MDEV) is False
+    driver.prepare_attach_handle(handle, UUID1, MDEV)
+    tree.settle()
+    assert driver.is_prepared(handle, UUID1, MDEV) is True
+    tree.remove_mdev(UUID1)  # the reboot
+    assert driver.is_prepared(handle, UUID1, MDEV) is False
+    driver.restore_attach_handle(handle, UUID1, MDEV)
+    tree.settle()
+    assert tree.mdevs_of(hosts.VGPU_PARENT) == [UUID1]
+    assert driver.is_prepared(handle, UUID1, MDEV) is True
+    assert tree.refused == []
+
+
+def test_a_vgpu_type_the_vf_lost_is_not_prepared_and_is_restored(make):
+    tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
+    vf = hosts.vgpu17_vfs()[3]
+    driver, handle = _vgpu17(tree, conf, index=3)
+    assert driver.is_prepared(handle, UUID1, VGPU_TYPE) is False
+    driver.prepare_attach_handle(handle, UUID1, VGPU_TYPE)
+    tree.settle()
+    assert driver.is_prepared(handle, UUID1, VGPU_TYPE) is True
+    tree.set_vgpu_type(vf, 0)  # the reboot
+    assert driver.is_prepared(handle, UUID1, VGPU_TYPE) is False
+    driver.restore_attach_handle(handle, UUID1, VGPU_TYPE)
+    tree.settle()
+    assert _current(tree, vf) == 1414
+
+
+def test_a_vf_that_is_gone_cannot_be_restored(make):
+    tree, conf = make(hosts.nvidia_vgpu17_host, VGPU17)
+    driver, handle = _vgpu17(tree, conf, index=1)
+    tree.remove_pci(hosts.vgpu17_vfs()[1])
+    assert driver.is_prepared(handle, UUID1, VGPU_TYPE) is False
+    with pytest.raises(errors.PrepareFailed,
+                       match='cannot set vGPU type 1414 on %s'
+                       % hosts.vgpu17_vfs()[1]):
+        driver.restore_attach_handle(handle, UUID1, VGPU_TYPE)
+
+
+def test_a_passthrough_gpu_on_vfio_pci_is_prepared(make):
+    tree, conf = make(hosts.nvidia_gpu_host)
+    tree.bind(hosts.PGPU, 'vfio-pci')
+    driver = driver_for(tree, conf)
+    (device,) = driver.discover()
+    handle = offered(device).attach_handles[0]
+    assert driver.is_prepared(handle, UUID1, VFIO) is True
+
+
 # Health -------------------------------------------------------------------
 
 def _t4_gpus(**changes):

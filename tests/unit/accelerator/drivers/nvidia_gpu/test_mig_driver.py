@@ -220,6 +220,26 @@ def test_the_agent_restores_the_partitions_a_reboot_lost(make, caplog):
     assert _tool(tree).gpu_instances(0) == []
 
 
+def test_a_partition_the_start_cannot_recreate_is_a_failed_restore(
+        make, caplog):
+    """The driver still loads; the agent's restore reports the handle
+    with the reason, and restores the others."""
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    handles = _child(driver).attach_handles
+    driver.prepare_attach_handle(handles[0], UUID1, VGPU_TYPE)
+    driver.prepare_attach_handle(handles[1], UUID2, VGPU_TYPE)
+    _reboot(tree, tree.root + '.mig.json')
+    tree.remove(tree.dev(hosts.vgpu17_vfs()[0], 'nvidia'))
+    driver = driver_for(tree, conf)
+    assert 'cannot restore MIG partition %s' % UUID1 in caplog.text
+    assert driver.is_prepared(handles[1], UUID2, VGPU_TYPE) is True
+    with pytest.raises(errors.PrepareFailed,
+                       match='cannot restore MIG partition %s: cannot set '
+                       'vGPU type 1414' % UUID1):
+        driver.restore_attach_handle(handles[0], UUID1, VGPU_TYPE)
+
+
 def test_a_restart_without_a_reboot_changes_nothing(make, caplog):
     tree, conf = make(mig_host, HOMOGENEOUS)
     driver = driver_for(tree, conf)

@@ -175,6 +175,33 @@ def test_restore_after_a_reboot_whatever_ids_the_device_gives(host,
     assert vgpus.restore() == []  # nothing lost now
 
 
+def test_a_partition_that_cannot_be_restored_leaves_the_others(host,
+                                                               tmp_path):
+    """With ``failed``, one partition the host cannot take back (its VF
+    lost its vGPU files) is reported, and the other is restored."""
+    tree, vgpus, tool = host
+    vgpus.create('a', 0, '1g.18gb', _vf(0), H200_1G)
+    vgpus.create('b', 0, '1g.18gb', _vf(1), H200_1G)
+    state = str(tmp_path / 'mig.json')
+    gpus = fake_mig.read_state(state)
+    gpus[0].gis = []
+    fake_mig.write_state(state, gpus)
+    tree.set_vgpu_type(hosts.vgpu17_vfs()[0], 0)
+    tree.set_vgpu_type(hosts.vgpu17_vfs()[1], 0)
+    tree.remove(tree.dev(hosts.vgpu17_vfs()[0], 'nvidia'))
+    failed: dict[str, str] = {}
+    assert vgpus.restore(failed) == ['b']
+    assert list(failed) == ['a']
+    assert 'cannot set vGPU type %d' % H200_1G in failed['a']
+    assert _current(tree, 1) == H200_1G
+    # Without, the first failure raises, as it always did.
+    gpus = fake_mig.read_state(state)
+    gpus[0].gis = []
+    fake_mig.write_state(state, gpus)
+    with pytest.raises(mig_vgpu.PartitionError):
+        vgpus.restore()
+
+
 def test_a_failed_creation_waits_for_one_under_way(host):
     """A creation that fails rolls back the instances no journal entry
     records; one under way (created, its id not yet recorded) is not
