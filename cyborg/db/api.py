@@ -150,6 +150,8 @@ def is_transient(error: BaseException) -> bool:
 #: Key of a pooled connection's ``info``: whether its server is a node of
 #: a Galera cluster (``wsrep_on``).
 _GALERA_INFO = 'cyborg_galera'
+#: ``wsrep_sync_wait``'s bit for SELECT (and SHOW, BEGIN) statements.
+_SYNC_WAIT_READS = 1
 
 
 def _note_galera(dbapi_connection, connection_record) -> None:
@@ -160,10 +162,17 @@ def _note_galera(dbapi_connection, connection_record) -> None:
     try:
         cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
         row = cursor.fetchone()
+        galera = bool(row and str(row[1]).upper() == 'ON')
+        if galera:
+            # Causal reads: a read waits until this node has applied
+            # what the cluster committed before it began, so a request
+            # sees a write that another service committed through another
+            # node before it (an ARQ Nova just created or bound).
+            cursor.execute('SET SESSION wsrep_sync_wait = '
+                           '@@wsrep_sync_wait | %d' % _SYNC_WAIT_READS)
     finally:
         cursor.close()
-    connection_record.info[_GALERA_INFO] = bool(
-        row and str(row[1]).upper() == 'ON')
+    connection_record.info[_GALERA_INFO] = galera
 
 
 def watch_galera(engine: sa.engine.Engine) -> None:

@@ -68,8 +68,11 @@ class GaleraNode(servers.MariaDBServer):
     """One node of a :class:`GaleraCluster`; ``index`` 0 bootstraps."""
 
     def __init__(self, index: int, cluster_address: str, group_port: int,
-                 base_dir: str | None = None):
+                 base_dir: str | None = None, durable: bool = False):
         super().__init__(base_dir)
+        #: With the server's durable defaults (an fsync per commit)
+        #: rather than a log flushed once a second.
+        self.durable = durable
         self.index = index
         self.cluster_address = cluster_address
         self.group_port = group_port
@@ -85,12 +88,13 @@ class GaleraNode(servers.MariaDBServer):
         self.wait = True
 
     def _options(self) -> dict[str, str]:
+        """The node's my.cnf options."""
         provider_options = ('gmcast.listen_addr=tcp://%s:%d;'
                             'ist.recv_addr=%s:%d;gcache.size=64M;%s'
                             % (servers.LOOPBACK, self.group_port,
                                servers.LOOPBACK, self.ist_port,
                                PROVIDER_TIMEOUTS))
-        return {
+        options = {
             'datadir': self.data_dir, 'tmpdir': self.tmp_dir,
             'socket': self.socket, 'port': str(self.port),
             'bind-address': servers.LOOPBACK,
@@ -117,6 +121,9 @@ class GaleraNode(servers.MariaDBServer):
                                                     self.sst_port),
             'wsrep-slave-threads': '2',
         }
+        if self.durable:
+            del options['innodb-flush-log-at-trx-commit']
+        return options
 
     def _write_config(self) -> None:
         lines = ['[mysqld]'] + ['%s=%s' % item
@@ -192,11 +199,11 @@ class GaleraCluster:
     """:data:`NODES` :class:`GaleraNode` s forming one cluster; a context
     manager that stops them all (last started first)."""
 
-    def __init__(self, nodes: int = NODES):
+    def __init__(self, nodes: int = NODES, durable: bool = False):
         group_ports = [servers.free_port() for _ in range(nodes)]
         address = 'gcomm://' + ','.join('%s:%d' % (servers.LOOPBACK, port)
                                         for port in group_ports)
-        self.nodes = [GaleraNode(index, address, port)
+        self.nodes = [GaleraNode(index, address, port, durable=durable)
                       for index, port in enumerate(group_ports)]
 
     def start(self) -> GaleraCluster:

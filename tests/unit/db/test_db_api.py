@@ -275,5 +275,8 @@ def test_a_new_connection_notes_whether_its_server_is_a_galera_node(
     dbapi_connection, record = _FakeDBAPIConnection(row), _Record()
     db_api._note_galera(dbapi_connection, record)
     assert record.info[db_api._GALERA_INFO] is galera
+    # A Galera node's reads wait for what the cluster committed before.
     assert dbapi_connection.cursor_.statements == [
-        "SHOW VARIABLES LIKE 'wsrep_on'"]
+        "SHOW VARIABLES LIKE 'wsrep_on'"] + (
+        ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1']
+        if galera else [])
