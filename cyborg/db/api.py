@@ -175,11 +175,19 @@ def _note_galera(dbapi_connection, connection_record) -> None:
     connection_record.info[_GALERA_INFO] = galera
 
 
+def _note_galera_once(dbapi_connection, connection_record,
+                      _proxy) -> None:
+    if _GALERA_INFO not in connection_record.info:
+        _note_galera(dbapi_connection, connection_record)
+
+
 def watch_galera(engine: sa.engine.Engine) -> None:
     """Make ``engine`` note, per connection, whether its MySQL/MariaDB
     server is a Galera node (see :func:`is_galera`)."""
     if engine.dialect.name in ('mysql', 'mariadb'):
-        sa.event.listen(engine, 'connect', _note_galera)
+        # At check-out, not at connect: oslo.db's engine has made (and
+        # pooled) its first connection before this hook runs.
+        sa.event.listen(engine, 'checkout', _note_galera_once)
 
 
 def is_galera(connection: sa.engine.Connection) -> bool:

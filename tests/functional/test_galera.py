@@ -189,6 +189,7 @@ class _Failure:
     status: int
     retry_after: str | None
     text: str
+    url: str
 
 
 class _Cycles:
@@ -203,6 +204,8 @@ class _Cycles:
         self.rp_uuid = flow.devices[HOST][0].rp_uuid
         self.done = 0
         self.failures: list[_Failure] = []
+        #: How each ARQ's clean-up was answered.
+        self.cleaned: dict[str, int] = {}
         self.stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -210,7 +213,8 @@ class _Cycles:
         with self._lock:
             self.failures.append(_Failure(
                 time.monotonic(), step, response.status_code,
-                response.headers.get('Retry-After'), response.text[:300]))
+                response.headers.get('Retry-After'), response.text[:300],
+                response.request.method + ' ' + response.url))
 
     def _call(self, step, method, url, expected, **kwargs):
         response = requests.request(method, url, timeout=60, **kwargs)
@@ -266,6 +270,7 @@ class _Cycles:
             except requests.RequestException:
                 response = None
             if response is not None and response.status_code in (204, 404):
+                self.cleaned[arq] = response.status_code
                 return
             time.sleep(0.5)
         raise AssertionError('ARQ %s could not be deleted' % arq)
@@ -360,6 +365,13 @@ def test_a_node_killed_under_load_costs_only_503s_while_it_is_out(
         cycles.stop.set()
         for future in running:
             future.result(timeout=120)
+    for failure in cycles.failures:
+        print('%+.2f s after the kill (back at %+.2f): %s %s %s (%s)'
+              % (failure.at - killed, back - killed, failure.step,
+                 failure.status, failure.url, failure.text[:150]))
+        if failure.status == 404:
+            arq = failure.url.split('/')[-1]
+            print('  clean-up of %s: %s' % (arq, cycles.cleaned.get(arq)))
     for failure in cycles.failures:
         assert failure.status == 503, failure
         assert failure.retry_after, failure

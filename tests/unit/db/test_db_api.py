@@ -213,6 +213,10 @@ def _updated_at(engine, host):
 def test_no_server_of_the_test_databases_is_a_galera_node(database):
     with database.connect() as connection:
         assert db_api.is_galera(connection) is False
+        # MariaDB was asked, also on the connection oslo.db pooled
+        # before the engine's hooks ran.
+        assert (db_api._GALERA_INFO in connection.info) is (
+            database.dialect.name == 'mysql')
 
 
 @pytest.mark.parametrize('galera', [False, True])
@@ -280,3 +284,12 @@ def test_a_new_connection_notes_whether_its_server_is_a_galera_node(
         "SHOW VARIABLES LIKE 'wsrep_on'"] + (
         ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1']
         if galera else [])
+
+
+def test_a_connection_is_asked_once_whether_its_server_is_a_galera_node():
+    dbapi_connection, record = (_FakeDBAPIConnection(('wsrep_on', 'ON')),
+                                _Record())
+    for _checkout in range(3):
+        db_api._note_galera_once(dbapi_connection, record, None)
+    assert record.info[db_api._GALERA_INFO] is True
+    assert len(dbapi_connection.cursor_.statements) == 2
