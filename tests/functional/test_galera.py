@@ -24,6 +24,9 @@ at commit (certification), so this is where a handle given twice or a
   no handle held twice;
 * the Nova cycle (create, bind, wait until bound, delete) at concurrency
   8 through both APIs: no failed cycle;
+* each row lock that serialises writers (a project's quota row, a host's
+  service row, an FPGA region) taken by two transactions through two
+  nodes: the second to commit fails certification (and is retried);
 * the same cycle while conductor 1's node is killed and comes back: a
   cycle fails only with a 503 (with ``Retry-After``) while the node is
   out of the cluster, and afterwards nothing is stuck or leaked.
@@ -42,7 +45,12 @@ import uuid
 
 import pytest
 import requests
+import sqlalchemy as sa
 
+from cyborg.db import api as db_api
+from cyborg.db import programming as programming_db
+from cyborg.db import quotas as quotas_db
+from cyborg.db import services as services_db
 from tests.functional import galera
 from tests.functional import nova_flow
 from tests.functional import servers
@@ -206,6 +214,7 @@ class _Cycles:
         self.failures: list[_Failure] = []
         #: How each ARQ's clean-up was answered.
         self.cleaned: dict[str, int] = {}
+        self.seen: dict[str, list] = {}
         self.stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -239,12 +248,15 @@ class _Cycles:
                                           instance)) is None:
                 return False
             deadline = time.monotonic() + 30
+            states: list[str] = []
             while time.monotonic() < deadline:
                 got = self._call('get', 'GET', api
                                  + '/v2/accelerator_requests/' + arq['uuid'],
                                  200)
                 if got is None:
+                    self.seen[arq['uuid']] = states
                     return False
+                states.append(got.json()['state'])
                 if got.json()['state'] in nova_flow.RESOLVED:
                     break
                 time.sleep(0.05)
@@ -295,8 +307,8 @@ class _Cycles:
 
 
 def _after_load(flow, ambiguous: tuple[datetime.datetime,
-                                       datetime.datetime] | None = None
-                ) -> int:
+                                       datetime.datetime] | None = None,
+                cleaned: dict | None = None) -> int:
     """Nothing stuck, nothing leaked once the load is over; the number
     of ARQs created in the ``ambiguous`` interval whose creation was
     answered 503 although it committed (see the kill test), deleted
@@ -312,7 +324,9 @@ def _after_load(flow, ambiguous: tuple[datetime.datetime,
             row.state == 'Initial' for row in left()), 30,
             'no ARQ between states')
     except AssertionError:
-        raise AssertionError('ARQs left: %s' % left())
+        raise AssertionError('ARQs left: %s; their clean-up answers: %s'
+                             % (left(), {row.uuid: (cleaned or {}).get(
+                                 row.uuid) for row in left()}))
     orphans = left()
     for row in orphans:
         # Never bound, holding nothing, created while the node died.
@@ -345,6 +359,59 @@ def test_nova_cycle_at_concurrency_8_through_two_nodes(flow, cluster):
           % (cluster.certification_failures() - retried))
 
 
+def _node_engine(cluster, flow, index: int) -> sa.engine.Engine:
+    """An engine on node ``index``'s copy of the deployment's database,
+    aware of Galera as the services' engines are."""
+    engine = sa.create_engine(cluster.nodes[index].url_for(
+        sa.engine.make_url(flow.db_url).database),
+        poolclass=sa.pool.NullPool)
+    db_api.watch_galera(engine)
+    return engine
+
+
+def _lock_quota(connection) -> None:
+    assert quotas_db.lock_project(connection, 'galera-project')
+
+
+def _lock_service(connection) -> None:
+    services_db.lock(connection, connection.execute(sa.text(
+        "SELECT id FROM services WHERE host = :host"),
+        {'host': HOST}).scalar())
+
+
+def _lock_region(connection) -> None:
+    programming_db._lock(connection, connection.execute(sa.text(
+        'SELECT min(id) FROM deployables')).scalar())
+
+
+@pytest.mark.parametrize('lock', [_lock_quota, _lock_service, _lock_region])
+def test_a_row_lock_holds_across_nodes(flow, cluster, lock):
+    """Two transactions through two nodes take the same lock (neither
+    waits: the lock is the node's); the second to commit fails
+    certification, as it would have waited on one server."""
+    with flow.engine.begin() as connection:
+        connection.execute(sa.text(
+            "INSERT IGNORE INTO quota_locks (project_id) "
+            "VALUES ('galera-project')"))
+    engines = [_node_engine(cluster, flow, index) for index in (0, 1)]
+    try:
+        with engines[0].connect() as first, engines[1].connect() as second:
+            assert db_api.is_galera(first) and db_api.is_galera(second)
+            first_transaction = first.begin()
+            second_transaction = second.begin()
+            lock(first)
+            lock(second)
+            first_transaction.commit()
+            with pytest.raises(sa.exc.OperationalError) as error:
+                second_transaction.commit()
+            # What the services retry (cyborg.db.api.is_transient).
+            assert error.value.orig.args[0] == 1213
+            assert db_api.is_transient(error.value)
+    finally:
+        for engine in engines:
+            engine.dispose()
+
+
 def test_a_node_killed_under_load_costs_only_503s_while_it_is_out(
         flow, cluster):
     node = cluster.nodes[2]  # conductor 1 writes through it
@@ -371,7 +438,13 @@ def test_a_node_killed_under_load_costs_only_503s_while_it_is_out(
                  failure.status, failure.url, failure.text[:150]))
         if failure.status == 404:
             arq = failure.url.split('/')[-1]
-            print('  clean-up of %s: %s' % (arq, cycles.cleaned.get(arq)))
+            print('  clean-up of %s: %s; states before: %s'
+                  % (arq, cycles.cleaned.get(arq), cycles.seen.get(arq)))
+            for process in flow.processes:
+                for line in process.log_text().splitlines():
+                    if arq in line:
+                        print('  %s: %s' % (process.name, line[:300]))
+            print(servers.tail(node.log, 60))
     for failure in cycles.failures:
         assert failure.status == 503, failure
         assert failure.retry_after, failure
@@ -381,7 +454,7 @@ def test_a_node_killed_under_load_costs_only_503s_while_it_is_out(
     # (its connection was lost at COMMIT): an ARQ nobody knows of, as a
     # crash of a single server leaves it. The admin guide tells how to
     # find them.
-    orphans = _after_load(flow, (killed_at, back_at))
+    orphans = _after_load(flow, (killed_at, back_at), cycles.cleaned)
     print('%d cycles, %d failed with 503 within %.1f s of the kill; %d '
           'ARQs committed although answered 503' % (
               cycles.done + len(cycles.failures), len(cycles.failures),
@@ -391,3 +464,4 @@ def test_a_node_killed_under_load_costs_only_503s_while_it_is_out(
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc).replace(
         tzinfo=None)
+
