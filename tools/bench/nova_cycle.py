@@ -857,8 +857,9 @@ def _main_galera(args) -> int:
             _second_conductor(deployment, cluster.nodes[1].url_for(
                 databases.names[-1]))
             rps = _setup(deployment, deployment.deployables)
+            # The nodes' command lines name their my.cnf.
             node_pids = [pid for node in cluster.nodes
-                         for pid in cpu.pids_with(node.data_dir)]
+                         for pid in cpu.pids_with(node.config_file)]
             label = 'Galera (3 nodes%s)' % (', durable' if durable else '')
             print('Nova cycle: %s API (%d %s workers) through node 0, 2 '
                   'conductors through nodes 0 and 1, %d agents, RabbitMQ, '
