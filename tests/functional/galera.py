@@ -268,18 +268,24 @@ class GaleraCluster:
         """The URL of ``database`` through each node."""
         return [node.url_for(database) for node in self.nodes]
 
-    def certification_failures(self) -> int:
-        """Transactions the cluster rolled back at certification or by
-        brute force abort since the nodes started (what the services
-        retried), over every live node."""
-        total = 0
+    def conflicts(self) -> dict[str, int]:
+        """Local transactions the cluster rolled back since the nodes
+        started, over every live node: ``cert_failures`` (a conflict
+        with a transaction committed through another node, found at
+        COMMIT) and ``bf_aborts`` (aborted by a replicated transaction
+        that needed their locks, gap locks among them); the services
+        retry both (1213)."""
+        totals = {'cert_failures': 0, 'bf_aborts': 0}
         for node in self.nodes:
             if node.process is None or node.process.poll() is not None:
                 continue
-            for name in ('wsrep_local_cert_failures',
-                         'wsrep_local_bf_aborts'):
-                total += int(node.status(name) or 0)
-        return total
+            for key in totals:
+                totals[key] += int(node.status('wsrep_local_' + key) or 0)
+        return totals
+
+    def certification_failures(self) -> int:
+        """Both kinds of :meth:`conflicts`, in all."""
+        return sum(self.conflicts().values())
 
     def stop(self) -> None:
         errors = []

@@ -870,17 +870,20 @@ def _main_galera(args) -> int:
             print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             summary = []
             for clients in (int(c) for c in args.clients.split(',')):
-                before = cluster.certification_failures()
+                before = cluster.conflicts()
                 result = measure(deployment, nova, rps, clients,
                                  args.duration, node_pids,
                                  [placement.process.pid],
                                  [rabbit.process.pid], label,
                                  label='galera')
-                cycles = result['cycles_per_s'] * args.duration
-                retried = cluster.certification_failures() - before
-                print('  certification failures (retried): %d, %.1f per '
-                      '1,000 cycles' % (retried, 1000.0 * retried
-                                        / max(cycles, 1)), flush=True)
+                cycles = max(result['cycles_per_s'] * args.duration, 1)
+                after = cluster.conflicts()
+                retried = {key: after[key] - before[key] for key in after}
+                print('  certification retries: %.1f per 1,000 cycles (%d '
+                      'certification failures, %d brute force aborts)' % (
+                          1000.0 * sum(retried.values()) / cycles,
+                          retried['cert_failures'], retried['bf_aborts']),
+                      flush=True)
                 summary.append((clients, 1, 'galera', result))
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             _print_summary(summary)
