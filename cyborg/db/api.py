@@ -170,6 +170,13 @@ def _note_galera(dbapi_connection, connection_record) -> None:
             # node before it (an ARQ Nova just created or bound).
             cursor.execute('SET SESSION wsrep_sync_wait = '
                            '@@wsrep_sync_wait | %d' % _SYNC_WAIT_READS)
+            # No gap locks: under REPEATABLE READ a locking read's gap
+            # locks make every replicated insert or update into the gap
+            # abort the local transaction (a brute force abort, retried).
+            # The transactions are written for READ COMMITTED, which is
+            # PostgreSQL's default.
+            cursor.execute('SET SESSION TRANSACTION ISOLATION LEVEL '
+                           'READ COMMITTED')
     finally:
         cursor.close()
     connection_record.info[_GALERA_INFO] = galera

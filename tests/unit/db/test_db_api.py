@@ -282,7 +282,9 @@ def test_a_new_connection_notes_whether_its_server_is_a_galera_node(
     # A Galera node's reads wait for what the cluster committed before.
     assert dbapi_connection.cursor_.statements == [
         "SHOW VARIABLES LIKE 'wsrep_on'"] + (
-        ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1']
+        ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1',
+         # No gap locks for replicated writes to abort transactions on.
+         'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED']
         if galera else [])
 
 
@@ -292,4 +294,4 @@ def test_a_connection_is_asked_once_whether_its_server_is_a_galera_node():
     for _checkout in range(3):
         db_api._note_galera_once(dbapi_connection, record, None)
     assert record.info[db_api._GALERA_INFO] is True
-    assert len(dbapi_connection.cursor_.statements) == 2
+    assert len(dbapi_connection.cursor_.statements) == 3
