@@ -26,9 +26,11 @@ nodes 1 and 2 join it and receive its data by SST. :meth:`GaleraNode.kill`
 and :meth:`GaleraNode.restart` are a node crash and its return (by IST).
 
 The failure detector is tightened (a killed node leaves the cluster's
-view after about two seconds instead of the default five to fifteen), so
-that a test's outage window stays short; what that costs an operator is
-in the admin guide's database section.
+view after about two seconds instead of the default five), so that a
+test's outage window stays short, and a donor refuses queries while it
+gives a state transfer; both are explained in the admin guide's
+*MariaDB Galera clusters*. ``durable=True`` keeps the server's durable
+default (the log flushed at every commit) for the benchmark.
 """
 
 from __future__ import annotations
