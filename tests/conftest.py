@@ -59,6 +59,7 @@ LONGEST_MODULES = (
     'tests/functional/test_taint_scheduling.py',
     'tests/functional/test_host_replay.py',
     'tests/functional/test_quotas_keystone.py',
+    'tests/functional/test_galera.py',
 )
 
 

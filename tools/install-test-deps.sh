@@ -12,12 +12,13 @@
 # under the License.
 
 # Install the system services the functional tests start privately:
-# PostgreSQL, MariaDB and RabbitMQ, and what building uWSGI (a test
-# requirement) needs: a C compiler and the Python headers. Needs root (or
-# sudo) and apt.
+# PostgreSQL, MariaDB (with the Galera 4 provider and rsync, for the
+# three-node cluster of tests/functional/galera.py) and RabbitMQ, and
+# what building uWSGI (a test requirement) needs: a C compiler and the
+# Python headers. Needs root (or sudo) and apt.
 set -euo pipefail
 
-packages=(postgresql mariadb-server rabbitmq-server prometheus build-essential python3-dev)
+packages=(postgresql mariadb-server galera-4 rsync rabbitmq-server prometheus build-essential python3-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null \

@@ -31,6 +31,7 @@ import threading
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
+from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from cyborg.common import patches
@@ -96,10 +97,15 @@ MAX_RETRY_INTERVAL = 1.0
 # concurrency: serialization_failure, deadlock_detected,
 # lock_not_available (lock_timeout).
 _PG_TRANSIENT = ('40001', '40P01', '55P03')
-# MySQL/MariaDB: lock wait timeout, deadlock.
-_MYSQL_TRANSIENT = (1205, 1213)
+# MySQL/MariaDB: lock wait timeout, deadlock (on Galera also a
+# transaction that failed certification against a concurrent one
+# committed through another node, or was aborted by one), and Galera's
+# "WSREP has not yet prepared node for application use" (the node is
+# joining or lost its quorum for a moment; see Galera below).
+_MYSQL_TRANSIENT = (1205, 1213, 1047)
 _TRANSIENT_TEXT = ('could not serialize access', 'Lock wait timeout exceeded',
-                   'Deadlock found', 'deadlock detected')
+                   'Deadlock found', 'deadlock detected',
+                   'WSREP has not yet prepared node')
 
 
 def is_transient(error: BaseException) -> bool:
@@ -128,6 +134,89 @@ def is_transient(error: BaseException) -> bool:
         return True
     text = str(error)
     return any(fragment in text for fragment in _TRANSIENT_TEXT)
+
+
+# Galera ---------------------------------------------------------------------
+#
+# On a Galera cluster with several writers, a row lock (SELECT ... FOR
+# UPDATE, SKIP LOCKED) holds on the node that takes it only: a
+# transaction through another node neither waits for it nor skips the
+# row. Conflicts between nodes are found at COMMIT instead, by
+# certification, and only between transactions that write the same rows
+# (a failed certification is a deadlock, 1213, which the writers retry
+# like any other). So every lock that serialises writers must also write
+# the row it locks: :func:`lock_rows` does, on Galera only.
+
+#: Key of a pooled connection's ``info``: whether its server is a node of
+#: a Galera cluster (``wsrep_on``).
+_GALERA_INFO = 'cyborg_galera'
+#: ``wsrep_sync_wait``'s bit for SELECT (and SHOW, BEGIN) statements.
+_SYNC_WAIT_READS = 1
+
+
+def _note_galera(dbapi_connection, connection_record) -> None:
+    """Record in a new MySQL/MariaDB connection's ``info`` whether its
+    server replicates with Galera (one statement per connection, before
+    the pool first hands it out)."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        row = cursor.fetchone()
+        galera = bool(row and str(row[1]).upper() == 'ON')
+        if galera:
+            # Causal reads: a read waits until this node has applied
+            # what the cluster committed before it began, so a request
+            # sees a write that another service committed through another
+            # node before it (an ARQ Nova just created or bound).
+            cursor.execute('SET SESSION wsrep_sync_wait = '
+                           '@@wsrep_sync_wait | %d' % _SYNC_WAIT_READS)
+            # No gap locks: under REPEATABLE READ a locking read's gap
+            # locks make every replicated insert or update into the gap
+            # abort the local transaction (a brute force abort, retried).
+            # The transactions are written for READ COMMITTED, which is
+            # PostgreSQL's default.
+            cursor.execute('SET SESSION TRANSACTION ISOLATION LEVEL '
+                           'READ COMMITTED')
+    finally:
+        cursor.close()
+    connection_record.info[_GALERA_INFO] = galera
+
+
+def _note_galera_once(dbapi_connection, connection_record,
+                      _proxy) -> None:
+    if _GALERA_INFO not in connection_record.info:
+        _note_galera(dbapi_connection, connection_record)
+
+
+def watch_galera(engine: sa.engine.Engine) -> None:
+    """Make ``engine`` note, per connection, whether its MySQL/MariaDB
+    server is a Galera node (see :func:`is_galera`)."""
+    if engine.dialect.name in ('mysql', 'mariadb'):
+        # At check-out, not at connect: oslo.db's engine has made (and
+        # pooled) its first connection before this hook runs.
+        sa.event.listen(engine, 'checkout', _note_galera_once)
+
+
+def is_galera(connection: sa.engine.Connection) -> bool:
+    """Whether ``connection``'s server is a node of a Galera cluster."""
+    return bool(connection.info.get(_GALERA_INFO))
+
+
+def lock_rows(connection: sa.engine.Connection, table: sa.Table,
+              *where) -> None:
+    """Make the row lock a transaction takes on the rows of ``table``
+    matching ``where`` hold across a Galera cluster: on Galera, the rows
+    are written (their ``updated_at`` set), so that a concurrent
+    transaction through another node that locks them too fails
+    certification and starts again; elsewhere nothing (the caller's
+    ``FOR UPDATE`` is enough). Call it before the locking read; its
+    UPDATE takes the same local lock."""
+    if not is_galera(connection):
+        return
+    # A new microsecond timestamp: an UPDATE that changes nothing is not
+    # replicated, and so not certified.
+    connection.execute(sa.update(table).where(*where)
+                       .values(updated_at=timeutils.utcnow()))
 
 
 def _in_transaction(args, kwargs) -> bool:
@@ -237,6 +326,7 @@ def configure(conf) -> None:
     # GIL away once per transaction.
     manager.configure(sqlite_fk=True, thread_checkin=False, **options)
     manager.append_on_engine_create(patches.skip_redundant_rollbacks)
+    manager.append_on_engine_create(watch_galera)
     main_context_manager.patch_factory(manager)
 
 

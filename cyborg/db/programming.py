@@ -125,6 +125,10 @@ def target(context, deployable_id: int | None = None,
 
 
 def _lock(connection, deployable_id: int):
+    # begin_for_arq writes nothing when it allows programming: on Galera
+    # two ARQs through two nodes would both be allowed without this.
+    db_api.lock_rows(connection, DEPLOYABLES,
+                     DEPLOYABLES.c.id == deployable_id)
     row = connection.execute(
         sa.select(DEPLOYABLES.c.id, DEPLOYABLES.c.uuid,
                   DEPLOYABLES.c.bitstream_id)

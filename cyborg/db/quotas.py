@@ -84,6 +84,10 @@ def lock_project(connection, project_id: str) -> bool:
     """Lock ``project_id``'s quota row until the transaction ends
     (creations of the project wait for each other there); False when
     the project has no row yet (see :func:`add_project`)."""
+    # Creations through two Galera nodes insert different ARQ rows:
+    # only a write of this row makes one of them fail certification.
+    db_api.lock_rows(connection, QUOTA_LOCKS,
+                     QUOTA_LOCKS.c.project_id == project_id)
     return connection.execute(
         _LOCK, {'project_id': project_id}).first() is not None
 

@@ -82,6 +82,8 @@ def agent_row(connection, host: str):
 def lock_agent(connection, host: str):
     """The agent's row of ``host``, locked; inserted first if missing."""
     query = _agent_of(host).with_for_update()
+    db_api.lock_rows(connection, SERVICES, SERVICES.c.host == host,
+                     SERVICES.c.binary == constants.BINARY_AGENT)
     row = connection.execute(query).first()
     if row is not None:
         return row
@@ -108,6 +110,7 @@ def record_report(connection, service_id: int, digest: str,
 
 def lock(connection, service_id: int) -> None:
     """Lock the row ``service_id``."""
+    db_api.lock_rows(connection, SERVICES, SERVICES.c.id == service_id)
     connection.execute(sa.select(SERVICES.c.id).where(
         SERVICES.c.id == service_id).with_for_update())
 

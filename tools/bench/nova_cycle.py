@@ -33,9 +33,16 @@ Prints cycles per second, p50/p95/p99 per call, bind-to-event latency
 and agents; the database and Placement separately).
 
     .venv/bin/python tools/bench/nova_cycle.py [--duration 20] [--clients 1,8]
-        [--db postgresql|mysql|sqlite-all-in-one]
+        [--db postgresql|mysql|galera|sqlite-all-in-one]
         [--service cyborg|upstream|both [--rounds 2]] [--compare-root DIR]
         [--notifications]
+
+``--db galera`` runs a three-node MariaDB Galera cluster and two
+conductors writing through different nodes (the API reads through
+node 0, conductor 0 writes through node 0, conductor 1 through node 1),
+and prints, besides the cycle's numbers, the failed cycles and the
+transactions certification rolled back (and the services retried) per
+1,000 cycles.
 
 ``--service upstream`` measures upstream OpenStack Cyborg (from
 ``.venv-upstream``: ``tools/bench/upstream-venv.sh``) on the same kind of
@@ -72,6 +79,7 @@ ours is the cost of taints and tolerations in profile reads.
 """
 
 import argparse
+import configparser
 import contextlib
 import http.client
 import json
@@ -109,6 +117,7 @@ SERVICES = ('cyborg', 'upstream', 'both')
 CALLS = ('get_profile', 'create', 'bind', 'get_resolved', 'delete')
 # --db: the database server, and its name in the output.
 ALL_IN_ONE = 'sqlite-all-in-one'
+GALERA = 'galera'
 DATABASES = {'postgresql': (servers.PostgreSQLServer, 'PostgreSQL'),
              'mysql': (servers.MariaDBServer, 'MariaDB')}
 
@@ -523,10 +532,13 @@ def main() -> int:
                         help='WSGI server of cyborg-api (uwsgi, as devstack '
                         'deploys it, when installed: pip install uwsgi; '
                         'else gunicorn)')
-    parser.add_argument('--db', choices=sorted(DATABASES) + [ALL_IN_ONE],
+    parser.add_argument('--db', choices=sorted(DATABASES) + [GALERA,
+                                                             ALL_IN_ONE],
                         default='postgresql',
                         help='cyborg\'s database: a private PostgreSQL '
-                        '(default) or MariaDB server; sqlite-all-in-one: '
+                        '(default) or MariaDB server; galera: a three-node '
+                        'MariaDB Galera cluster, two conductors writing '
+                        'through different nodes; sqlite-all-in-one: '
                         'cyborg-all-in-one on SQLite instead of the '
                         'multi-process deployment')
     parser.add_argument('--service', choices=SERVICES, default='cyborg',
@@ -572,6 +584,12 @@ def main() -> int:
                 or args.tolerations):
             parser.error('--db %s measures ours only' % ALL_IN_ONE)
         return _main_all_in_one(args)
+    if args.db == GALERA:
+        if (args.service != 'cyborg' or args.compare_root
+                or args.notifications or args.quotas
+                or args.tolerations):
+            parser.error('--db %s measures ours only' % GALERA)
+        return _main_galera(args)
     if args.compare_root and args.service == 'upstream':
         parser.error('--compare-root compares builds of ours')
     db_server, db_label = DATABASES[args.db]
@@ -786,6 +804,92 @@ def _main_all_in_one(args) -> int:
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
         finally:
             deployment.stop()
+    return 0
+
+
+def _second_conductor(deployment, url: str) -> None:
+    """Another conductor of ``deployment``, like its first, writing
+    through the database ``url`` (another Galera node)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    parser.read(deployment.processes[0].config_file)
+    config = {'DEFAULT': dict(parser.defaults())}
+    config.update({name: {key: value for key, value in parser.items(name)
+                          if key not in parser.defaults()}
+                   for name in parser.sections()})
+    config['DEFAULT']['host'] = 'bench-conductor-1'
+    config['database']['connection'] = url
+    deployment._spawn('cyborg-conductor', config, name='conductor-1')
+    deployment.processes[-1].wait_log('Started cyborg-conductor')
+
+
+class _GaleraDatabases:
+    """The cluster as Deployment's database server: databases through
+    node 0, remembered so that the second conductor uses node 1."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.names: list[str] = []
+
+    def create_database(self, name: str) -> str:
+        self.names.append(name)
+        return self.cluster.create_database(name)
+
+
+def _main_galera(args) -> int:
+    """--db galera: the Nova cycle on a three-node Galera cluster, two
+    conductors through different nodes; with --durable (where this build
+    has it) the nodes flush their log at every commit."""
+    from tests.functional import galera
+
+    durable = bool(getattr(args, 'durable', False))
+    workdir = tempfile.mkdtemp(prefix='cyborg-bench-galera-')
+    deployment = Deployment(workdir, args.agents, args.api_workers,
+                            args.api_threads, args.api_server)
+    print('load average before: %s' % _load())
+    with galera.GaleraCluster(durable=durable) as cluster, \
+            servers.RabbitMQServer() as rabbit, \
+            placement_server.PlacementServer() as placement, \
+            fake_nova_lib.FakeNova() as nova:
+        databases = _GaleraDatabases(cluster)
+        try:
+            deployment.start(databases, rabbit, placement, nova)
+            _second_conductor(deployment, cluster.nodes[1].url_for(
+                databases.names[-1]))
+            rps = _setup(deployment, deployment.deployables)
+            # The nodes' command lines name their my.cnf.
+            node_pids = [pid for node in cluster.nodes
+                         for pid in cpu.pids_with(node.config_file)]
+            label = 'Galera (3 nodes%s)' % (', durable' if durable else '')
+            print('Nova cycle: %s API (%d %s workers) through node 0, 2 '
+                  'conductors through nodes 0 and 1, %d agents, RabbitMQ, '
+                  '%s, Placement, fake Nova; %ds per run' % (
+                      args.api_server, args.api_workers,
+                      '%d-thread' % args.api_threads if args.api_threads
+                      else 'sync', args.agents, label, args.duration))
+            print('reference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+            summary = []
+            for clients in (int(c) for c in args.clients.split(',')):
+                before = cluster.conflicts()
+                result = measure(deployment, nova, rps, clients,
+                                 args.duration, node_pids,
+                                 [placement.process.pid],
+                                 [rabbit.process.pid], label,
+                                 label='galera')
+                cycles = max(result['cycles_per_s'] * args.duration, 1)
+                after = cluster.conflicts()
+                retried = {key: after[key] - before[key] for key in after}
+                print('  certification retries: %.1f per 1,000 cycles (%d '
+                      'certification failures, %d brute force aborts)' % (
+                          1000.0 * sum(retried.values()) / cycles,
+                          retried['cert_failures'], retried['bf_aborts']),
+                      flush=True)
+                summary.append((clients, 1, 'galera', result))
+            print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
+            _print_summary(summary)
+        finally:
+            deployment.stop()
+    print('load average after: %s' % _load())
     return 0
 
 

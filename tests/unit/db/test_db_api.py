@@ -191,3 +191,107 @@ def test_the_sqlite_write_lock_is_released_when_sqlite_is_left_meanwhile():
     other.start()
     other.join()
     assert taken == [True]
+
+
+# Galera: row locks that hold across the cluster's nodes
+
+def _add_agent(context, host):
+    context.connection.execute(sa.insert(models.SERVICES).values(
+        host=host, binary='cyborg-agent', created_at=_OLD, updated_at=_OLD))
+
+
+_OLD = datetime.datetime(2020, 1, 1)
+
+
+def _updated_at(engine, host):
+    with engine.connect() as connection:
+        return connection.execute(
+            sa.select(models.SERVICES.c.updated_at)
+            .where(models.SERVICES.c.host == host)).scalar()
+
+
+def test_no_server_of_the_test_databases_is_a_galera_node(database):
+    with database.connect() as connection:
+        assert db_api.is_galera(connection) is False
+        # MariaDB was asked, also on the connection oslo.db pooled
+        # before the engine's hooks ran.
+        assert (db_api._GALERA_INFO in connection.info) is (
+            database.dialect.name == 'mysql')
+
+
+@pytest.mark.parametrize('galera', [False, True])
+def test_lock_rows_writes_the_rows_it_locks_on_galera_only(
+        database, admin_context, galera):
+    db_api.connection_writer(_add_agent)(admin_context, 'h1')
+    db_api.connection_writer(_add_agent)(admin_context, 'h2')
+
+    @db_api.connection_writer
+    def lock(context):
+        # What a connection to a Galera node notes when it is made.
+        context.connection.info[db_api._GALERA_INFO] = galera
+        try:
+            db_api.lock_rows(context.connection, models.SERVICES,
+                             models.SERVICES.c.host == 'h1')
+        finally:
+            context.connection.info.pop(db_api._GALERA_INFO)
+
+    lock(admin_context)
+    # Written (so certified against other nodes' writers) on Galera only;
+    # never a row it does not lock.
+    assert (_updated_at(database, 'h1') != _OLD) is galera
+    assert _updated_at(database, 'h2') == _OLD
+
+
+class _FakeCursor:
+    def __init__(self, row):
+        self.row = row
+        self.statements = []
+
+    def execute(self, statement):
+        self.statements.append(statement)
+
+    def fetchone(self):
+        return self.row
+
+    def close(self):
+        pass
+
+
+class _FakeDBAPIConnection:
+    def __init__(self, row):
+        self.cursor_ = _FakeCursor(row)
+
+    def cursor(self):
+        return self.cursor_
+
+
+class _Record:
+    def __init__(self):
+        self.info = {}
+
+
+@pytest.mark.parametrize('row, galera', [
+    (('wsrep_on', 'ON'), True), (('wsrep_on', 'OFF'), False),
+    # MySQL without wsrep has no such variable.
+    (None, False)])
+def test_a_new_connection_notes_whether_its_server_is_a_galera_node(
+        row, galera):
+    dbapi_connection, record = _FakeDBAPIConnection(row), _Record()
+    db_api._note_galera(dbapi_connection, record)
+    assert record.info[db_api._GALERA_INFO] is galera
+    # A Galera node's reads wait for what the cluster committed before.
+    assert dbapi_connection.cursor_.statements == [
+        "SHOW VARIABLES LIKE 'wsrep_on'"] + (
+        ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1',
+         # No gap locks for replicated writes to abort transactions on.
+         'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED']
+        if galera else [])
+
+
+def test_a_connection_is_asked_once_whether_its_server_is_a_galera_node():
+    dbapi_connection, record = (_FakeDBAPIConnection(('wsrep_on', 'ON')),
+                                _Record())
+    for _checkout in range(3):
+        db_api._note_galera_once(dbapi_connection, record, None)
+    assert record.info[db_api._GALERA_INFO] is True
+    assert len(dbapi_connection.cursor_.statements) == 3

@@ -102,6 +102,12 @@ class _Inner:
     (sa_exc.OperationalError('UPDATE x', {}, _Inner(
         'server closed the connection', pgcode=None)), False),
     (db_exc.DBError(_Inner(1064, 'You have an error in your SQL')), False),
+    # A Galera node that is not synced (joining, or without quorum).
+    (db_exc.DBError(sa_exc.OperationalError('SELECT 1', {}, _Inner(
+        1047, 'WSREP has not yet prepared node for application use'))),
+     True),
+    (sa_exc.OperationalError('SELECT 1', {}, _Inner(
+        1047, 'WSREP has not yet prepared node for application use')), True),
     (db_exc.DBDuplicateEntry(['name']), False),
     (db_exc.DBConnectionError(Exception('gone')), False),
     (ValueError('Deadlock found'), False),
