@@ -42,6 +42,7 @@ MARIADB_STATUS = (
     'Innodb_os_log_written',  # bytes written to the redo log
     'Innodb_row_lock_waits',  # row locks waited for
     'Innodb_row_lock_time',   # ms spent waiting for them
+    'Innodb_deadlocks',       # transactions rolled back by a deadlock
 )
 
 # PostgreSQL: the database's transactions (pg_stat_database) and the
@@ -131,7 +132,7 @@ def describe(counts: dict[str, float]) -> str:
         return ('%.1f statements (%.1f COMMIT, %.1f ROLLBACK), %.1f pings '
                 'and other admin commands, %.1f engine commits, %.2f redo '
                 'log writes (%.0f bytes), %.2f fsyncs (%.2f of the redo '
-                'log), %.2f row lock waits (%.1f ms)'
+                'log), %.2f row lock waits (%.1f ms), %.3f deadlocks'
                 % (counts['Questions'], counts['Com_commit'],
                    counts['Com_rollback'], counts['Com_admin_commands'],
                    counts['Handler_commit'],
@@ -140,7 +141,8 @@ def describe(counts: dict[str, float]) -> str:
                    counts['Innodb_data_fsyncs'],
                    counts.get('Innodb_os_log_fsyncs', nan),
                    counts['Innodb_row_lock_waits'],
-                   counts['Innodb_row_lock_time']))
+                   counts['Innodb_row_lock_time'],
+                   counts.get('Innodb_deadlocks', nan)))
     if 'xact_commit' in counts:
         return ('%.1f transactions committed, %.1f rolled back, %.2f '
                 'deadlocks, %.1f WAL records (%.0f bytes, %.2f full '
