@@ -860,12 +860,12 @@ def _main_durable(parser, args) -> int:
 def _print_durable_summary(summary, labels: list[str]) -> None:
     """Every run's cycles/s and counts, then per concurrency each
     server's means and their ratio to the first server's cycles/s."""
-    print('\n%-11s %5s %-20s %9s %7s %10s %9s %9s' % (
+    print('\n%-11s %5s %-30s %9s %7s %10s %9s %9s' % (
         'concurrency', 'round', 'database', 'cycles/s', 'errors',
         'event p99', 'commits', 'fsyncs'))
     for clients, round_, label, result in summary:
         counts = result['db_commands']
-        print('%-11d %5d %-20s %9.1f %7d %10.1f %9.2f %9.2f' % (
+        print('%-11d %5d %-30s %9.1f %7d %10.1f %9.2f %9.2f' % (
             clients, round_, label, result['cycles_per_s'],
             result['errors'], result['event_p99'],
             db_counters.commits(counts), db_counters.fsyncs(counts)))
