@@ -17,7 +17,7 @@
 # sudo) and apt.
 set -euo pipefail
 
-packages=(postgresql mariadb-server rabbitmq-server prometheus build-essential python3-dev libmariadb-dev pkg-config)
+packages=(postgresql mariadb-server rabbitmq-server prometheus build-essential python3-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null \

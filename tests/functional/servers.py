@@ -472,12 +472,9 @@ class MariaDBServer(_Server):
     PACKAGE = 'mariadb-server'
 
     def __init__(self, base_dir: str | None = None, start_timeout=90.0,
-                 durable: bool = False, driver: str = 'pymysql'):
+                 durable: bool = False):
         super().__init__(base_dir, prefix='cyborg-mariadb-')
         self.durable = durable
-        # The SQLAlchemy driver of the URLs handed out (pymysql, or
-        # mysqldb: mysqlclient).
-        self.driver = driver
         self.port = free_port()
         self.data_dir = os.path.join(self.base_dir, 'data')
         self.socket = os.path.join(self.base_dir, 'mysqld.sock')
@@ -494,8 +491,8 @@ class MariaDBServer(_Server):
                                    ['/usr/sbin'])
 
     def url_for(self, database: str) -> str:
-        return 'mysql+%s://root@%s:%d/%s?charset=utf8mb4' % (
-            self.driver, LOOPBACK, self.port, database)
+        return 'mysql+pymysql://root@%s:%d/%s?charset=utf8mb4' % (
+            LOOPBACK, self.port, database)
 
     @property
     def url(self) -> str:

@@ -563,9 +563,7 @@ def main() -> int:
                         'and what each cycle cost each server (commits, '
                         'fsyncs, statements, lock waits), and the ratio '
                         'to the first; DATABASES: a comma-separated list '
-                        '(default: %s; mysqlclient: MariaDB through the '
-                        'mysqlclient driver instead of PyMySQL)'
-                        % ','.join(DURABLE_DATABASES))
+                        '(default: %s)' % ','.join(DURABLE_DATABASES))
     args = parser.parse_args()
     if args.durable:
         return _main_durable(parser, args)
@@ -775,18 +773,11 @@ def _report_log_errors(deployment, limit: int = 5) -> None:
 # --durable: the servers measured by default, the first being the one
 # the others are compared with.
 DURABLE_DATABASES = ('postgresql', 'mysql')
-# --durable: MariaDB through another driver than PyMySQL (the C driver
-# of the mysqlclient package): {name: SQLAlchemy driver}.
-DURABLE_DRIVERS = {'mysqlclient': 'mysqldb'}
 
 
 def _durable_server(name: str):
-    """A server of database ``name`` (a DATABASES or DURABLE_DRIVERS
-    key) with its production defaults, not started; its label."""
-    if name in DURABLE_DRIVERS:
-        return (servers.MariaDBServer(durable=True,
-                                      driver=DURABLE_DRIVERS[name]),
-                'durable MariaDB, %s' % name)
+    """A server of database ``name`` (a DATABASES key) with its
+    production defaults, not started; its label."""
     server_class, label = DATABASES[name]
     return server_class(durable=True), 'durable %s' % label
 
@@ -798,11 +789,10 @@ def _main_durable(parser, args) -> int:
     cycle cost each server and the cycles/s of each against the
     first's."""
     names = [n.strip() for n in args.durable.split(',') if n.strip()]
-    known = sorted(set(DATABASES) | set(DURABLE_DRIVERS))
-    unknown = sorted(set(names) - set(known))
+    unknown = sorted(set(names) - set(DATABASES))
     if unknown or not names or len(set(names)) != len(names):
         parser.error('--durable: a list of distinct databases among %s, '
-                     'not %r' % (', '.join(known), args.durable))
+                     'not %r' % (', '.join(sorted(DATABASES)), args.durable))
     if (args.service != 'cyborg' or args.compare_root or args.notifications
             or args.quotas or args.tolerations):
         parser.error('--durable measures this build alone')
