@@ -170,13 +170,10 @@ def _note_galera(dbapi_connection, connection_record) -> None:
             # node before it (an ARQ Nova just created or bound).
             cursor.execute('SET SESSION wsrep_sync_wait = '
                            '@@wsrep_sync_wait | %d' % _SYNC_WAIT_READS)
-            # No gap locks: under REPEATABLE READ a locking read's gap
-            # locks make every replicated insert or update into the gap
-            # abort the local transaction (a brute force abort, retried).
-            # The transactions are written for READ COMMITTED, which is
-            # PostgreSQL's default.
-            cursor.execute('SET SESSION TRANSACTION ISOLATION LEVEL '
-                           'READ COMMITTED')
+            # The connection is at READ COMMITTED already (see
+            # set_mysql_isolation): no gap locks, which on Galera would
+            # make every replicated write into the gap abort the local
+            # transaction (a brute force abort, retried).
     finally:
         cursor.close()
     connection_record.info[_GALERA_INFO] = galera
@@ -301,13 +298,46 @@ def by_primary_key(statement):
     """``statement``, an UPDATE of rows chosen by ``id``, made to find
     them through the primary key on MySQL/MariaDB. On a small table
     InnoDB's optimizer prefers a scan of the whole table, and an UPDATE
-    locks every row it scans until the transaction ends (REPEATABLE
-    READ): a lease or a claim would then lock every row of the table, and
-    a concurrent ``SKIP LOCKED`` reader would skip them all."""
+    locks every row it scans (until the transaction ends under
+    REPEATABLE READ, while it scans under READ COMMITTED, see
+    :data:`MYSQL_ISOLATION`): a lease or a claim would then lock every
+    row of the table, and a concurrent ``SKIP LOCKED`` reader would skip
+    them all."""
     for dialect in ('mysql', 'mariadb'):
         statement = statement.with_hint('FORCE INDEX (PRIMARY)',
                                         dialect_name=dialect)
     return statement
+
+
+#: The isolation level of every MySQL/MariaDB connection: PostgreSQL's
+#: default, which cyborg's transactions are written for. InnoDB's own
+#: default, REPEATABLE READ, adds gap locks to every locking read and
+#: UPDATE through an index (an ARQ looked up by instance, a handle
+#: claimed): a concurrent insert or update into the gap waits until the
+#: locking transaction commits, which on a durable server includes its
+#: flush to disk. MariaDB 11.6 and later also fail a locking read of a
+#: row changed since the transaction's snapshot (innodb_snapshot_isolation).
+MYSQL_ISOLATION = 'READ COMMITTED'
+_MYSQL_DIALECTS = ('mysql', 'mariadb')
+
+
+def set_mysql_isolation(engine: sa.engine.Engine) -> None:
+    """Run every connection of ``engine``, if MySQL/MariaDB, at
+    :data:`MYSQL_ISOLATION` (whatever the server's default), also after
+    a statement chose another level for one transaction."""
+    if engine.dialect.name not in _MYSQL_DIALECTS:
+        return
+    dialect = engine.dialect
+
+    @sa.event.listens_for(engine, 'connect')
+    def _isolate(dbapi_connection, connection_record):
+        dialect.set_isolation_level(dbapi_connection, MYSQL_ISOLATION)
+
+    # What a connection returns to after
+    # ``execution_options(isolation_level=...)``.
+    dialect.default_isolation_level = MYSQL_ISOLATION
+    # oslo.db made (and pooled) a connection before this hook ran.
+    engine.dispose()
 
 
 def configure(conf) -> None:
@@ -326,6 +356,7 @@ def configure(conf) -> None:
     # GIL away once per transaction.
     manager.configure(sqlite_fk=True, thread_checkin=False, **options)
     manager.append_on_engine_create(patches.skip_redundant_rollbacks)
+    manager.append_on_engine_create(set_mysql_isolation)
     manager.append_on_engine_create(watch_galera)
     main_context_manager.patch_factory(manager)
 

@@ -358,13 +358,20 @@ class PostgreSQLServer(_Server):
     commit off (data safety does not matter here, speed does) and keeps its
     unix socket in the temporary directory. ``url`` is the SQLAlchemy URL
     of the ``postgres`` database; :meth:`create_database` makes more.
+
+    ``durable``: the server as production runs it instead, with
+    PostgreSQL's defaults (fsync, synchronous commit and full page writes
+    on, its default shared buffers), for benchmarks that must pay for
+    every commit's flush.
     """
 
     PACKAGE = 'postgresql'
     SUPERUSER = 'postgres'
 
-    def __init__(self, base_dir: str | None = None, start_timeout=60.0):
+    def __init__(self, base_dir: str | None = None, start_timeout=60.0,
+                 durable: bool = False):
         super().__init__(base_dir, prefix='cyborg-pg-')
+        self.durable = durable
         self.port = free_port()
         self.data_dir = os.path.join(self.base_dir, 'data')
         self.socket_dir = self.base_dir
@@ -393,12 +400,17 @@ class PostgreSQLServer(_Server):
         self.process = spawn(as_user(self.user, [
             self._postgres, '-D', self.data_dir, '-p', str(self.port),
             '-k', self.socket_dir, '-c', 'listen_addresses=' + LOOPBACK,
-            '-c', 'fsync=off', '-c', 'synchronous_commit=off',
-            '-c', 'full_page_writes=off', '-c', 'max_connections=100',
-            '-c', 'shared_buffers=32MB', '-c', 'log_min_messages=warning',
-        ]), self.log, cwd=self.base_dir)
+            '-c', 'max_connections=100', '-c', 'log_min_messages=warning',
+        ] + self._speed_args()), self.log, cwd=self.base_dir)
         wait_for(self._ready, self.start_timeout, 'PostgreSQL on port %d'
                  % self.port, self.process, self.log)
+
+    def _speed_args(self) -> list[str]:
+        """What trades data safety for speed (none when durable)."""
+        if self.durable:
+            return []
+        return ['-c', 'fsync=off', '-c', 'synchronous_commit=off',
+                '-c', 'full_page_writes=off', '-c', 'shared_buffers=32MB']
 
     def _connect(self, database='postgres'):
         import psycopg2
@@ -448,12 +460,21 @@ class MariaDBServer(_Server):
     Its own datadir is initialised with ``mariadb-install-db`` (root may
     connect from the loopback without a password); networking is bound to
     the loopback only and the unix socket lives in the temporary directory.
+    The redo log is written at every commit but flushed about once a
+    second (``innodb_flush_log_at_trx_commit=0``), in a small buffer pool.
+
+    ``durable``: the server as production runs it instead, with
+    MariaDB's defaults (the redo log flushed at every commit, its default
+    buffer pool and redo log sizes; the binary log off, as it is by
+    default), for benchmarks that must pay for every commit's flush.
     """
 
     PACKAGE = 'mariadb-server'
 
-    def __init__(self, base_dir: str | None = None, start_timeout=90.0):
+    def __init__(self, base_dir: str | None = None, start_timeout=90.0,
+                 durable: bool = False):
         super().__init__(base_dir, prefix='cyborg-mariadb-')
+        self.durable = durable
         self.port = free_port()
         self.data_dir = os.path.join(self.base_dir, 'data')
         self.socket = os.path.join(self.base_dir, 'mysqld.sock')
@@ -482,10 +503,15 @@ class MariaDBServer(_Server):
                 '--tmpdir=' + self.tmp_dir, '--socket=' + self.socket,
                 '--port=%d' % self.port, '--bind-address=' + LOOPBACK,
                 '--pid-file=' + os.path.join(self.base_dir, 'mysqld.pid'),
-                '--innodb-flush-log-at-trx-commit=0',
-                '--innodb-buffer-pool-size=32M', '--innodb-log-file-size=8M',
                 '--skip-log-bin', '--skip-name-resolve',
-                '--character-set-server=utf8mb4']
+                '--character-set-server=utf8mb4'] + self._speed_args()
+
+    def _speed_args(self) -> list[str]:
+        """What trades data safety for speed (none when durable)."""
+        if self.durable:
+            return []
+        return ['--innodb-flush-log-at-trx-commit=0',
+                '--innodb-buffer-pool-size=32M', '--innodb-log-file-size=8M']
 
     def _start(self) -> None:
         os.chmod(self.base_dir, 0o755)

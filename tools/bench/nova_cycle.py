@@ -109,6 +109,7 @@ from tests.functional import placement as placement_server  # noqa: E402
 from tests.functional import servers  # noqa: E402
 from tools import bench  # noqa: E402
 from tools.bench import cpu  # noqa: E402
+from tools.bench import db_counters  # noqa: E402
 from tools.bench import upstream as upstream_lib  # noqa: E402
 
 PROFILE = 'bench-fpga'
@@ -421,29 +422,19 @@ class Client(threading.Thread):
             index += 1
 
 
-def _db_counters(db) -> dict[str, int] | None:
-    """MariaDB's global counts of client statements and of the other
-    commands (pings among them); None for another server. Only the
-    deployment being measured uses the server meanwhile (the other's
-    agents report every 10 s), so their increase is its own."""
-    if not isinstance(db, servers.MariaDBServer):
-        return None
-    connection = db._connect()
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN "
-                           "('Questions', 'Com_admin_commands', "
-                           "'Com_commit', 'Com_rollback')")
-            return {name: int(value) for name, value in cursor.fetchall()}
-    finally:
-        connection.close()
-
-
 def measure(deployment, nova, rps, clients, duration, pg_pids,
             placement_pids, rabbit_pids, db_label='PostgreSQL',
-            label=None, db=None) -> dict[str, float]:
+            label=None, db=None, counts: bool | None = None
+            ) -> dict[str, float]:
     """Run ``clients`` clients for ``duration`` seconds and print the
-    results; returns cycles/s, errors and bind-to-event p50/p99 (ms)."""
+    results; returns cycles/s, errors and bind-to-event p50/p99 (ms).
+
+    ``counts``: print what the cycles cost database server ``db`` (its
+    own counters; see db_counters); by default on MariaDB only (reading
+    PostgreSQL's waits for its statistics, seconds after each run).
+    """
+    if counts is None:
+        counts = db_counters.kind(db) == 'mysql'
     results = {name: [] for name in CALLS + ('bind_to_event', 'cycles')}
     errors: list[str] = []
     used = cpu.process_cpu
@@ -455,7 +446,8 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
     heard = listener.heard if listener is not None else 0
     roles = {role: used(pids)
              for role, pids in deployment.pids_by_role().items()}
-    counters = _db_counters(db)
+    database = getattr(deployment, 'name', 'cyborg')
+    counters = db_counters.snapshot(db, database) if counts else None
     started = time.monotonic()
     threads = [Client(deployment.url, nova, rps[i::clients] or rps,
                       started + duration, results, errors,
@@ -499,14 +491,11 @@ def measure(deployment, nova, rps, clients, duration, pg_pids,
               % ((listener.heard - heard) / cycles), flush=True)
     db_per_cycle = {}
     if counters is not None:
-        after = _db_counters(db)
-        db_per_cycle = {name: (after[name] - counters[name]) / cycles
-                        for name in counters}
-        print('  %s commands per cycle: %.1f statements (%.1f COMMIT, '
-              '%.1f ROLLBACK), %.1f pings and other admin commands' % (
-                  db_label, db_per_cycle['Questions'],
-                  db_per_cycle['Com_commit'], db_per_cycle['Com_rollback'],
-                  db_per_cycle['Com_admin_commands']), flush=True)
+        db_counters.settle(db)
+        db_per_cycle = db_counters.per_cycle(
+            counters, db_counters.snapshot(db, database), cycles)
+        print('  %s per cycle: %s' % (
+            db_label, db_counters.describe(db_per_cycle)), flush=True)
     events = [v * 1000 for v in results['bind_to_event']]
     return {'cycles_per_s': len(results['cycles']) / elapsed,
             'errors': len(errors), 'event_p50': percentile(events, .5),
@@ -577,7 +566,19 @@ def main() -> int:
     parser.add_argument('--notifications-consumer', action='store_true',
                         help='with --notifications: count them with a '
                         'notification listener in this process')
+    parser.add_argument('--durable', nargs='?', metavar='DATABASES',
+                        const=','.join(DURABLE_DATABASES),
+                        help='measure this build on database servers with '
+                        'their production defaults (every commit flushed '
+                        'to disk), one deployment per server, interleaved '
+                        '(--rounds, 2 by default here: A-B-B-A): cycles/s '
+                        'and what each cycle cost each server (commits, '
+                        'fsyncs, statements, lock waits), and the ratio '
+                        'to the first; DATABASES: a comma-separated list '
+                        '(default: %s)' % ','.join(DURABLE_DATABASES))
     args = parser.parse_args()
+    if args.durable:
+        return _main_durable(parser, args)
     if args.db == ALL_IN_ONE:
         if (args.service != 'cyborg' or args.compare_root
                 or args.notifications or args.quotas
@@ -740,7 +741,7 @@ def _print_summary(summary) -> None:
             result['db_ms'],
             ' (%.1f statements, %.1f pings per cycle)' % (
                 commands['Questions'], commands['Com_admin_commands'])
-            if commands else ''))
+            if 'Questions' in commands else ''))
     for clients in dict.fromkeys(c for c, _, _, _ in summary):
         means = {}
         for name in ('cyborg', 'upstream', 'baseline', 'notify', 'quotas',
@@ -785,6 +786,116 @@ def _report_log_errors(deployment, limit: int = 5) -> None:
         if lines:
             print('  %s: %d error lines, first: %s' % (
                 os.path.basename(path), len(lines), lines[0][:300]))
+
+
+# --durable: the servers measured by default, the first being the one
+# the others are compared with.
+DURABLE_DATABASES = ('postgresql', 'mysql')
+
+
+def _durable_server(name: str):
+    """A server of database ``name`` (a DATABASES key) with its
+    production defaults, not started; its label."""
+    server_class, label = DATABASES[name]
+    return server_class(durable=True), 'durable %s' % label
+
+
+def _main_durable(parser, args) -> int:
+    """--durable: this build on each durable database server (one
+    deployment per server, named after it), with RabbitMQ, Placement
+    and the fake Nova shared, interleaved A-B-B-A; prints what each
+    cycle cost each server and the cycles/s of each against the
+    first's."""
+    names = [n.strip() for n in args.durable.split(',') if n.strip()]
+    unknown = sorted(set(names) - set(DATABASES))
+    if unknown or not names or len(set(names)) != len(names):
+        parser.error('--durable: a list of distinct databases among %s, '
+                     'not %r' % (', '.join(sorted(DATABASES)), args.durable))
+    if (args.service != 'cyborg' or args.compare_root or args.notifications
+            or args.quotas or args.tolerations):
+        parser.error('--durable measures this build alone')
+    rounds = args.rounds if args.rounds > 1 else 2
+    workdir = tempfile.mkdtemp(prefix='cyborg-bench-durable-')
+    print('load average before: %s' % _load())
+    with contextlib.ExitStack() as stack:
+        rabbit = stack.enter_context(servers.RabbitMQServer())
+        placement = stack.enter_context(placement_server.PlacementServer())
+        nova = stack.enter_context(fake_nova_lib.FakeNova())
+        runs = []
+        for name in names:
+            server, label = _durable_server(name)
+            server = stack.enter_context(server)
+            # Not the server's own name: MariaDB has a database "mysql".
+            deployment = Deployment(workdir, args.agents, args.api_workers,
+                                    args.api_threads, args.api_server,
+                                    name='durable' + name)
+            stack.callback(deployment.stop)
+            deployment.start(server, rabbit, placement, nova)
+            runs.append((deployment, server, label,
+                         _setup(deployment, deployment.deployables)))
+        print('Nova cycle, durable databases: %s API (%d %s workers), '
+              '1 conductor, %d agents per deployment, RabbitMQ, Placement, '
+              'fake Nova; %ds per run, %d rounds' % (
+                  args.api_server, args.api_workers,
+                  '%d-thread' % args.api_threads if args.api_threads
+                  else 'sync', args.agents, args.duration, rounds))
+        summary = []
+
+        def run(deployment, server, label, rps, clients, duration,
+                title):
+            return measure(deployment, nova, rps, clients, duration,
+                           cpu.pids_with(server.data_dir),
+                           [placement.process.pid], [rabbit.process.pid],
+                           label, label=title, db=server, counts=True)
+        if args.warmup:
+            for deployment, server, label, rps in runs:
+                run(deployment, server, label, rps,
+                    int(args.clients.split(',')[-1]), args.warmup,
+                    '%s warm-up (not counted)' % label)
+        for clients in (int(c) for c in args.clients.split(',')):
+            for round_ in range(rounds):
+                for deployment, server, label, rps in (
+                        runs if round_ % 2 == 0 else runs[::-1]):
+                    summary.append((clients, round_ + 1, label, run(
+                        deployment, server, label, rps, clients,
+                        args.duration, label)))
+                    print('  load average: %s' % _load(), flush=True)
+        _print_durable_summary(summary, [label for _, _, label, _ in runs])
+    print('load average after: %s' % _load())
+    return 0
+
+
+def _print_durable_summary(summary, labels: list[str]) -> None:
+    """Every run's cycles/s and counts, then per concurrency each
+    server's means and their ratio to the first server's cycles/s."""
+    print('\n%-11s %5s %-30s %9s %7s %10s %9s %9s' % (
+        'concurrency', 'round', 'database', 'cycles/s', 'errors',
+        'event p99', 'commits', 'fsyncs'))
+    for clients, round_, label, result in summary:
+        counts = result['db_commands']
+        print('%-11d %5d %-30s %9.1f %7d %10.1f %9.2f %9.2f' % (
+            clients, round_, label, result['cycles_per_s'],
+            result['errors'], result['event_p99'],
+            db_counters.commits(counts), db_counters.fsyncs(counts)))
+    for clients in dict.fromkeys(c for c, _, _, _ in summary):
+        means = {}
+        for label in labels:
+            runs = [r for c, _, n, r in summary
+                    if c == clients and n == label]
+            means[label] = sum(r['cycles_per_s'] for r in runs) / len(runs)
+        first = labels[0]
+        for label in labels[1:]:
+            print('concurrency %d: %s %.1f, %s %.1f cycles/s (means): '
+                  'ratio %s' % (
+                      clients, label, means[label], first, means[first],
+                      '%.2f' % (means[label] / means[first])
+                      if means[first] else 'inf'))
+        for label in labels:
+            runs = [r for c, _, n, r in summary
+                    if c == clients and n == label]
+            print('concurrency %d, %s per cycle (last run): %s' % (
+                clients, label,
+                db_counters.describe(runs[-1]['db_commands'])))
 
 
 def _main_all_in_one(args) -> int:

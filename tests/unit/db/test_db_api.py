@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from cyborg.common import exception
 from cyborg.common import patches
 from cyborg.db import api as db_api
+from cyborg.db import arqs as arq_db
 from cyborg.db import device_profiles as profiles_db
 from cyborg.db import models
 from cyborg.db import services as services_db
@@ -282,9 +283,7 @@ def test_a_new_connection_notes_whether_its_server_is_a_galera_node(
     # A Galera node's reads wait for what the cluster committed before.
     assert dbapi_connection.cursor_.statements == [
         "SHOW VARIABLES LIKE 'wsrep_on'"] + (
-        ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1',
-         # No gap locks for replicated writes to abort transactions on.
-         'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED']
+        ['SET SESSION wsrep_sync_wait = @@wsrep_sync_wait | 1']
         if galera else [])
 
 
@@ -294,4 +293,54 @@ def test_a_connection_is_asked_once_whether_its_server_is_a_galera_node():
     for _checkout in range(3):
         db_api._note_galera_once(dbapi_connection, record, None)
     assert record.info[db_api._GALERA_INFO] is True
-    assert len(dbapi_connection.cursor_.statements) == 3
+    assert len(dbapi_connection.cursor_.statements) == 2
+
+
+# The isolation level of MySQL/MariaDB connections ---------------------------
+
+# Each database's level: MySQL/MariaDB at PostgreSQL's (db_api.MYSQL_
+# ISOLATION), the others at their own default.
+_ISOLATION = {'mysql': 'READ COMMITTED', 'mariadb': 'READ COMMITTED',
+              'postgresql': 'READ COMMITTED', 'sqlite': 'SERIALIZABLE'}
+
+
+def test_connections_read_committed_also_after_another_level(database):
+    """Every connection, the one oslo.db made before the hook too, runs
+    at READ COMMITTED on MySQL/MariaDB (PostgreSQL's default), and goes
+    back to it after a transaction chose another level."""
+    expected = _ISOLATION[database.dialect.name]
+    with database.connect() as connection:
+        assert connection.get_isolation_level() == expected
+        first = connection.connection.dbapi_connection
+        connection.execution_options(isolation_level='SERIALIZABLE')
+        assert connection.get_isolation_level() == 'SERIALIZABLE'
+    with database.connect() as connection:
+        # The same connection, back from the pool (SQLite's file
+        # databases are not pooled).
+        assert (connection.connection.dbapi_connection is first
+                or isinstance(database.pool, sa.pool.NullPool))
+        assert connection.get_isolation_level() == expected
+
+
+@pytest.mark.parametrize('database', ['mariadb'], indirect=True)
+def test_a_locked_instance_does_not_hold_up_the_bind_of_another(database):
+    """InnoDB's REPEATABLE READ would lock the gap around a locking read
+    by instance (the lookup of an ARQ delete), so a bind writing another
+    instance into that gap would wait until the delete committed (a
+    flush to disk, on a durable server); at READ COMMITTED it does not
+    wait."""
+    for instance in ('instance-1', 'instance-9'):
+        factories.create_test_arq(database, instance_uuid=instance)
+    with database.connect() as deleting, deleting.begin():
+        assert arq_db.lock_rows(deleting, None,
+                                instance_uuid='instance-5') == []
+        with database.connect() as binding, binding.begin():
+            binding.execute(sa.text(
+                'SET SESSION innodb_lock_wait_timeout = 1'))
+            # Raises (lock wait timeout) if it waits.
+            moved = binding.execute(
+                sa.update(models.ExtendedAcceleratorRequest)
+                .where(models.ExtendedAcceleratorRequest.instance_uuid
+                       == 'instance-9')
+                .values(instance_uuid='instance-6')).rowcount
+    assert moved == 1
