@@ -113,5 +113,5 @@ def test_the_benchmark_refuses_an_unknown_durable_database():
          '--durable', 'postgresql,sqlite'],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 2
-    assert "--durable: a list of distinct databases among mysql, " \
+    assert "--durable: a list of distinct databases among galera, mysql, " \
            "postgresql, not 'postgresql,sqlite'" in result.stderr

@@ -81,6 +81,7 @@ ours is the cost of taints and tolerations in profile reads.
 import argparse
 import configparser
 import contextlib
+import dataclasses
 import http.client
 import json
 import os
@@ -88,6 +89,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
 import urllib.parse
 import urllib.request
 import uuid as uuid_lib
@@ -575,7 +577,11 @@ def main() -> int:
                         'and what each cycle cost each server (commits, '
                         'fsyncs, statements, lock waits), and the ratio '
                         'to the first; DATABASES: a comma-separated list '
-                        '(default: %s)' % ','.join(DURABLE_DATABASES))
+                        'among postgresql, mysql and galera (three durable '
+                        'nodes, two conductors through different nodes; '
+                        'its certification retries are printed instead of '
+                        'per-cycle counts) (default: %s)'
+                        % ','.join(DURABLE_DATABASES))
     args = parser.parse_args()
     if args.durable:
         return _main_durable(parser, args)
@@ -800,6 +806,55 @@ def _durable_server(name: str):
     return server_class(durable=True), 'durable %s' % label
 
 
+@dataclasses.dataclass
+class _DurableRun:
+    """One deployment of --durable: what measures it."""
+    deployment: Any
+    #: The server whose counters are read per cycle (None: none are).
+    db: Any
+    db_pids: list[int]
+    label: str
+    #: The Galera cluster, whose certification retries are counted.
+    cluster: Any = None
+    rps: list = dataclasses.field(default_factory=list)
+
+
+def _durable_deployment(stack, name: str, deployment, rabbit, placement,
+                        nova) -> _DurableRun:
+    """``deployment`` started on a durable server of database ``name``
+    (a DATABASES key, or galera: three durable nodes, a second conductor
+    through node 1), the server stopped by ``stack``."""
+    if name != GALERA:
+        server, label = _durable_server(name)
+        server = stack.enter_context(server)
+        deployment.start(server, rabbit, placement, nova)
+        return _DurableRun(deployment, server,
+                           cpu.pids_with(server.data_dir), label)
+    from tests.functional import galera
+
+    cluster = stack.enter_context(galera.GaleraCluster(durable=True))
+    databases = _GaleraDatabases(cluster)
+    deployment.start(databases, rabbit, placement, nova)
+    _second_conductor(deployment, cluster.nodes[1].url_for(
+        databases.names[-1]))
+    # The nodes' command lines name their my.cnf. Per-cycle counts are a
+    # single server's: a cluster's certification retries stand for them.
+    return _DurableRun(deployment, None,
+                       [pid for node in cluster.nodes
+                        for pid in cpu.pids_with(node.config_file)],
+                       'durable Galera (3 nodes)', cluster)
+
+
+def _print_certification_retries(before: dict[str, int],
+                                 after: dict[str, int],
+                                 cycles: float) -> None:
+    retried = {key: after[key] - before[key] for key in after}
+    print('  certification retries: %.1f per 1,000 cycles (%d '
+          'certification failures, %d brute force aborts)' % (
+              1000.0 * sum(retried.values()) / max(cycles, 1),
+              retried['cert_failures'], retried['bf_aborts']), flush=True)
+
+
 def _main_durable(parser, args) -> int:
     """--durable: this build on each durable database server (one
     deployment per server, named after it), with RabbitMQ, Placement
@@ -807,10 +862,11 @@ def _main_durable(parser, args) -> int:
     cycle cost each server and the cycles/s of each against the
     first's."""
     names = [n.strip() for n in args.durable.split(',') if n.strip()]
-    unknown = sorted(set(names) - set(DATABASES))
+    known = set(DATABASES) | {GALERA}
+    unknown = sorted(set(names) - known)
     if unknown or not names or len(set(names)) != len(names):
         parser.error('--durable: a list of distinct databases among %s, '
-                     'not %r' % (', '.join(sorted(DATABASES)), args.durable))
+                     'not %r' % (', '.join(sorted(known)), args.durable))
     if (args.service != 'cyborg' or args.compare_root or args.notifications
             or args.quotas or args.tolerations):
         parser.error('--durable measures this build alone')
@@ -823,44 +879,47 @@ def _main_durable(parser, args) -> int:
         nova = stack.enter_context(fake_nova_lib.FakeNova())
         runs = []
         for name in names:
-            server, label = _durable_server(name)
-            server = stack.enter_context(server)
             # Not the server's own name: MariaDB has a database "mysql".
             deployment = Deployment(workdir, args.agents, args.api_workers,
                                     args.api_threads, args.api_server,
                                     name='durable' + name)
             stack.callback(deployment.stop)
-            deployment.start(server, rabbit, placement, nova)
-            runs.append((deployment, server, label,
-                         _setup(deployment, deployment.deployables)))
+            run_ = _durable_deployment(stack, name, deployment, rabbit,
+                                       placement, nova)
+            run_.rps = _setup(deployment, deployment.deployables)
+            runs.append(run_)
         print('Nova cycle, durable databases: %s API (%d %s workers), '
-              '1 conductor, %d agents per deployment, RabbitMQ, Placement, '
-              'fake Nova; %ds per run, %d rounds' % (
+              '1 conductor (2 on Galera, through nodes 0 and 1), %d '
+              'agents per deployment, RabbitMQ, Placement, fake Nova; %ds '
+              'per run, %d rounds' % (
                   args.api_server, args.api_workers,
                   '%d-thread' % args.api_threads if args.api_threads
                   else 'sync', args.agents, args.duration, rounds))
         summary = []
 
-        def run(deployment, server, label, rps, clients, duration,
-                title):
-            return measure(deployment, nova, rps, clients, duration,
-                           cpu.pids_with(server.data_dir),
-                           [placement.process.pid], [rabbit.process.pid],
-                           label, label=title, db=server, counts=True)
+        def run(durable, clients, duration, title):
+            before = durable.cluster.conflicts() if durable.cluster else None
+            result = measure(durable.deployment, nova, durable.rps, clients,
+                             duration, durable.db_pids,
+                             [placement.process.pid], [rabbit.process.pid],
+                             durable.label, label=title, db=durable.db,
+                             counts=durable.db is not None)
+            if before is not None:
+                _print_certification_retries(
+                    before, durable.cluster.conflicts(),
+                    result['cycles_per_s'] * duration)
+            return result
         if args.warmup:
-            for deployment, server, label, rps in runs:
-                run(deployment, server, label, rps,
-                    int(args.clients.split(',')[-1]), args.warmup,
-                    '%s warm-up (not counted)' % label)
+            for durable in runs:
+                run(durable, int(args.clients.split(',')[-1]), args.warmup,
+                    '%s warm-up (not counted)' % durable.label)
         for clients in (int(c) for c in args.clients.split(',')):
             for round_ in range(rounds):
-                for deployment, server, label, rps in (
-                        runs if round_ % 2 == 0 else runs[::-1]):
-                    summary.append((clients, round_ + 1, label, run(
-                        deployment, server, label, rps, clients,
-                        args.duration, label)))
+                for durable in (runs if round_ % 2 == 0 else runs[::-1]):
+                    summary.append((clients, round_ + 1, durable.label, run(
+                        durable, clients, args.duration, durable.label)))
                     print('  load average: %s' % _load(), flush=True)
-        _print_durable_summary(summary, [label for _, _, label, _ in runs])
+        _print_durable_summary(summary, [r.label for r in runs])
     print('load average after: %s' % _load())
     return 0
 
@@ -893,9 +952,10 @@ def _print_durable_summary(summary, labels: list[str]) -> None:
         for label in labels:
             runs = [r for c, _, n, r in summary
                     if c == clients and n == label]
-            print('concurrency %d, %s per cycle (last run): %s' % (
-                clients, label,
-                db_counters.describe(runs[-1]['db_commands'])))
+            if runs[-1]['db_commands']:  # none counted on a cluster
+                print('concurrency %d, %s per cycle (last run): %s' % (
+                    clients, label,
+                    db_counters.describe(runs[-1]['db_commands'])))
 
 
 def _main_all_in_one(args) -> int:
@@ -987,14 +1047,9 @@ def _main_galera(args) -> int:
                                  [placement.process.pid],
                                  [rabbit.process.pid], label,
                                  label='galera')
-                cycles = max(result['cycles_per_s'] * args.duration, 1)
-                after = cluster.conflicts()
-                retried = {key: after[key] - before[key] for key in after}
-                print('  certification retries: %.1f per 1,000 cycles (%d '
-                      'certification failures, %d brute force aborts)' % (
-                          1000.0 * sum(retried.values()) / cycles,
-                          retried['cert_failures'], retried['bf_aborts']),
-                      flush=True)
+                _print_certification_retries(
+                    before, cluster.conflicts(),
+                    result['cycles_per_s'] * args.duration)
                 summary.append((clients, 1, 'galera', result))
             print('\nreference loop: %.0f ms CPU' % cpu.reference_loop_ms())
             _print_summary(summary)
