@@ -418,8 +418,9 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                         'heartbeat_interval': 2, 'periodic_interval': 2},
             'database': {'connection': db_url},
             'placement': placement_config(placement.url),
-            **json.loads(json.dumps(sections or {})),
         }
+        for section, options in (sections or {}).items():
+            base.setdefault(section, {}).update(options)
         api_config = json.loads(json.dumps(base))
         api_config['DEFAULT']['host'] = '%s-api' % name
         api_config['api'] = {'auth_strategy': 'noauth',

@@ -182,8 +182,9 @@ class RabbitMQCluster:
     def start_node(self, index: int) -> None:
         """Start node ``index`` again on its ports and mnesia directory;
         it rejoins the cluster by itself."""
+        # The node syncs with its running peers before it opens its AMQP
+        # listener, which start() waits for.
         self.nodes[index].start()
-        self.wait_clustered()
 
     def restart(self, index: int, down: float = 0.0) -> float:
         """Stop node ``index``, wait ``down`` seconds, start it again; the
@@ -211,10 +212,27 @@ class RabbitMQCluster:
         node.ctl('set_permissions', '-p', name, 'guest', '.*', '.*', '.*')
         return self.url + name
 
-    def queues(self, vhost: str) -> dict[str, dict[str, str]]:
-        """The queues of ``vhost``: name -> {'type', 'leader', 'members'},
-        as the first running node lists them."""
+    def queues(self, vhost: str) -> dict[str, dict]:
+        """The queues of ``vhost``: name -> {'type', 'pid', 'leader',
+        'consumers'}, as the first running node lists them."""
         node = next(n for n in self.nodes if n.started)
         output = node.ctl('list_queues', '-p', vhost, '--formatter', 'json',
-                          'name', 'type', 'leader', 'members')
+                          'name', 'type', 'pid', 'leader', 'consumers')
         return {row['name']: row for row in json.loads(output)}
+
+    def queue_node(self, vhost: str, queue: str) -> int:
+        """The index of the node holding ``queue`` (a classic queue's
+        node, a quorum queue's leader)."""
+        row = self.queues(vhost)[queue]
+        # A quorum queue names its leader's node; a classic queue's pid
+        # does not print its node: ask each node for its own queues.
+        for index, node in enumerate(self.nodes):
+            if row.get('leader'):
+                if row['leader'] == node.nodename:
+                    return index
+            elif node.started and queue in {r['name'] for r in json.loads(
+                    node.ctl('list_queues', '-p', vhost, '--local',
+                             '--formatter', 'json', 'name'))}:
+                return index
+        raise servers.ServerError('no node holds queue %s: %s'
+                                  % (queue, row))
