@@ -42,10 +42,6 @@ HOST = 'outages-host'
 #: What deployment() sets that outages depend on: writes wait this long
 #: for a conductor.
 CONDUCTOR_TIMEOUT = 4
-#: Reconnect to RabbitMQ every second at most (oslo.messaging's default
-#: backoff grows to 30 s).
-MESSAGING = {'rabbit_retry_interval': 1, 'rabbit_retry_backoff': 1,
-             'rabbit_interval_max': 2}
 WRITES = ('create', 'bind', 'delete')
 
 
@@ -81,8 +77,7 @@ def deployment(name: str, db_server, broker, placement, work_dir: str,
     has ``kind`` (of database), ``db_server``, ``db_proxy``,
     ``placement_proxy``, ``real_placement`` and ``broker``."""
     agents = [nova_flow.AgentSpec(HOST, devices=devices, handles=8)]
-    sections = {'DEFAULT': {'service_down_time': service_down_time},
-                'oslo_messaging_rabbit': MESSAGING}
+    sections = {'DEFAULT': {'service_down_time': service_down_time}}
     with cut_proxy.CutProxy(db_server.port) as db_proxy, \
             cut_proxy.CutProxy(placement.port) as placement_proxy:
         with nova_flow.deployment(

@@ -12,13 +12,13 @@
 
 """Whole-service outages under Nova's cycle, on PostgreSQL and MariaDB.
 
-nova_flow.py's deployment (two conductors, the API, one agent) runs on a
-RabbitMQ node of the module's own, on the session's database server
-(``db_server``: PostgreSQL, then MariaDB) and on the session's Placement,
-the last two reached through a :class:`cut_proxy.CutProxy` each, so that
-a test can take them away from the deployment without stopping them for
-the rest of the session. While :class:`nova_load.NovaLoad` runs Nova's
-cycle:
+outage_scenarios.py's deployment (nova_flow.py's: two conductors, the
+API, one agent) runs on a RabbitMQ node of the module's own, on the
+session's database server (``db_server``: PostgreSQL, then MariaDB) and
+on the session's Placement, the last two reached through a
+:class:`cut_proxy.CutProxy` each, so that a test can take them away from
+the deployment without stopping them for the rest of the session. While
+:class:`nova_load.NovaLoad` runs Nova's cycle:
 
 * the broker is stopped for :data:`OUTAGE` seconds, then started again;
 * the database is unreachable (every connection reset, new ones
@@ -38,9 +38,11 @@ bind's event reached Nova exactly once.
 (``tools/bench/outages.py`` runs those) but outlasts every timeout on
 the path as this deployment sets them: ``[api] conductor_timeout``
 (:data:`CONDUCTOR_TIMEOUT`), ``[conductor] agent_timeout`` (3 s),
-``[DEFAULT] service_down_time`` (:data:`SERVICE_DOWN_TIME`: the agent
-and conductors are seen down during it) and oslo.messaging's reconnect
-backoff (capped at ``rabbit_interval_max`` = 2 s here).
+``[nova] claim_timeout`` (10 s: events leased before the outage are
+claimable again when it ends), ``[DEFAULT] service_down_time``
+(:data:`SERVICE_DOWN_TIME`: the agent and conductors are seen down
+during it) and oslo.messaging's reconnect backoff (its first steps: 1,
+3 and 5 s).
 
 Placement down during a sync: a device added to the host while
 Placement is unreachable leaves the host pending (its sync requested,

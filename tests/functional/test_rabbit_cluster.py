@@ -67,11 +67,7 @@ def cluster():
 @pytest.fixture(scope='module', params=['quorum', 'classic'])
 def flow(request, cluster, postgres, placement, work_dir):
     quorum = request.param == 'quorum'
-    sections = {DRIVER: {'rabbit_quorum_queue': str(quorum).lower(),
-                         # Reconnect soon after the node is back.
-                         'rabbit_retry_interval': 1,
-                         'rabbit_retry_backoff': 1,
-                         'rabbit_interval_max': 2}}
+    sections = {DRIVER: {'rabbit_quorum_queue': str(quorum).lower()}}
     agents = [nova_flow.AgentSpec(HOST, devices=2, handles=8)]
     with nova_flow.deployment(
             'cluster-%s' % request.param, postgres, cluster, placement,

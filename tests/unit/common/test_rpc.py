@@ -113,6 +113,18 @@ def test_transport_choice(conf):
     transport.cleanup()
 
 
+def test_rabbit_reconnects_every_few_seconds_by_default(conf):
+    conf.set_override('transport_url', 'rabbit://guest:guest@127.0.0.1:1/')
+    transport = rpc.get_transport(conf)
+    try:
+        assert (conf.oslo_messaging_rabbit.rabbit_interval_max
+                == rpc.RABBIT_INTERVAL_MAX == 5)
+    finally:
+        transport.cleanup()
+        conf.set_default('rabbit_interval_max', 30,
+                         group='oslo_messaging_rabbit')
+
+
 def test_context_survives_serialization():
     serializer = rpc.RequestContextSerializer()
     context = cyborg_context.RequestContext(
