@@ -168,18 +168,26 @@ class NovaLoad:
         service still answers 503), and say what happened."""
         self.stop()
         leftover = list(self._leftover)
+        last: list[str] = []
 
         def deleted():
-            if not leftover:
-                return True
-            response = self.flow.request(
-                'DELETE', '/v2/accelerator_requests', service=True,
-                params={'arqs': ','.join(leftover[:50])}, timeout=30)
-            if response.status_code in (204, 404):
-                del leftover[:50]
-            return not leftover
-        nova_flow.wait_until(deleted, timeout, 'the ARQs of failed cycles '
-                             'deleted', interval=1)
+            # One by one: a delete by uuids deletes none when one is gone
+            # (404), and a delete answered 503 may have been done.
+            while leftover:
+                response = self.flow.request(
+                    'DELETE', '/v2/accelerator_requests', service=True,
+                    params={'arqs': leftover[0]}, timeout=30)
+                last[:] = ['%s %s' % (response.status_code,
+                                      response.text[:300])]
+                if response.status_code not in (204, 404):
+                    return False
+                leftover.pop(0)
+            return True
+        try:
+            nova_flow.wait_until(deleted, timeout, 'the ARQs of failed '
+                                 'cycles deleted', interval=1)
+        except AssertionError as e:
+            raise AssertionError('%s; last answer: %s' % (e, last))
         return LoadResult(list(self._answers), self._ok, self._failed,
                           list(self._stuck), list(self._bound),
                           list(self._bind_unknown))
@@ -301,6 +309,21 @@ def database_state(flow: nova_flow.NovaFlowDeployment) -> dict[str, Any]:
         'providers': sorted(tuple(r) for r in flow.db_rows(
             'SELECT name, rp_uuid FROM deployables')),
         'handles': flow.db_rows('SELECT count(*) FROM attach_handles')[0][0],
+    }
+
+
+def leftovers(flow: nova_flow.NovaFlowDeployment) -> dict[str, Any]:
+    """The ARQs and the handles in use left in the database, for a
+    failure's message."""
+    return {
+        'arqs': [dict(r._mapping) for r in flow.db_rows(
+            'SELECT uuid, state, instance_uuid, attach_handle_id, '
+            'bind_owner, created_at, updated_at FROM '
+            'extended_accelerator_requests')],
+        'handles_in_use': [dict(r._mapping) for r in flow.db_rows(
+            'SELECT h.id, h.updated_at, a.uuid AS holder FROM '
+            'attach_handles h LEFT JOIN extended_accelerator_requests a '
+            'ON a.attach_handle_id = h.id WHERE h.in_use')],
     }
 
 

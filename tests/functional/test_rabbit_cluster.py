@@ -45,8 +45,8 @@ from tests.functional import rabbit_cluster
 
 HOST = 'cluster-host'
 CONDUCTOR_TIMEOUT = 4
-# What a 503 may take beyond [api] conductor_timeout.
-SLACK = 4
+# What a 503 may take beyond [api] conductor_timeout (see test_outages).
+SLACK = 6
 CLIENTS = 4
 # A write in flight when the node goes down may answer 503: at most one
 # per client and connection failover (two, if the API's first reconnect
