@@ -74,6 +74,8 @@ class LoadResult:
     bound: list[str]
     #: ARQs whose bind answered 503: Nova hears of each at most once.
     bind_unknown: list[str]
+    #: Every ARQ whose creation was answered 201.
+    created: list[str] = dataclasses.field(default_factory=list)
 
     def count(self, status: int | None = None, steps=None, since=None,
               until=None) -> int:
@@ -131,6 +133,7 @@ class NovaLoad:
         self._stuck: list[str] = []
         self._bound: list[str] = []
         self._bind_unknown: list[str] = []
+        self._created: list[str] = []
         #: ARQs to delete at the end (their cycle failed).
         self._leftover: list[str] = []
         self._session = threading.local()
@@ -190,7 +193,7 @@ class NovaLoad:
             raise AssertionError('%s; last answer: %s' % (e, last))
         return LoadResult(list(self._answers), self._ok, self._failed,
                           list(self._stuck), list(self._bound),
-                          list(self._bind_unknown))
+                          list(self._bind_unknown), list(self._created))
 
     # One client -------------------------------------------------------------
 
@@ -247,6 +250,8 @@ class NovaLoad:
             return False
         (arq,) = response.json()['arqs']
         uuid = arq['uuid']
+        with self._lock:
+            self._created.append(uuid)
         instance = str(uuid_lib.uuid4())
         with self._lock:
             rp = next(self._rps)

@@ -107,6 +107,9 @@ class Outage:
     after: dict[str, Any]
     #: ARQs Nova heard of other than once (nova_load.events_once).
     events_wrong: dict[str, int]
+    #: ARQs nobody asked for: created by a creation answered 503 (its
+    #: answer was lost with the broker), deleted by run().
+    orphans: int = 0
     #: Database connections killed (connections_killed only).
     killed: int = 0
 
@@ -120,6 +123,7 @@ class Outage:
             'reads_served_during': result.count(
                 200, steps=nova_load.READS, since=self.down, until=self.up),
             'recovery_s': round(self.recovery, 1),
+            'orphan_arqs': self.orphans,
             'left_arqs': self.after['arqs'],
             'handles_in_use': self.after['handles_in_use'],
             'unsent_events': self.after['unsent_events'],
@@ -154,9 +158,26 @@ def run(flow, profile: str, take_down: Callable[[], Any],
                     if a.step == 'delete' and a.status == 204
                     and a.at > up]
     recovery = min(after_outage) - up if after_outage else float('inf')
+    orphans = delete_orphans(flow, result)
     after = settled_state(flow)
     return Outage(result, down, up, recovery, before, after,
-                  nova_load.events_once(flow, result))
+                  nova_load.events_once(flow, result), len(orphans))
+
+
+def delete_orphans(flow, result: nova_load.LoadResult) -> list[str]:
+    """Delete the ARQs that a creation answered 503 made after all (the
+    conductor created them; its answer was lost): Initial, with no
+    instance, unknown to the load. Any other unknown ARQ is left for
+    the caller's comparison to find."""
+    known = set(result.created)
+    orphans = [row.uuid for row in flow.db_rows(
+        "SELECT uuid FROM extended_accelerator_requests WHERE state = "
+        "'Initial' AND instance_uuid IS NULL") if row.uuid not in known]
+    for uuid in orphans:
+        response = flow.request('DELETE', '/v2/accelerator_requests',
+                                service=True, params={'arqs': uuid})
+        assert response.status_code == 204, response.text
+    return orphans
 
 
 def kill_connections(flow) -> int:
