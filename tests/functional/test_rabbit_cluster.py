@@ -45,6 +45,7 @@ from tests.functional import nova_flow
 from tests.functional import nova_load
 from tests.functional import outage_scenarios as scenarios
 from tests.functional import rabbit_cluster
+from tests.functional import servers
 
 HOST = 'cluster-host'
 CONDUCTOR_TIMEOUT = 4
@@ -149,5 +150,6 @@ def test_node_restart_under_nova_cycle(flow, cluster):
         assert queues.get(name, {}).get('consumers', 0) >= 1, (name, queues)
     assert queues[CONDUCTOR_QUEUE]['type'] == kind, queues
     assert queues['cyborg-agent']['type'] == kind, queues
-    assert 'Traceback' not in flow.api.log_text()
+    assert 'Traceback' not in flow.api.log_text(), servers.tail(
+        flow.api.log, 80)
     flow.check_alive()
