@@ -22,6 +22,7 @@ Two transports share one interface:
 """
 
 from concurrent import futures
+import contextlib
 import copy
 import threading
 from typing import Any
@@ -277,12 +278,42 @@ class MeasuredClient:
         return self._client.can_send_version(version)
 
     def call(self, context, method: str, **kwargs):
-        with metrics.rpc_call(self._topic, method):
+        with metrics.rpc_call(self._topic, method), _delivery(method):
             return self._client.call(context, method, **kwargs)
 
     def cast(self, context, method: str, **kwargs) -> None:
-        with metrics.rpc_call(self._topic, method, timed=False):
+        with metrics.rpc_call(self._topic, method, timed=False), \
+                _delivery(method):
             self._client.cast(context, method, **kwargs)
+
+
+#: The libraries under oslo.messaging's RabbitMQ driver: what a client
+#: prepared with ``retry`` raises, unwrapped, when it cannot open a new
+#: connection to the broker (kombu turns socket errors into its
+#: OperationalError).
+_BROKER_LIBRARIES = ('kombu.', 'amqp.')
+
+
+def _broker_error(error: Exception) -> bool:
+    return (isinstance(error, ConnectionError)
+            or type(error).__module__.startswith(_BROKER_LIBRARIES))
+
+
+@contextlib.contextmanager
+def _delivery(method: str):
+    """A broker that cannot be reached raises MessageDeliveryFailure,
+    as oslo.messaging does for a connection that broke while sending
+    (the API answers 503 to either)."""
+    try:
+        yield
+    except messaging.MessagingException:
+        raise
+    except Exception as e:
+        if not _broker_error(e):
+            raise
+        raise messaging.MessageDeliveryFailure(
+            'Cannot send %s: the broker cannot be reached (%s: %s)'
+            % (method, type(e).__name__, e)) from e
 
 
 class RPCVersionCapped(messaging.RPCVersionCapError):
