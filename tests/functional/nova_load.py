@@ -190,7 +190,8 @@ class NovaLoad:
             nova_flow.wait_until(deleted, timeout, 'the ARQs of failed '
                                  'cycles deleted', interval=1)
         except AssertionError as e:
-            raise AssertionError('%s; last answer: %s' % (e, last))
+            raise AssertionError('%s; last answer: %s; left: %s\n%s' % (
+                e, last, leftover, self.flow.logs(60)))
         return LoadResult(list(self._answers), self._ok, self._failed,
                           list(self._stuck), list(self._bound),
                           list(self._bind_unknown), list(self._created))

@@ -70,13 +70,14 @@ class Proxied:
 
 @contextlib.contextmanager
 def deployment(name: str, db_server, broker, placement, work_dir: str,
-               service_down_time: int, devices: int = 2
+               service_down_time: int, devices: int = 2, host: str = HOST
                ) -> Iterator[nova_flow.NovaFlowDeployment]:
     """nova_flow's deployment named ``name`` on ``broker``, with
-    ``db_server`` and ``placement`` behind proxies; the deployment also
-    has ``kind`` (of database), ``db_server``, ``db_proxy``,
-    ``placement_proxy``, ``real_placement`` and ``broker``."""
-    agents = [nova_flow.AgentSpec(HOST, devices=devices, handles=8)]
+    ``db_server`` and ``placement`` behind proxies and one agent on
+    ``host``; the deployment also has ``host``, ``kind`` (of database),
+    ``db_server``, ``db_proxy``, ``placement_proxy``, ``real_placement``
+    and ``broker``."""
+    agents = [nova_flow.AgentSpec(host, devices=devices, handles=8)]
     sections = {'DEFAULT': {'service_down_time': service_down_time}}
     with cut_proxy.CutProxy(db_server.port) as db_proxy, \
             cut_proxy.CutProxy(placement.port) as placement_proxy:
@@ -86,6 +87,7 @@ def deployment(name: str, db_server, broker, placement, work_dir: str,
                 conductor_workers=4, sections=sections,
                 api_options={'conductor_timeout': CONDUCTOR_TIMEOUT}
         ) as flow:
+            flow.host = host
             flow.kind = nova_flow.database_kind(db_server)
             flow.db_server = db_server
             flow.db_proxy = db_proxy
@@ -145,7 +147,8 @@ def run(flow, profile: str, take_down: Callable[[], Any],
     """Run the load, take something down for ``outage`` seconds, bring
     it back, wait for cycles again; what happened."""
     before = settled_state(flow)
-    with nova_load.NovaLoad(flow, profile, HOST, clients=clients) as load:
+    with nova_load.NovaLoad(flow, profile, flow.host,
+                            clients=clients) as load:
         load.wait_cycles(5)
         down = time.monotonic()
         take_down()

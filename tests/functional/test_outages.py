@@ -61,7 +61,6 @@ from tests.functional import nova_load
 from tests.functional import outage_scenarios as scenarios
 from tests.functional import servers
 
-HOST = scenarios.HOST
 CONDUCTOR_TIMEOUT = scenarios.CONDUCTOR_TIMEOUT
 # What a 503 may take beyond [api] conductor_timeout: the API's one
 # reconnection to RabbitMQ to send (rabbit_retry_interval plus
@@ -82,9 +81,12 @@ def broker():
 
 @pytest.fixture(scope='module')
 def flow(db_server, broker, placement, work_dir):
+    kind = nova_flow.database_kind(db_server)
+    # A host of its own per database: the session's Placement keeps the
+    # providers of the other's.
     with scenarios.deployment(
-            'outages-' + nova_flow.database_kind(db_server), db_server,
-            broker, placement, work_dir, SERVICE_DOWN_TIME) as deployment:
+            'outages-' + kind, db_server, broker, placement, work_dir,
+            SERVICE_DOWN_TIME, host='outages-%s' % kind) as deployment:
         yield deployment
 
 
@@ -113,9 +115,18 @@ def _check(flow, outage):
     flow.check_alive()
 
 
+def _agent_seen(flow):
+    return flow.db_rows('SELECT last_seen_up FROM services WHERE host = '
+                        ':h', h=flow.host)[0][0]
+
+
 def test_broker_down(flow, profile):
     outage = scenarios.broker_down(flow, profile, OUTAGE)
     _check(flow, outage)
+    # The agent's heartbeats reach a conductor again (over RabbitMQ).
+    seen = _agent_seen(flow)
+    nova_flow.wait_until(lambda: _agent_seen(flow) != seen, 30,
+                         'a heartbeat of the agent after the outage')
     result = outage.result
     # Writes need a conductor: they answered 503 during the outage.
     assert result.count(503, steps=scenarios.WRITES, since=outage.down,
@@ -143,7 +154,7 @@ def _pending(flow):
     # The agent is the only service on its host.
     requested, done = flow.db_rows(
         'SELECT sync_requested, sync_done FROM services WHERE host = :h',
-        h=HOST)[0]
+        h=flow.host)[0]
     return requested > done
 
 
@@ -151,7 +162,7 @@ def _providers(flow):
     """Names of the providers of the host's tree in Placement."""
     placement = flow.real_placement
     compute = requests.get(
-        placement.url + '/resource_providers', params={'name': HOST},
+        placement.url + '/resource_providers', params={'name': flow.host},
         headers=_PLACEMENT, timeout=10).json()['resource_providers']
     (root,) = compute
     tree = requests.get(
@@ -168,7 +179,7 @@ _PLACEMENT = {'X-Auth-Token': 'admin',
 def test_placement_down_during_sync(flow):
     before = _providers(flow)
     assert len(before) == len(set(before)) == 2, before
-    path = '%s/%s-devices.json' % (flow.directory, HOST)
+    path = '%s/%s-devices.json' % (flow.directory, flow.host)
     with open(path) as f:
         devices = json.load(f)
     flow.placement_proxy.down()
@@ -179,7 +190,7 @@ def test_placement_down_during_sync(flow):
             json.dump(devices, f)
         nova_flow.wait_until(
             lambda: flow.db_rows('SELECT count(*) FROM devices WHERE '
-                                 'hostname = :h', h=HOST)[0][0] == 3,
+                                 'hostname = :h', h=flow.host)[0][0] == 3,
             30, 'the new device in the database')
         # The sync fails and is not given up: the host stays pending.
         assert _pending(flow)
@@ -193,6 +204,7 @@ def test_placement_down_during_sync(flow):
     assert len(after) == len(set(after)) == 3, after
     assert set(before) < set(after)
     rps = flow.db_rows('SELECT rp_uuid FROM deployables d JOIN devices v '
-                       'ON v.id = d.device_id WHERE v.hostname = :h', h=HOST)
+                       'ON v.id = d.device_id WHERE v.hostname = :h',
+                       h=flow.host)
     assert all(rp for (rp,) in rps) and len(rps) == 3, rps
     flow.check_alive()
