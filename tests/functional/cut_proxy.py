@@ -132,11 +132,19 @@ class CutProxy:
 
 
 def _close(sock: socket.socket) -> None:
-    """Reset ``sock``: the peer sees the connection fail at once."""
+    """Cut ``sock``: the peer sees the connection fail at once."""
     try:
-        # SO_LINGER 0: close() sends a RST, not a FIN.
+        # SO_LINGER 0: the connection is reset, not closed in order.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                         b'\x01\x00\x00\x00\x00\x00\x00\x00')
+    except OSError:
+        pass
+    try:
+        # Before close(): a pump thread blocked in recv() on this socket
+        # keeps it open after close() alone, and the peer (a database
+        # backend holding row locks, a client waiting for an answer)
+        # would never hear of it.
+        sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
     try:
