@@ -112,8 +112,8 @@ def _check(flow, outage):
     assert outage.events_wrong == {}, summary
     # No 500 (oslo.messaging logs its reconnection errors with their
     # tracebacks).
-    assert 'Unexpected error' not in flow.api.log_text(), servers.tail(
-        flow.api.log, 80)
+    assert 'Unexpected error handling' not in flow.api.log_text(), (
+        servers.tail(flow.api.log, 80))
     flow.check_alive()
 
 

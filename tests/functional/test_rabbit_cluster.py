@@ -152,6 +152,6 @@ def test_node_restart_under_nova_cycle(flow, cluster):
     assert queues['cyborg-agent']['type'] == kind, queues
     # No 500 (oslo.messaging logs its reconnection errors with their
     # tracebacks).
-    assert 'Unexpected error' not in flow.api.log_text(), servers.tail(
-        flow.api.log, 80)
+    assert 'Unexpected error handling' not in flow.api.log_text(), (
+        servers.tail(flow.api.log, 80))
     flow.check_alive()
