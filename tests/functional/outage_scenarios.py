@@ -43,6 +43,10 @@ HOST = 'outages-host'
 #: for a conductor.
 CONDUCTOR_TIMEOUT = 4
 WRITES = ('create', 'bind', 'delete')
+#: [nova] claim_timeout at its default (nova_flow's deployments lower it):
+#: the events a conductor sent but could not record during a database
+#: outage are sent again only by an outage longer than this lease.
+CLAIM_TIMEOUT = 30
 
 
 class Proxied:
@@ -85,6 +89,7 @@ def deployment(name: str, db_server, broker, placement, work_dir: str,
                 name, Proxied(db_server, db_proxy), broker,
                 Proxied(placement, placement_proxy), work_dir, agents,
                 conductor_workers=4, sections=sections,
+                nova_options={'claim_timeout': CLAIM_TIMEOUT},
                 api_options={'conductor_timeout': CONDUCTOR_TIMEOUT}
         ) as flow:
             flow.host = host

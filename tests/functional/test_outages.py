@@ -38,11 +38,14 @@ bind's event reached Nova exactly once.
 (``tools/bench/outages.py`` runs those) but outlasts every timeout on
 the path as this deployment sets them: ``[api] conductor_timeout``
 (:data:`CONDUCTOR_TIMEOUT`), ``[conductor] agent_timeout`` (3 s),
-``[nova] claim_timeout`` (10 s: events leased before the outage are
-claimable again when it ends), ``[DEFAULT] service_down_time``
+``[DEFAULT] service_down_time``
 (:data:`SERVICE_DOWN_TIME`: the agent and conductors are seen down
 during it) and oslo.messaging's reconnect backoff (its first steps: 1,
-3 and 5 s).
+3 and 5 s). Not ``[nova] claim_timeout``, at its default 30 s here: a
+database outage longer than that lease lets another conductor send
+again the events sent just before the outage whose delivery could not
+be recorded (at-least-once, as after a conductor's death: Nova ignores
+an event nobody waits for); tools/bench/outages.py counts them.
 
 Placement down during a sync: a device added to the host while
 Placement is unreachable leaves the host pending (its sync requested,
