@@ -37,6 +37,8 @@ DIRECTORY_ORDER = ('functional', 'compat', 'devstack', 'docs', 'api', 'unit')
 # on this list: a module missing from it just runs in its turn.
 LONGEST_MODULES = (
     'tests/functional/test_arq_faults.py',
+    'tests/functional/test_outages.py',
+    'tests/functional/test_rabbit_cluster.py',
     'tests/functional/test_mig_partitions.py',
     'tests/functional/test_host_reboot.py',
     'tests/functional/test_maintenance.py',

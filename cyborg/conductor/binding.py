@@ -67,6 +67,7 @@ from cyborg.conductor import notifications
 from cyborg.conductor import programming
 from cyborg.db import arqs as arq_db
 from cyborg.db import binding as binding_db
+from cyborg.db import errors as db_errors
 from cyborg.domain import arq_states
 from cyborg.domain import bind_errors
 from cyborg.notifications import notifier as notifier_mod
@@ -76,6 +77,11 @@ LOG = logging.getLogger(__name__)
 
 # Longest failure reason kept in ``bind_error`` (clients see it).
 _REASON_LIMIT = 500
+#: Seconds a bind job waits before it runs again a transaction that could
+#: not reach the database, doubling up to the maximum (within the bind
+#: timeout).
+DATABASE_RETRY_INTERVAL = 0.5
+DATABASE_RETRY_MAX_INTERVAL = 5.0
 
 
 def failure_reason(error: Exception) -> str:
@@ -157,6 +163,8 @@ class Binder:
         # done.
         self._work: dict[futures.Future, tuple[str | None, float]] = {}
         self._work_lock = threading.Lock()
+        # Set by stop(): a job waiting for the database gives up.
+        self._stopping = threading.Event()
 
     def bind(self, context, bindings: dict[str, dict[str, str]],
              project_id: str | None) -> None:
@@ -308,7 +316,7 @@ class Binder:
 
     def _run_logged(self, context, uuid: str, started: float) -> None:
         try:
-            outcome = self.run(context, uuid)
+            outcome = self.run(context, uuid, started)
             if outcome in ('bound', 'failed'):
                 metrics.bind_job(outcome, time.monotonic() - started)
         except Exception:
@@ -330,18 +338,23 @@ class Binder:
                                                 failure_reason(e))
         return None
 
-    def run(self, context, uuid: str) -> str | None:
+    def run(self, context, uuid: str,
+            started: float | None = None) -> str | None:
         """Program and prepare what a BindStarted ARQ claimed, and
         finish; the outcome, ``bound`` or ``failed`` (None: the ARQ was
-        unbound or deleted meanwhile)."""
-        claim = binding_db.job_claim(context, uuid)
+        unbound or deleted meanwhile). ``started``: when the job was
+        submitted (``time.monotonic()``), now by default."""
+        deadline = (started or time.monotonic()) + self._timeout
+        claim = self._until_database_answers(
+            uuid, deadline, binding_db.job_claim, context, uuid)
         failure = None
         # No claim: no handle to prepare; finish then fails the ARQ (or
         # does nothing if it was unbound or deleted meanwhile).
         if claim is not None:
             failure = self._work_on(context, claim)
-        outcome = binding_db.finish(context, uuid, failure, self._lease,
-                                    bind_timeout=self._timeout)
+        outcome = self._until_database_answers(
+            uuid, deadline, binding_db.finish, context, uuid, failure,
+            self._lease, bind_timeout=self._timeout)
         if self._notifier.enabled:
             self._notify_finished(context, outcome)
         self._deliver(outcome.events)
@@ -354,6 +367,34 @@ class Binder:
         if outcome.bound:
             return 'bound'
         return 'failed' if outcome.events else None
+
+    def _until_database_answers(self, uuid: str, deadline: float, fn,
+                                *args, **kwargs):
+        """``fn(*args, **kwargs)``, a transaction of the job of ARQ
+        ``uuid``, run again while the database cannot be reached, until
+        ``deadline`` (the job's bind timeout) or this binder stops.
+
+        Without it a job that met a database outage was left to the
+        sweeper, and Nova heard of its ARQ only after the bind timeout
+        (300 s by default) although the database was back within
+        seconds. Each transaction is one logical step of the job (its
+        claim, its end), so running it again is safe."""
+        delay = DATABASE_RETRY_INTERVAL
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                # Stopping: the job is handed back as it is (resumed at
+                # the next start, or failed by a sweeper).
+                if (not db_errors.is_unavailable(e)
+                        or time.monotonic() + delay > deadline
+                        or self._stopping.wait(0)):
+                    raise
+                LOG.warning('Bind job of ARQ %s cannot reach the database '
+                            '(%s); next try in %.1fs', uuid,
+                            type(e).__name__, delay)
+            self._stopping.wait(delay)
+            delay = min(delay * 2, DATABASE_RETRY_MAX_INTERVAL)
 
     def resume(self, context) -> None:
         """Restart this conductor's unfinished jobs (after a restart)."""
@@ -400,6 +441,7 @@ class Binder:
         starts again (or a sweeper to fail after the bind timeout). A
         release left over is retried by the sweeper.
         """
+        self._stopping.set()
         with self._work_lock:
             # Taken before the shutdown: a cancelled future leaves _work.
             work = dict(self._work)

@@ -191,6 +191,15 @@ class Notifier:
                 self._gather()
             self._wake.clear()
             try:
+                if self._unrecorded and time.monotonic() >= self._record_at:
+                    # Outcomes due for recording are recorded before
+                    # anything else is claimed or sent: while the database
+                    # is unreachable nothing more is sent that could not
+                    # be recorded, and once it is back the leases that ran
+                    # out meanwhile are not claimed here before the events
+                    # sent under them are recorded (they would go to Nova
+                    # twice).
+                    self._record()
                 # Woken only to record: nothing new to send or claim.
                 while ((woken or time.monotonic() >= next_poll)
                        and not self._stop.is_set()):

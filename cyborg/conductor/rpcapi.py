@@ -22,6 +22,12 @@ from cyborg.conf import CONF
 # Seconds an agent waits for the conductor to apply its report. A report
 # lost on the way is sent again a few seconds later, so this stays short.
 REPORT_TIMEOUT = 30
+#: Times a bounded call (:meth:`ConductorAPI.with_timeout`) reconnects to
+#: the broker to send its message before it gives up: enough to fail
+#: over to another node of a RabbitMQ cluster. oslo.messaging's default
+#: (None) retries until the broker is back, so that with RabbitMQ down
+#: an API request would wait for the whole outage, whatever its timeout.
+SEND_RETRIES = 1
 
 
 class ConductorAPI:
@@ -97,9 +103,13 @@ class ConductorAPI:
 
     def with_timeout(self, timeout: float) -> 'ConductorAPI':
         """This client, with calls that wait at most ``timeout`` seconds
-        for an answer (the API's ``[api] conductor_timeout``)."""
+        for an answer (the API's ``[api] conductor_timeout``), and that
+        reconnect at most :data:`SEND_RETRIES` times to send (a broker
+        that cannot be reached raises MessageDeliveryFailure within a
+        few seconds; the API answers 503)."""
         api = copy.copy(self)
-        api._client = self._client.prepare(timeout=timeout)
+        api._client = self._client.prepare(timeout=timeout,
+                                           retry=SEND_RETRIES)
         api.timeout = timeout
         return api
 

@@ -389,14 +389,20 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                agents: Sequence[AgentSpec], conductor_workers: int = 16,
                nova_options: dict | None = None,
                conductor_options: dict | None = None,
-               conductor_sections: Callable[[str], dict] | None = None
+               conductor_sections: Callable[[str], dict] | None = None,
+               sections: dict[str, dict] | None = None,
+               api_options: dict | None = None
                ) -> Iterator[NovaFlowDeployment]:
     """Start the deployment described in the module docstring, with
     its database on ``db_server`` (PostgreSQL or MariaDB);
     ``conductor_options`` replace the conductors' ``[conductor]``
     defaults of this module; ``conductor_sections`` gives more sections
     of the conductors' configuration, called with their RPC transport
-    URL."""
+    URL. ``rabbitmq`` is any broker with ``create_vhost`` (a
+    :class:`servers.RabbitMQServer` or a cluster); ``sections`` are more
+    sections of every process's configuration (e.g.
+    ``oslo_messaging_rabbit``), ``api_options`` more ``[api]`` options.
+    """
     directory = os.path.join(work_dir, name)
     os.makedirs(directory)
     suffix = uuid_lib.uuid4().hex[:8]
@@ -413,10 +419,13 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
             'database': {'connection': db_url},
             'placement': placement_config(placement.url),
         }
+        for section, options in (sections or {}).items():
+            base.setdefault(section, {}).update(options)
         api_config = json.loads(json.dumps(base))
         api_config['DEFAULT']['host'] = '%s-api' % name
         api_config['api'] = {'auth_strategy': 'noauth',
-                             'host_ip': servers.LOOPBACK, 'port': port}
+                             'host_ip': servers.LOOPBACK, 'port': port,
+                             **(api_options or {})}
         config_file = servers.write_config(
             os.path.join(directory, 'api.conf'), api_config)
         result = servers.run_script('cyborg-dbsync', 'upgrade',

@@ -13,6 +13,7 @@
 import threading
 from unittest import mock
 
+from kombu import exceptions as kombu_exceptions
 import oslo_messaging as messaging
 import pytest
 
@@ -111,6 +112,36 @@ def test_transport_choice(conf):
     transport = rpc.get_transport(conf)
     assert isinstance(transport, rpc.LocalTransport)
     transport.cleanup()
+
+
+@pytest.mark.parametrize('error', [
+    kombu_exceptions.OperationalError('[Errno 111] Connection refused'),
+    ConnectionRefusedError(111, 'Connection refused')])
+def test_an_unreachable_broker_is_a_delivery_failure(error):
+    """A client prepared with retry raises what kombu raised when it
+    cannot open a connection; the API must see a MessagingException
+    (503), not an unexpected error (500)."""
+    client = mock.Mock()
+    client.call.side_effect = error
+    client.cast.side_effect = error
+    measured = rpc.MeasuredClient(client, 'topic')
+    with pytest.raises(messaging.MessageDeliveryFailure,
+                       match='Cannot send m: the broker cannot be reached'):
+        measured.call(_ctx(), 'm')
+    with pytest.raises(messaging.MessageDeliveryFailure):
+        measured.cast(_ctx(), 'm')
+
+
+def test_rabbit_reconnects_every_few_seconds_by_default(conf):
+    conf.set_override('transport_url', 'rabbit://guest:guest@127.0.0.1:1/')
+    transport = rpc.get_transport(conf)
+    try:
+        assert (conf.oslo_messaging_rabbit.rabbit_interval_max
+                == rpc.RABBIT_INTERVAL_MAX == 5)
+    finally:
+        transport.cleanup()
+        conf.set_default('rabbit_interval_max', 30,
+                         group='oslo_messaging_rabbit')
 
 
 def test_context_survives_serialization():

@@ -14,6 +14,7 @@
 prepare), unbind and delete, on each database."""
 
 import datetime
+import time
 from unittest import mock
 
 from oslo_utils import timeutils
@@ -907,3 +908,51 @@ def test_binder_logs_a_bind_left_to_the_agent(mdev_host, admin_context,
     assert _info(caplog) == [
         'Binding ARQ %s of instance %s to provider %s on host2: its agent '
         'prepares the attach handle' % (arq['uuid'], INSTANCE, mdev_host)]
+
+
+def _failing_then_real(monkeypatch, name, failures):
+    """``binding_db.<name>`` raising DBConnectionError ``failures``
+    times, then the real one."""
+    from oslo_db import exception as db_exc
+    real = getattr(binding_db, name)
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= failures:
+            raise db_exc.DBConnectionError('database gone')
+        return real(*args, **kwargs)
+    monkeypatch.setattr(binding_db, name, flaky)
+    monkeypatch.setattr(binding, 'DATABASE_RETRY_INTERVAL', 0.01)
+    return calls
+
+
+@pytest.mark.parametrize('step', ['job_claim', 'finish'])
+def test_a_job_waits_for_the_database_and_binds(
+        mdev_host, admin_context, binder, recorder, database, monkeypatch,
+        step):
+    """A database outage during a bind job: the step runs again once
+    the database answers, the ARQ is Bound and its event delivered (it
+    was left to the sweeper, for the bind timeout)."""
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, mdev_host, host='host2')
+    calls = _failing_then_real(monkeypatch, step, 2)
+    for uuid in outcome.jobs:
+        assert binder.run(admin_context, uuid) == 'bound'
+    assert len(calls) == 2 + len(outcome.jobs)
+    assert _states(admin_context, arqs) == [states.BOUND] * 2
+    assert len(recorder.delivered) == 2
+
+
+def test_a_job_gives_up_on_the_database_at_the_bind_timeout(
+        mdev_host, admin_context, binder, database, monkeypatch):
+    from oslo_db import exception as db_exc
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    outcome = _bind(admin_context, arqs, mdev_host, host='host2')
+    calls = _failing_then_real(monkeypatch, 'job_claim', 1000)
+    with pytest.raises(db_exc.DBConnectionError):
+        # Submitted 59.95 s ago: the bind timeout (60 s) is near.
+        binder.run(admin_context, outcome.jobs[0],
+                   time.monotonic() - 59.95)
+    assert 1 <= len(calls) <= 4
+    assert _states(admin_context, arqs) == [states.BIND_STARTED] * 2

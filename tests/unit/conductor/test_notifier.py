@@ -750,3 +750,33 @@ def test_waking_only_to_record_claims_nothing(
         poll(lambda: len(recordings) == 1)
         time.sleep(0.1)
         assert len(claims) == 1  # delivered rows need no claim
+
+
+def test_nothing_is_sent_while_sent_outcomes_cannot_be_recorded(
+        database, admin_context, nova_opts, client, monkeypatch):
+    """The database goes away after an event was sent: no other event is
+    sent until the outcome is recorded, and the sent one is not claimed
+    and sent again although its lease ran out meanwhile."""
+    down = threading.Event()
+    down.set()
+    real = nova_events.record_outcomes
+
+    def record(*args, **kwargs):
+        if down.is_set():
+            raise RuntimeError('database gone')
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nova_events, 'record_outcomes', record)
+    with running(nova_opts, client, record_delay=0, poll_interval=0.05,
+                 retry_interval=0.05, retry_max_interval=0.1) as instance:
+        (first,) = _enqueue_leased(admin_context, 1, instance.host,
+                                   timeutils.utcnow(), 0.3)
+        instance.deliver([first])
+        client.wait_calls(1)
+        second = _deliver_one(instance, admin_context)
+        time.sleep(0.8)  # the first lease ran out
+        assert client.tags() == [first['arq_uuid']]
+        down.clear()
+        poll(lambda: nova_events.pending_count(admin_context) == 0)
+    assert sorted(client.tags()) == sorted([first['arq_uuid'],
+                                            second['arq_uuid']])

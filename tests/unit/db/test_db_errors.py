@@ -453,7 +453,8 @@ def test_conductor_api_with_timeout():
     with mock.patch.object(rpc, 'get_client', return_value=client):
         api = rpcapi.ConductorAPI(object())
         bounded = api.with_timeout(12)
-    client.prepare.assert_called_once_with(timeout=12)
+    client.prepare.assert_called_once_with(timeout=12,
+                                           retry=rpcapi.SEND_RETRIES)
     assert bounded.timeout == 12 and api.timeout is None
     bounded.arq_delete(None, instance_uuid='i')
     client.prepare.return_value.call.assert_called_once_with(
