@@ -41,6 +41,7 @@ LONGEST_MODULES = (
     'tests/functional/test_rabbit_cluster.py',
     'tests/functional/test_mig_partitions.py',
     'tests/functional/test_host_reboot.py',
+    'tests/functional/test_galera.py',
     'tests/functional/test_maintenance.py',
     'tests/functional/test_inventory.py',
     'tests/functional/test_allinone.py',
@@ -61,7 +62,6 @@ LONGEST_MODULES = (
     'tests/functional/test_taint_scheduling.py',
     'tests/functional/test_host_replay.py',
     'tests/functional/test_quotas_keystone.py',
-    'tests/functional/test_galera.py',
 )
 
 

@@ -131,7 +131,7 @@ def test_jobs_handed_back_at_a_stop_count_as_handed_back():
     binder = _binder()
     with _jobs('handed_back') as handed, \
             mock.patch.object(binder, 'run',
-                              side_effect=lambda c, u: release.wait(10)):
+                              side_effect=lambda c, u, s: release.wait(10)):
         binder.submit(None, ['arq-running', 'arq-queued'])
         time.sleep(0.1)
         assert binder.stop(timeout=0.2) == ['arq-queued', 'arq-running']

@@ -165,7 +165,7 @@ def test_exit_returns_0_or_ends_the_process_when_work_was_handed_back(
 def _blocking_binder(release: threading.Event) -> binding.Binder:
     """A Binder with one worker whose jobs wait for ``release``."""
     binder = binding.Binder('cond1', 1, 60, None, lambda rows: None)
-    binder.run = lambda context, uuid: release.wait(10)
+    binder.run = lambda context, uuid, started: release.wait(10)
     return binder
 
 
