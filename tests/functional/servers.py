@@ -34,6 +34,7 @@ are chowned to them.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping
 from collections.abc import Sequence
 import configparser
@@ -74,6 +75,10 @@ def _xdist_slot() -> tuple[int, int]:
     return int(worker[2:]) % count, count
 
 
+#: The ports free_port() handed out last, in this process.
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=256)
+
+
 def free_port() -> int:
     """A TCP port on the loopback interface that is free right now.
 
@@ -87,7 +92,11 @@ def free_port() -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((LOOPBACK, 0))
             port = sock.getsockname()[1]
-        if (port >> 1) % count == worker:
+        # Not one handed out lately: a server given it may not have bound
+        # it yet (a Galera node's SQL port once equalled another node's
+        # group port, picked before either started).
+        if (port >> 1) % count == worker and port not in _HANDED_OUT:
+            _HANDED_OUT.append(port)
             return port
     raise ServerError('no free loopback port for worker %d of %d'
                       % (worker, count))

@@ -142,12 +142,23 @@ def test_node_restart_under_nova_cycle(flow, cluster):
 
     # Every process consumes its queues again: the topic queues, of the
     # configured type, and each conductor's and the agent's own.
-    queues = cluster.queues(flow.vhost)
     kind = 'quorum' if flow.quorum else 'classic'
     wanted = [CONDUCTOR_QUEUE, 'cyborg-agent', 'cyborg-agent.' + HOST] + [
         '%s.%s-cond-%d' % (CONDUCTOR_QUEUE, flow.name, i) for i in range(2)]
-    for name in wanted:
-        assert queues.get(name, {}).get('consumers', 0) >= 1, (name, queues)
+
+    def unconsumed():
+        queues = cluster.queues(flow.vhost)
+        return [name for name in wanted
+                if queues.get(name, {}).get('consumers', 0) < 1], queues
+
+    # A quorum queue whose leader was on the restarted node gets a new
+    # leader, which takes over its consumers; the count it lists can lag
+    # behind (seen once: a conductor connected to another node, so never
+    # disconnected, listed without its consumer well after the restart).
+    nova_flow.wait_until(lambda: not unconsumed()[0], 60,
+                         'every queue consumed again')
+    missing, queues = unconsumed()
+    assert missing == [], (missing, queues)
     assert queues[CONDUCTOR_QUEUE]['type'] == kind, queues
     assert queues['cyborg-agent']['type'] == kind, queues
     # No 500 (oslo.messaging logs its reconnection errors with their
