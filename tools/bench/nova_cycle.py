@@ -585,18 +585,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.durable:
         return _main_durable(parser, args)
-    if args.db == ALL_IN_ONE:
+    if args.db in (ALL_IN_ONE, GALERA):
         if (args.service != 'cyborg' or args.compare_root
                 or args.notifications or args.quotas
                 or args.tolerations):
-            parser.error('--db %s measures ours only' % ALL_IN_ONE)
-        return _main_all_in_one(args)
-    if args.db == GALERA:
-        if (args.service != 'cyborg' or args.compare_root
-                or args.notifications or args.quotas
-                or args.tolerations):
-            parser.error('--db %s measures ours only' % GALERA)
-        return _main_galera(args)
+            parser.error('--db %s measures ours only' % args.db)
+        return (_main_all_in_one if args.db == ALL_IN_ONE
+                else _main_galera)(args)
     if args.compare_root and args.service == 'upstream':
         parser.error('--compare-root compares builds of ours')
     db_server, db_label = DATABASES[args.db]
