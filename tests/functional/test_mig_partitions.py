@@ -50,6 +50,7 @@ from cyborg.allinone import embedded_placement
 from cyborg.allinone import fake_mig
 from cyborg.allinone import fake_tools
 from cyborg.allinone import host_tree
+from cyborg.common import constants
 from tests.compat.nova_arq_probe import Probe
 from tests.fixtures.hosts import hosts
 from tests.functional import nova_flow
@@ -323,9 +324,12 @@ def clean(flow):
                         + flow.instances.pop(), headers=PLACEMENT,
                         timeout=TIMEOUT)
     flow.wait_released()
-    # Empty again, each GPU serves the profile the host has none of.
-    nova_flow.wait_until(lambda: flow.serving() == INITIAL, TIMEOUT,
-                         'the GPUs back to their profiles')
+    # Empty again, each GPU serves the profile the host has none of: in
+    # what a report collected now says (a report collected while one
+    # GPU was already empty and the other not yet may still be on its
+    # way, and would switch the empty GPU).
+    _settled(flow)
+    assert flow.serving() == INITIAL
 
 
 def _claim(flow, resource_class: str, count: int, instance: str,
@@ -379,43 +383,6 @@ def _bind(flow, nova, resource_class, count=1, rp=None):
     return instance, [arq['uuid'] for arq in arqs]
 
 
-def _spawn(flow, nova, resource_class, rp=None):
-    """Nova up to spawn: a profile of one ``resource_class``, its ARQ
-    matched and bound on an allocation candidate (on ``rp`` if given);
-    the instance and the resolved ARQ."""
-    groups = [{'resources:' + resource_class: '1'}]
-    profile = flow.deployment.create_profile(groups)
-    candidates = [c for c in flow.deployment.allocation_candidates(groups)
-                  if rp is None or c['device_profile_0'] == [rp]]
-    assert candidates, 'no allocation candidate for %s' % resource_class
-    instance = str(uuid.uuid4())
-    (arq,) = nova('create_and_match', dp_name=profile,
-                  rg_rp_map=candidates[0])
-    assert nova('bind', bindings={arq['uuid']: {
-        'hostname': HOST, 'device_rp_uuid': arq['device_rp_uuid'],
-        'instance_uuid': instance}}) is None
-    resolved = flow.deployment.wait_resolved([arq['uuid']], TIMEOUT)
-    return instance, resolved[arq['uuid']]
-
-
-def _bind(flow, nova, resource_class, count=1, rp=None):
-    """Nova up to the bind: a profile of ``count`` ``resource_class``,
-    its ARQs matched on an allocation candidate (on ``rp`` if given)
-    and bound for a new instance; the instance and the ARQ uuids."""
-    groups = [{'resources:' + resource_class: str(count)}]
-    profile = flow.deployment.create_profile(groups)
-    candidates = [c for c in flow.deployment.allocation_candidates(groups)
-                  if rp is None or c['device_profile_0'] == [rp]]
-    assert candidates, 'no allocation candidate for %s' % resource_class
-    instance = str(uuid.uuid4())
-    arqs = nova('create_and_match', dp_name=profile,
-                rg_rp_map=candidates[0])
-    assert nova('bind', bindings={arq['uuid']: {
-        'hostname': HOST, 'device_rp_uuid': arq['device_rp_uuid'],
-        'instance_uuid': instance} for arq in arqs}) is None
-    return instance, [arq['uuid'] for arq in arqs]
-
-
 def _spawn(flow, nova, resource_class, count=1, rp=None):
     """:func:`_bind`, then the ARQs resolved; each must be Bound."""
     instance, uuids = _bind(flow, nova, resource_class, count, rp)
@@ -425,14 +392,32 @@ def _spawn(flow, nova, resource_class, count=1, rp=None):
     return instance, arqs
 
 
-def _discoveries(flow, rounds: int) -> None:
-    """Wait for ``rounds`` more discoveries of the agent."""
+def _settled(flow) -> None:
+    """Wait until Placement shows what the host holds now: a report
+    the agent collected after this call applied, and the host's
+    providers synced.
+
+    Each report asks ``-lgip`` once per GPU, under the agent's report
+    lock (reports never interleave), and nothing else asks it while no
+    bind or release runs; so of the calls after now, at most
+    ``len(PFS) - 1`` belong to a report collected before, the next
+    ``len(PFS)`` to one collected after, and one more shows that
+    report answered (the next one started).
+    """
     def lgips():
         return sum(1 for c in fake_tools.calls(flow.tree.tools_dir)
                    if c[1:3] == ['mig', '-lgip'])
     mark = lgips()
-    nova_flow.wait_until(lambda: lgips() >= mark + rounds, TIMEOUT,
-                         '%d discoveries' % rounds)
+    nova_flow.wait_until(lambda: lgips() >= mark + 2 * len(PFS), TIMEOUT,
+                         'a report collected after now')
+
+    def synced():
+        ((requested, done),) = flow.deployment.db_rows(
+            'SELECT sync_requested, sync_done FROM services WHERE host = '
+            ':host AND "binary" = :binary', host=HOST,
+            binary=constants.BINARY_AGENT)
+        return done >= requested
+    nova_flow.wait_until(synced, TIMEOUT, 'the host synced to Placement')
 
 
 def test_nova_binds_partitions_of_two_profiles(flow, nova, clean):
@@ -469,7 +454,7 @@ def test_an_empty_gpu_switches_profile_one_holding_partitions_never(
     # demand for 1g.18gb.
     _spawn(flow, nova, RC_1G)
     assert flow.gpu_instances() == [(0, '1g.18gb'), (1, '2g.35gb')]
-    _discoveries(flow, 2)
+    _settled(flow)
     # GPU 1 holds a 2g.35gb partition: it keeps its profile, and
     # Placement grants 1g.18gb on GPU 0 only.
     assert flow.serving() == INITIAL
