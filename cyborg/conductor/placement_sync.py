@@ -43,7 +43,12 @@ of none, so a failed one leaves nothing half written.
 
 What a sync wrote is recorded in one transaction at its end, also when it
 ends early (Placement unreachable): the host then stays pending, and the
-next sync sends only what is left.
+next sync sends only what is left. Two conductors may sync one host at
+the same time (each holds a lock per host of its own); when their syncs
+overlap, the one that records second cannot know whose writes Placement
+kept, so it records its providers as unknown and the host as pending
+(see :func:`cyborg.db.providers.save_sync`): the next sync writes them
+again from the latest state.
 
 Providers taken over from an upstream Cyborg (``adopted`` rows, see
 :mod:`cyborg.domain.adoption`) are never created again: the first sync
@@ -133,6 +138,9 @@ class HostState:
     compute_rp_uuid: str | None
     desired: dict[str, ProviderSpec]
     known: dict[str, Any]
+    #: The host's ``sync_epoch`` when loaded (see
+    #: :func:`cyborg.db.providers.save_sync`); None: not known.
+    sync_epoch: int | None = None
 
     def set_compute_rp(self, uuid: str) -> None:
         """Hang every desired top provider under compute node ``uuid``."""
@@ -220,7 +228,8 @@ def load_host_state(context, host: str) -> HostState | None:
             traits=traits, parent_deployable=parent_anchor)
     return HostState(service.id, service.sync_requested, service.sync_done,
                      service.rp_name,
-                     service.compute_rp_uuid, desired, rows.known)
+                     service.compute_rp_uuid, desired, rows.known,
+                     service.sync_epoch)
 
 
 @dataclasses.dataclass
@@ -354,22 +363,24 @@ def _record(context, host: str, state: HostState,
     # service row, which reports and other syncs of the host need.
     if new_compute_rp or changed or forgotten or seen is not None:
         providers_db.save_sync(context, state.service_id, sync_record(
-            host, changed, new_compute_rp, forgotten, seen))
+            host, changed, new_compute_rp, forgotten, seen,
+            state.sync_epoch))
 
 
 def sync_record(host: str, writes: list[_Write],
                 compute_rp_uuid: str | None = None,
                 forgotten: list[str] | None = None,
-                seen: int | None = None) -> providers_db.SyncRecord:
-    """What to record of ``writes`` (see
-    :func:`cyborg.db.providers.save_sync`)."""
+                seen: int | None = None,
+                epoch: int | None = None) -> providers_db.SyncRecord:
+    """What to record of ``writes`` by a sync that started at
+    ``epoch`` (see :func:`cyborg.db.providers.save_sync`)."""
     return providers_db.SyncRecord(
         providers=[write.row(host) for write in writes],
         # Rows known at the start are updated in place; for the others
         # _save_providers first looks for a row another conductor inserted.
         recorded={write.spec.uuid for write in writes if write.known},
         compute_rp_uuid=compute_rp_uuid, forgotten=forgotten or [],
-        seen=seen)
+        seen=seen, epoch=epoch)
 
 
 class PlacementSync:

@@ -73,6 +73,11 @@ class Service(Base):
                                server_default='0')
     sync_done = sa.Column(sa.Integer, nullable=False, default=0,
                           server_default='0')
+    # Syncs that recorded a write to the host's providers: one that finds
+    # it moved since it started overlapped another (see
+    # cyborg.db.providers.save_sync).
+    sync_epoch = sa.Column(sa.Integer, nullable=False, default=0,
+                           server_default='0')
 
 
 class Device(Base):

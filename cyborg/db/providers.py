@@ -112,7 +112,8 @@ class SyncRecord:
     that had a row when the sync started; ``compute_rp_uuid``: the host's
     compute node provider, when newly found; ``forgotten``: providers
     deleted from Placement; ``seen``: the change count to mark synced, if
-    complete.
+    complete; ``epoch``: the host's ``sync_epoch`` when the sync
+    started (None: not known, nothing is checked).
     """
 
     providers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -120,6 +121,7 @@ class SyncRecord:
     compute_rp_uuid: str | None = None
     forgotten: list[str] = dataclasses.field(default_factory=list)
     seen: int | None = None
+    epoch: int | None = None
 
 
 @db_api.connection_writer
@@ -129,13 +131,27 @@ def save_sync(context, service_id: int, record: SyncRecord) -> None:
     Locks the host's service row first, so that syncs of the host by
     several conductors record one after the other: a row another sync
     inserted meanwhile is updated, not inserted twice.
+
+    Syncs of one host by two conductors may overlap, and then nothing
+    tells in which order their writes reached Placement: the one that
+    loaded the older state may have written last. Each sync that wrote
+    to Placement counts itself in the host's ``sync_epoch``; one that
+    finds the count moved since it started (another sync recorded a
+    write meanwhile) records its providers without their hashes, and
+    the host pending, so the next sync writes them again from the
+    latest state.
     """
     connection = context.connection
     services.lock(connection, service_id)
     if record.compute_rp_uuid is not None:
         services.set_compute_rp(connection, service_id,
                                 record.compute_rp_uuid)
-    _save_providers(connection, record.providers, record.recorded)
+    rows = record.providers
+    if (rows or record.forgotten) and services.record_sync_write(
+            connection, service_id, record.epoch):
+        rows = [dict(row, inventory_hash=None, traits_hash=None)
+                for row in rows]
+    _save_providers(connection, rows, record.recorded)
     if record.forgotten:
         connection.execute(sa.delete(PROVIDERS).where(
             PROVIDERS.c.uuid.in_(record.forgotten)))

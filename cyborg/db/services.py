@@ -133,6 +133,23 @@ def mark_synced(connection, service_id: int, seen: int) -> None:
         SERVICES.c.sync_done < seen).values(sync_done=seen))
 
 
+def record_sync_write(connection, service_id: int,
+                      started: int | None) -> bool:
+    """Count one more sync that wrote to the host's providers (the row
+    locked by the caller). Whether another sync recorded a write since
+    this one started at epoch ``started`` (None: not known, no); then
+    the host is pending again, for a sync from the latest state."""
+    row = connection.execute(sa.select(
+        SERVICES.c.sync_epoch, SERVICES.c.sync_requested).where(
+            SERVICES.c.id == service_id)).one()
+    overlapped = started is not None and row.sync_epoch != started
+    connection.execute(sa.update(SERVICES).where(
+        SERVICES.c.id == service_id).values(
+            sync_epoch=row.sync_epoch + 1,
+            sync_requested=row.sync_requested + int(overlapped)))
+    return overlapped
+
+
 def count_sync_request(connection, host: str) -> None:
     """Record, in the caller's transaction, that the host's providers
     must be written again: the write that changed them and this request

@@ -213,7 +213,7 @@ def _deployable(id_, name, status='enabled', health='healthy',
 
 def _host_rows(deployables, attributes, compute_rp=None, known=None):
     service = types.SimpleNamespace(id=7, sync_requested=3, sync_done=1,
-                                    rp_name='h1.example',
+                                    sync_epoch=5, rp_name='h1.example',
                                     compute_rp_uuid=compute_rp)
     return providers_db.HostRows(service, deployables, attributes,
                                  known or {})
@@ -248,8 +248,8 @@ def test_host_state_is_built_from_the_rows(monkeypatch):
     state = placement_sync.load_host_state(CONTEXT, 'h1')
     assert asked == ['h1']
     assert (state.service_id, state.sync_requested, state.sync_done,
-            state.rp_name, state.compute_rp_uuid) == (
-        7, 3, 1, 'h1.example', COMPUTE_RP)
+            state.rp_name, state.compute_rp_uuid, state.sync_epoch) == (
+        7, 3, 1, 'h1.example', COMPUTE_RP, 5)
     assert state.known == {'rp-a': 'row'}
     assert sorted(state.desired) == ['rp-a', 'rp-b']
     a, b = state.desired['rp-a'], state.desired['rp-b']

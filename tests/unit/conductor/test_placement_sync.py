@@ -393,6 +393,60 @@ def test_concurrent_syncs_never_lose_a_change(database, admin_context,
     assert inventory.report_state(admin_context, 'host1')[1] is False
 
 
+def _traits(placement):
+    return {tuple(p['traits']) for p in placement.providers.values()}
+
+
+def test_an_older_sync_written_last_is_written_again(
+        database, admin_context, fake_conf, placement, sync):
+    """Two conductors sync one host at once: the sync that loaded the
+    older tree writes to Placement after the one that loaded the newer
+    tree ended. Neither can tell which writes Placement kept, so the
+    host is pending again, and the next sync writes the latest tree."""
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    fake_conf.set_override('traits', ['CUSTOM_OLDER'], group='fake_driver')
+    _report(admin_context, fake_conf)
+    other = placement_sync.PlacementSync(placement)
+    real = placement.set_traits
+
+    def newer_sync_first(*args):
+        # The older sync loaded its tree; a newer report and another
+        # conductor's whole sync of it come before its first write.
+        placement.set_traits = real
+        fake_conf.set_override('traits', ['CUSTOM_NEWER'],
+                               group='fake_driver')
+        _report(admin_context, fake_conf)
+        assert other.sync_host(admin_context, 'host1')
+        assert _traits(placement) == {('CUSTOM_NEWER', 'OWNER_CYBORG')}
+        return real(*args)
+
+    placement.set_traits = newer_sync_first
+    sync.sync_host(admin_context, 'host1')
+    # The older tree reached Placement last.
+    assert _traits(placement) == {('CUSTOM_OLDER', 'OWNER_CYBORG')}
+    assert services_db.hosts_pending_sync(admin_context) == ['host1']
+    assert other.sync_host(admin_context, 'host1')
+    assert _traits(placement) == {('CUSTOM_NEWER', 'OWNER_CYBORG')}
+    assert services_db.hosts_pending_sync(admin_context) == []
+
+
+def test_syncs_one_after_the_other_leave_nothing_pending(
+        database, admin_context, fake_conf, placement, sync):
+    """Two conductors' syncs that do not overlap: the second one is no
+    reason to write again."""
+    _report(admin_context, fake_conf)
+    assert sync.sync_host(admin_context, 'host1')
+    fake_conf.set_override('traits', ['CUSTOM_OTHER'], group='fake_driver')
+    _report(admin_context, fake_conf)
+    assert placement_sync.PlacementSync(placement).sync_host(
+        admin_context, 'host1')
+    assert services_db.hosts_pending_sync(admin_context) == []
+    placement.calls.clear()
+    assert sync.sync_host(admin_context, 'host1')
+    assert placement.calls == []
+
+
 # Inventories of several providers with one POST /reshaper
 
 
