@@ -36,6 +36,13 @@ thread records outcomes up to ``[nova] record_delay`` after Nova answered,
 those of every request sent meanwhile in one transaction (the events
 themselves go out at once). Nothing kills the thread: a failing client,
 database or Nova is logged and backed off from.
+
+Leases of other conductors that ran out are taken over only by a
+notifier that has run without failing for ``[nova] claim_timeout``, and
+a failing notifier tries again at least every third of it: after a
+database outage longer than the lease, the conductor that sent an event
+just before it records the outcome soon after the database is back,
+and no other conductor sends the event again meanwhile.
 """
 
 from __future__ import annotations
@@ -120,6 +127,9 @@ class Notifier:
         self._record_at = 0.0
         # When (time.monotonic()) the last request to Nova was sent.
         self._last_request = float('-inf')
+        # Since when (time.monotonic()) the loop has not failed (the
+        # database, as a rule); None while it fails: see _may_take_over.
+        self._healthy_since: float | None = float('-inf')
         # Counters, for tests and logs.
         self.sent = 0
         self.retried = 0
@@ -214,10 +224,13 @@ class Notifier:
                                'stay queued' % e)
                 continue
             except Exception:
+                self._healthy_since = None
                 self._back_off('Nova notifier of %s failed' % self.host,
                                exc_info=True)
                 continue
             self._failures = 0
+            if self._healthy_since is None:
+                self._healthy_since = time.monotonic()
         try:
             # On stop too: what was sent but not recorded would be sent again
             # once its lease ran out.
@@ -252,11 +265,15 @@ class Notifier:
     def _loop_backoff(self) -> float:
         nova = self._conf.nova
         # Never below poll_interval: a failing loop polls no faster than a
-        # healthy one.
-        return backoff(self._failures, max(nova.retry_interval,
-                                           nova.poll_interval),
-                       max(nova.retry_max_interval, nova.poll_interval),
-                       self._rng)
+        # healthy one. At most a third of claim_timeout: once the database
+        # is back, this conductor records what it sent before the outage
+        # well before the others take its run-out leases over (see
+        # _may_take_over).
+        cap = max(nova.poll_interval,
+                  min(nova.retry_max_interval, nova.claim_timeout / 3))
+        return backoff(self._failures,
+                       min(cap, max(nova.retry_interval, nova.poll_interval)),
+                       cap, self._rng)
 
     def _get_client(self) -> EventSender:
         if self._client is None:
@@ -288,7 +305,8 @@ class Notifier:
         rows = (self._take_ready(nova.events_batch_size)
                 or nova_events.claim_due(context, self.host, self._clock(),
                                          nova.claim_timeout,
-                                         nova.events_batch_size))
+                                         nova.events_batch_size,
+                                         take_over=self._may_take_over()))
         if not rows:
             return 0
         # One event per ARQ per request: results are keyed by ARQ uuid and
@@ -334,6 +352,20 @@ class Notifier:
         if len(self._unrecorded) >= nova.events_batch_size:
             self._record_at = 0.0
         return len(rows)
+
+    def _may_take_over(self) -> bool:
+        """Whether events another conductor leased, and whose lease ran
+        out, may be claimed: only once this loop has run without failing
+        for ``[nova] claim_timeout``. After a database outage every lease
+        taken before it has run out, while the conductors that sent
+        under them are alive and record their outcomes first thing once
+        the database is back (their failing loops retry at least every
+        third of ``claim_timeout``); taking their events at once would
+        send them to Nova twice. A conductor that died leaves its events
+        to the others a lease later."""
+        since = self._healthy_since
+        return (since is not None and time.monotonic() - since
+                >= self._conf.nova.claim_timeout)
 
     def _take_ready(self, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` delivered rows whose lease is still ours."""

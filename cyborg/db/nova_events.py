@@ -125,13 +125,16 @@ _INSERT_RETURNING_IDS = sa.insert(EVENTS).returning(
 _UNSET = {column.name: None for column in EVENTS.c}
 
 
-def _claimable(now: datetime.datetime):
-    """Rows due at ``now`` that nobody holds a live lease on."""
+def _claimable(now: datetime.datetime, owner: str | None = None):
+    """Rows due at ``now`` that nobody holds a live lease on; with an
+    ``owner``, only those whose run-out lease, if any, was its own."""
+    lease_over = EVENTS.c.claimed_until < now
+    if owner is not None:
+        lease_over = sa.and_(lease_over, EVENTS.c.claimed_by == owner)
     return sa.and_(
         EVENTS.c.sent_at.is_(None),
         EVENTS.c.next_attempt_at <= now,
-        sa.or_(EVENTS.c.claimed_until.is_(None),
-               EVENTS.c.claimed_until < now))
+        sa.or_(EVENTS.c.claimed_until.is_(None), lease_over))
 
 
 def _row(row) -> dict[str, Any]:
@@ -140,36 +143,41 @@ def _row(row) -> dict[str, Any]:
 
 @db_api.connection_writer
 def claim_due(context, owner: str, now: datetime.datetime,
-              lease_seconds: float, limit: int) -> list[dict[str, Any]]:
+              lease_seconds: float, limit: int,
+              take_over: bool = True) -> list[dict[str, Any]]:
     """Lease up to ``limit`` due events to ``owner``; the leased rows.
 
-    Oldest due first (by ``next_attempt_at``, then id). On PostgreSQL and
-    MySQL the candidates are locked with FOR UPDATE SKIP LOCKED, so
-    concurrent claimers take disjoint rows without waiting. On SQLite
-    (one writer at a time) the UPDATE re-checks that each row is still
-    claimable; if its row count shows that another claimer got some
-    rows first, only the rows now leased to ``owner`` until this lease's
-    end are returned.
+    Oldest due first (by ``next_attempt_at``, then id). Without
+    ``take_over``, an event whose lease by another conductor ran out is
+    left to that conductor (it may have sent it and not recorded it
+    yet). On PostgreSQL and MySQL the candidates are locked with FOR
+    UPDATE SKIP LOCKED, so concurrent claimers take disjoint rows
+    without waiting. On SQLite (one writer at a time) the UPDATE
+    re-checks that each row is still claimable; if its row count shows
+    that another claimer got some rows first, only the rows now leased
+    to ``owner`` until this lease's end are returned.
     """
     connection = context.connection
     until = now + datetime.timedelta(seconds=lease_seconds)
-    query = (sa.select(EVENTS.c.id).where(_claimable(now))
+    claimable = _claimable(now, None if take_over else owner)
+    query = (sa.select(EVENTS.c.id).where(claimable)
              .order_by(EVENTS.c.next_attempt_at, EVENTS.c.id).limit(limit))
     if connection.dialect.name in _SKIP_LOCKED_DIALECTS:
         query = query.with_for_update(skip_locked=True)
     ids = [row.id for row in connection.execute(query)]
     if not ids:
         return []
-    return _lease(connection, ids, owner, now, until)
+    return _lease(connection, ids, owner, now, until, claimable)
 
 
 def _lease(connection, ids: Sequence[int], owner: str,
-           now: datetime.datetime, until: datetime.datetime
-           ) -> list[dict[str, Any]]:
-    """Lease the still-claimable rows among ``ids``; the leased rows."""
+           now: datetime.datetime, until: datetime.datetime,
+           claimable) -> list[dict[str, Any]]:
+    """Lease the rows among ``ids`` still ``claimable``; the leased
+    rows."""
     updated = connection.execute(
         db_api.by_primary_key(sa.update(EVENTS))
-        .where(EVENTS.c.id.in_(list(ids)), _claimable(now))
+        .where(EVENTS.c.id.in_(list(ids)), claimable)
         .values(claimed_by=owner, claimed_until=until, updated_at=now)
         .execution_options(synchronize_session=False)).rowcount
     query = sa.select(EVENTS).where(EVENTS.c.id.in_(list(ids)))

@@ -44,8 +44,9 @@ HOST = 'outages-host'
 CONDUCTOR_TIMEOUT = 4
 WRITES = ('create', 'bind', 'delete')
 #: [nova] claim_timeout at its default (nova_flow's deployments lower it):
-#: the events a conductor sent but could not record during a database
-#: outage are sent again only by an outage longer than this lease.
+#: the lease of the events a conductor sent just before a database outage
+#: and could not record; an outage longer than it must not have them sent
+#: twice either.
 CLAIM_TIMEOUT = 30
 
 
@@ -74,13 +75,14 @@ class Proxied:
 
 @contextlib.contextmanager
 def deployment(name: str, db_server, broker, placement, work_dir: str,
-               service_down_time: int, devices: int = 2, host: str = HOST
+               service_down_time: int, devices: int = 2, host: str = HOST,
+               claim_timeout: int = CLAIM_TIMEOUT
                ) -> Iterator[nova_flow.NovaFlowDeployment]:
     """nova_flow's deployment named ``name`` on ``broker``, with
-    ``db_server`` and ``placement`` behind proxies and one agent on
-    ``host``; the deployment also has ``host``, ``kind`` (of database),
-    ``db_server``, ``db_proxy``, ``placement_proxy``, ``real_placement``
-    and ``broker``."""
+    ``db_server`` and ``placement`` behind proxies, one agent on
+    ``host`` and ``[nova] claim_timeout``; the deployment also has
+    ``host``, ``kind`` (of database), ``db_server``, ``db_proxy``,
+    ``placement_proxy``, ``real_placement`` and ``broker``."""
     agents = [nova_flow.AgentSpec(host, devices=devices, handles=8)]
     sections = {'DEFAULT': {'service_down_time': service_down_time}}
     with cut_proxy.CutProxy(db_server.port) as db_proxy, \
@@ -89,7 +91,7 @@ def deployment(name: str, db_server, broker, placement, work_dir: str,
                 name, Proxied(db_server, db_proxy), broker,
                 Proxied(placement, placement_proxy), work_dir, agents,
                 conductor_workers=4, sections=sections,
-                nova_options={'claim_timeout': CLAIM_TIMEOUT},
+                nova_options={'claim_timeout': claim_timeout},
                 api_options={'conductor_timeout': CONDUCTOR_TIMEOUT}
         ) as flow:
             flow.host = host

@@ -434,9 +434,12 @@ def test_nova_binds_partitions_of_two_profiles(flow, nova, clean):
         assert flow.vf_types()[vf] == int(
             arq['attach_handle_info']['vgpu_type'])
     flow.assert_no_orphan()
-    events = {e['tag']: e for e in flow.deployment.nova.events}
-    for tag in list(arqs_1g) + list(arqs_2g):
-        assert events[tag]['status'] == 'completed'
+    # The notifier sends the events once the binds committed: they may
+    # reach Nova a little after the ARQs read Bound.
+    tags = list(arqs_1g) + list(arqs_2g)
+    flow.deployment.nova.wait_tags(tags, TIMEOUT)
+    assert {e['status'] for e in flow.deployment.nova.events
+            if e['tag'] in tags} == {'completed'}
     # Held + still creatable: the totals stay what the GPUs can hold.
     nova_flow.wait_until(lambda: flow.serving() == {PFS[0]: RC_1G,
                                                     PFS[1]: RC_2G},

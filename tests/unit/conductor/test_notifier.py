@@ -24,6 +24,7 @@ import time
 import uuid
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 import pytest
 
@@ -118,6 +119,26 @@ def test_claim_due_leases_oldest_first(database, admin_context):
     assert nova_events.pending_count(admin_context) == 6
 
 
+def test_claim_due_without_take_over_leaves_others_run_out_leases(
+        database, admin_context):
+    """Not taking over: an event whose lease by another conductor ran
+    out stays that conductor's; its own run-out leases, and events
+    nobody leased, are claimed as usual."""
+    enqueue(admin_context, 2)
+    (theirs,) = nova_events.claim_due(admin_context, 'c1', T0, 30, 1)
+    (mine,) = nova_events.claim_due(admin_context, 'c2', T0, 30, 1)
+    enqueue(admin_context, 1, now=T0 + seconds(31))
+    later = T0 + seconds(31)
+    claimed = nova_events.claim_due(admin_context, 'c2', later, 30, 10,
+                                    take_over=False)
+    assert mine['id'] in {r['id'] for r in claimed}
+    assert theirs['id'] not in {r['id'] for r in claimed}
+    assert len(claimed) == 2
+    # Taking over, it is claimed.
+    (taken,) = nova_events.claim_due(admin_context, 'c2', later, 30, 10)
+    assert taken['id'] == theirs['id']
+
+
 def test_lease_guard_skips_rows_claimed_meanwhile(database, admin_context):
     # What a concurrent claimer between our SELECT and our UPDATE looks
     # like (on SQLite, which has no SKIP LOCKED): one of the selected rows
@@ -128,7 +149,8 @@ def test_lease_guard_skips_rows_claimed_meanwhile(database, admin_context):
     assert taken['id'] == first
     with db_api.main_context_manager.writer.using(admin_context) as session:
         leased = nova_events._lease(session, [first, second], 'me', T0,
-                                    T0 + seconds(30))
+                                    T0 + seconds(30),
+                                    nova_events._claimable(T0))
     assert [r['id'] for r in leased] == [second]
     assert leased[0]['claimed_by'] == 'me'
     owners = {r['id']: r['claimed_by'] for r in rows(admin_context)}
@@ -336,8 +358,9 @@ def test_delivered_rows_go_out_without_a_claim(database, admin_context,
     instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
     claims = []
     real_claim = nova_events.claim_due
-    monkeypatch.setattr(nova_events, 'claim_due',
-                        lambda *a: claims.append(a) or real_claim(*a))
+    monkeypatch.setattr(
+        nova_events, 'claim_due',
+        lambda *a, **k: claims.append(a) or real_claim(*a, **k))
     instance.deliver(mine + expired + others)
     assert instance.run_once() == 2
     assert claims == []
@@ -612,6 +635,48 @@ def test_failing_client_never_kills_the_thread(database, admin_context,
         instance.wait(10)
 
 
+def test_no_lease_is_taken_over_for_a_lease_after_a_failure(
+        database, admin_context, nova_opts, client, monkeypatch):
+    """While the database fails, the notifier tries again at least every
+    third of ``[nova] claim_timeout``; once it works again, the notifier
+    leaves the events whose lease by another conductor ran out to that
+    conductor for ``claim_timeout`` (it records what it sent before the
+    outage first thing), then takes them over again."""
+    nova_opts.set_override('poll_interval', 0.05, group='nova')
+    nova_opts.set_override('retry_interval', 0.3, group='nova')
+    nova_opts.set_override('retry_max_interval', 60, group='nova')
+    nova_opts.set_override('claim_timeout', 1, group='nova')
+    claims: list[tuple[float, bool]] = []
+    real = nova_events.claim_due
+    failing = range(1, 5)  # the second to the fifth claim
+
+    def claim_due(*args, take_over=True, **kwargs):
+        claims.append((time.monotonic(), take_over))
+        if len(claims) - 1 in failing:
+            raise db_exc.DBConnectionError('the database is away')
+        return real(*args, take_over=take_over, **kwargs)
+
+    monkeypatch.setattr(nova_events, 'claim_due', claim_due)
+    instance = notifier_mod.Notifier('c1', nova_opts, lambda: client)
+    instance.start()
+    try:
+        poll(lambda: len(claims) > failing.stop)
+        back = claims[failing.stop][0]  # the first claim that works
+        poll(lambda: claims[-1][0] - back > 1.5, 5)
+    finally:
+        instance.stop()
+        instance.wait(10)
+    assert claims[0][1] is True  # no failure yet
+    # Retried at most a third of claim_timeout apart (0.3, 0.33, 0.33 s,
+    # less jitter), not doubled each time (0.3, 0.6, 1.2 s).
+    times = [t for t, _take in claims[1:failing.stop + 1]]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert max(gaps) < 0.5, gaps
+    after = claims[failing.stop:]
+    assert {take for t, take in after if t - back < 0.9} == {False}
+    assert {take for t, take in after if t - back > 1.15} == {True}
+
+
 def test_stop_is_prompt(notifier):
     notifier.start()
     time.sleep(0.1)
@@ -741,8 +806,9 @@ def test_waking_only_to_record_claims_nothing(
         monkeypatch):
     claims = []
     real_claim = nova_events.claim_due
-    monkeypatch.setattr(nova_events, 'claim_due',
-                        lambda *a: claims.append(a) or real_claim(*a))
+    monkeypatch.setattr(
+        nova_events, 'claim_due',
+        lambda *a, **k: claims.append(a) or real_claim(*a, **k))
     with running(nova_opts, client, record_delay=0.2) as instance:
         poll(lambda: len(claims) == 1)  # the first round at start
         _deliver_one(instance, admin_context)
