@@ -150,12 +150,15 @@ def settled_state(flow, timeout: float = 60) -> dict[str, Any]:
 
 def run(flow, profile: str, take_down: Callable[[], Any],
         bring_back: Callable[[], Any], outage: float, clients: int = 4,
-        recovery_timeout: float = 60) -> Outage:
+        recovery_timeout: float = 60, resolve_timeout: float = 30
+        ) -> Outage:
     """Run the load, take something down for ``outage`` seconds, bring
-    it back, wait for cycles again; what happened."""
+    it back, wait for cycles again; what happened. ``resolve_timeout``:
+    how long a client waits for its bind to resolve, as Nova's ``[DEFAULT]
+    arq_binding_timeout``."""
     before = settled_state(flow)
-    with nova_load.NovaLoad(flow, profile, flow.host,
-                            clients=clients) as load:
+    with nova_load.NovaLoad(flow, profile, flow.host, clients=clients,
+                            resolve_timeout=resolve_timeout) as load:
         load.wait_cycles(5)
         down = time.monotonic()
         take_down()
