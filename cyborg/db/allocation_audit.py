@@ -23,7 +23,7 @@ from cyborg.db.models import DEVICES
 from cyborg.domain import allocation_audit as audit
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def providers(context) -> list[audit.Provider]:
     """Every deployable's resource provider, with its host and device."""
     query = (sa.select(DEPLOYABLES.c.rp_uuid, DEVICES.c.hostname,
@@ -35,7 +35,7 @@ def providers(context) -> list[audit.Provider]:
             for row in context.connection.execute(query)]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def held_arqs(context) -> list[audit.HeldARQ]:
     """The ARQs that name an instance and a provider."""
     query = (sa.select(ARQS.c.uuid, ARQS.c.state, ARQS.c.instance_uuid,

@@ -27,14 +27,18 @@ from collections.abc import Iterator
 import contextlib
 import functools
 import threading
+import time
 
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
+from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from cyborg.common import patches
+
+LOG = logging.getLogger(__name__)
 
 main_context_manager = enginefacade.transaction_context()
 
@@ -254,6 +258,43 @@ def _retried(fn, duplicates: bool = False, max_retries: int | None = None,
             # database has rolled back; the outermost call retries.
             return fn(*args, **kwargs)
         return retrying(*args, **kwargs)
+    return wrapper
+
+
+#: Tries after the first of a read whose connection was lost.
+READ_RETRIES = 2
+
+
+def connection_reader(fn):
+    """``main_context_manager.reader.connection`` (``context.connection``,
+    SQLAlchemy Core), run again on a new connection, after a short
+    pause, when its connection was lost mid-transaction (the server
+    killed it, restarted, or a proxy in front of it did): at most
+    :data:`READ_RETRIES` times.
+
+    A read changes nothing, so trying it again is always safe; oslo.db
+    already replaces a connection that died while idle in the pool (it
+    checks each before handing it out), and this covers one that dies
+    in use. A read joined to an outer transaction is not tried again on
+    its own (the outer one decides). Every read transaction of cyborg
+    uses it.
+    """
+    reader = main_context_manager.reader.connection(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _in_transaction(args, kwargs):
+            return reader(*args, **kwargs)
+        for attempt in range(READ_RETRIES):
+            try:
+                return reader(*args, **kwargs)
+            except db_exc.DBConnectionError as e:
+                # Not logged above debug: a database that is down fails the
+                # last try too, and its caller says so once.
+                LOG.debug('%s lost its database connection (%s); reading '
+                          'again', fn.__qualname__, e)
+                time.sleep(RETRY_INTERVAL * 2 ** attempt)
+        return reader(*args, **kwargs)
     return wrapper
 
 

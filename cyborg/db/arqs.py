@@ -108,7 +108,7 @@ def _view(connection, project_id: str | None, **filters: Any):
     return connection.execute(query, _params(project_id, filters))
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def arq_list(context, project_id: str | None,
              instance_uuid: str | None = None,
              uuids: list[str] | None = None) -> list[dict[str, Any]]:
@@ -129,7 +129,7 @@ def describe(connection, uuids: list[str]) -> list[dict[str, Any]]:
     return [_to_dict(row) for row in _view(connection, None, uuids=uuids)]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def arq_get(context, uuid: str, project_id: str | None) -> dict[str, Any]:
     row = _view(context.connection, project_id, uuid=uuid).first()
     if row is None:

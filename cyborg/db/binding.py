@@ -487,7 +487,7 @@ def _lock_binding(connection, uuid: str):
     return rows[0]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def job_claim(context, uuid: str) -> Claim | None:
     """The handle a BindStarted ARQ's job prepares; None if none."""
     row = context.connection.execute(
@@ -569,7 +569,7 @@ def _in_state(state: str, owner: str | None = None,
     return query
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def unfinished(context, owner: str | None = None,
                older_than: datetime.datetime | None = None) -> list[str]:
     """BindStarted ARQs of ``owner`` or started before ``older_than``."""

@@ -45,7 +45,7 @@ def _dp_row_to_dict(row) -> dict[str, Any]:
     return values
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def device_profile_list(context, names: Sequence[str] | None = None
                         ) -> list[dict[str, Any]]:
     """All device profiles, or those with one of ``names``, by id."""
@@ -57,7 +57,7 @@ def device_profile_list(context, names: Sequence[str] | None = None
     return [_dp_row_to_dict(row) for row in context.connection.execute(query)]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def device_profile_get(context, *, uuid: str | None = None,
                        name: str | None = None) -> dict[str, Any]:
     """One device profile by uuid or by name."""
@@ -169,7 +169,7 @@ def device_profile_delete(context, idents: Sequence[tuple[str, str]]) -> None:
         connection.execute(sa.delete(PROFILES).where(PROFILES.c.id.in_(ids)))
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def reported_resource_classes(context) -> list[str]:
     """The resource classes of the deployables agents reported, sorted:
     each has an implicit profile (:mod:`cyborg.domain.implicit_profiles`)."""

@@ -169,7 +169,7 @@ def _tuples(connection, statement) -> list[tuple]:
     return list(map(tuple, connection.execute(statement).all()))
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def fleet_snapshot(context, by_project: bool = False) -> FleetSnapshot:
     """Everything the fleet metrics report, read in one transaction;
     bound ARQs per project too if ``by_project``."""

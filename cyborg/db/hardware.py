@@ -55,7 +55,7 @@ def _not_found(resource: str, key: str, value) -> exception.ResourceNotFound:
 
 # Devices
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def device_list(context, filters: dict[str, str], sort_key=None,
                 sort_dir=None, limit=None, allocations: bool = False
                 ) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ def device_list(context, filters: dict[str, str], sort_key=None,
     return devices
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def device_get(context, uuid: str, allocations: bool = False
                ) -> dict[str, Any]:
     """A device; with ``allocations``, with its ``deployables`` (see
@@ -89,7 +89,7 @@ def device_get(context, uuid: str, allocations: bool = False
     return device
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def bound_device_addresses(context, host: str) -> list[str]:
     """The addresses of ``host``'s devices that hold an accelerator
     request (one bound or binding on a deployable of the device) or an
@@ -194,7 +194,7 @@ def _with_attributes(connection, rows) -> list[dict[str, Any]]:
     return deployables
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def deployable_list(context, name=None, sort_key=None, sort_dir=None,
                     limit=None) -> list[dict[str, Any]]:
     query = sa.select(DEPLOYABLES)
@@ -206,7 +206,7 @@ def deployable_list(context, name=None, sort_key=None, sort_dir=None,
                             context.connection.execute(query))
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def deployable_get(context, uuid: str) -> dict[str, Any]:
     rows = list(context.connection.execute(
         sa.select(DEPLOYABLES).where(DEPLOYABLES.c.uuid == uuid)))
@@ -217,7 +217,7 @@ def deployable_get(context, uuid: str) -> dict[str, Any]:
 
 # Attributes
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def attribute_list(context, deployable_id: int | None = None,
                    key: str | None = None) -> list[dict[str, Any]]:
     query = sa.select(ATTRIBUTES).order_by(ATTRIBUTES.c.id)
@@ -228,7 +228,7 @@ def attribute_list(context, deployable_id: int | None = None,
     return [dict(row._mapping) for row in context.connection.execute(query)]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def attribute_get(context, uuid: str) -> dict[str, Any]:
     row = context.connection.execute(
         sa.select(ATTRIBUTES).where(ATTRIBUTES.c.uuid == uuid)).first()
@@ -287,7 +287,7 @@ def attribute_delete(context, uuid: str) -> dict[str, Any]:
             if key != 'hostname'}
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def deployable_host(context, deployable_id: int) -> str | None:
     """The host of deployable ``deployable_id`` (None if it is gone)."""
     return host_of(context.connection, deployable_id)

@@ -150,7 +150,7 @@ def _children_first(providers: dict[str, str | None]) -> list[Provider]:
     return [Provider(uuid, providers[uuid]) for uuid in order]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def host_record(context, host: str) -> HostRecord:
     """Everything the database holds about ``host``."""
     connection = context.connection

@@ -292,7 +292,7 @@ def cancel_repeats(connection, arq_uuids: Sequence[str]) -> None:
         connection.execute(_CANCEL_REPEATS, {'arq_uuids': list(arq_uuids)})
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def pending_count(context) -> int:
     """Events not finished yet (due, leased or waiting for a retry)."""
     return context.connection.execute(
@@ -300,7 +300,7 @@ def pending_count(context) -> int:
         .where(EVENTS.c.sent_at.is_(None))).scalar()
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def event_list(context, arq_uuid: str | None = None
                ) -> list[dict[str, Any]]:
     """Every event (of ``arq_uuid``), by id: for tests and diagnostics."""

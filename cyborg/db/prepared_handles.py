@@ -81,7 +81,7 @@ def _function_traits(connection, deployable_ids: set[int]
     return found
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def host_handles(context, host: str) -> list[HostHandle]:
     """Every handle of ``host``'s deployables that declare a
     preparation, with the ARQ holding it (one query, and one for the

@@ -87,7 +87,7 @@ def _not_found(uuid: str) -> exception.DeployableNotFound:
                                         uuid=uuid)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def target(context, deployable_id: int | None = None,
            uuid: str | None = None) -> Target:
     """The deployable ``deployable_id`` (or ``uuid``);

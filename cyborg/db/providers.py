@@ -59,7 +59,7 @@ class HostRows:
     taints: dict[int, list[Any]] = dataclasses.field(default_factory=dict)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def host_rows(context, host: str) -> HostRows | None:
     """What the database holds for a sync of ``host``; None for a host
     without an agent."""
@@ -184,7 +184,7 @@ def _save_providers(connection, rows: list[dict[str, Any]],
         connection.execute(sa.insert(PROVIDERS), new)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def hosts_with_adopted(context) -> list[str]:
     """Hosts with a provider still waiting to become fully ours (an
     ``adopted`` row: upstream's name, parent or resource class kept while

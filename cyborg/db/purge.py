@@ -114,7 +114,7 @@ def _by_name(name: str) -> Purgeable:
     raise KeyError(name)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def count(context, cutoff: Cutoff) -> dict[str, int]:
     """Per table, the number of rows finished before ``cutoff``."""
     return {p.table.name: context.connection.execute(

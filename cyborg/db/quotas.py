@@ -74,7 +74,7 @@ def count_usage(connection, project_id: str) -> dict[str, int]:
     return quota_rules.usage(stored.items(), groups)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def usage(context, project_id: str) -> dict[str, int]:
     """``project_id``'s usage of every resource it holds."""
     return count_usage(context.connection, project_id)
@@ -103,7 +103,7 @@ def add_project(context, project_id: str) -> None:
         pass
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def profile_resource_classes(context) -> dict[str, list[str]]:
     """Every resource class a device profile asks for, with the names of
     the profiles that ask for it."""

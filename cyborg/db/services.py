@@ -62,7 +62,7 @@ def service_heartbeat(context, host: str, binary: str, now) -> None:
         pass
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def service_list(context) -> list[dict[str, Any]]:
     query = sa.select(SERVICES).order_by(SERVICES.c.id)
     return [dict(row._mapping) for row in context.connection.execute(query)]
@@ -167,7 +167,7 @@ def request_sync(context, host: str) -> None:
     count_sync_request(context.connection, host)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def hosts_pending_sync(context) -> list[str]:
     """Hosts with changes not yet in Placement."""
     return [row.host for row in context.connection.execute(
@@ -176,7 +176,7 @@ def hosts_pending_sync(context) -> list[str]:
             SERVICES.c.sync_requested > SERVICES.c.sync_done))]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def sync_pending(context, host: str) -> bool:
     """Whether the host has changes not yet in Placement."""
     return bool(context.connection.execute(

@@ -89,20 +89,20 @@ def _get(connection, uuid: str, lock: bool = False):
     return row
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def rule_list(context) -> list[dict[str, Any]]:
     """Every taint rule, oldest first."""
     return [_rule(row) for row in context.connection.execute(
         sa.select(TAINT_RULES).order_by(TAINT_RULES.c.id))]
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def rule_get(context, uuid: str) -> dict[str, Any]:
     """One taint rule; TaintRuleNotFound if there is none."""
     return _rule(_get(context.connection, uuid))
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def rule_status(context, rule: dict[str, Any]) -> dict[str, Any]:
     """The status of ``rule`` (see
     :func:`cyborg.domain.taint_rules.status`): for a dry run, what it

@@ -78,7 +78,7 @@ def rows_taints(connection, device_ids: Collection[int]
     return dict(found)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def effective_taints(context, device_ids: Collection[int]
                      ) -> dict[int, list[taint_rules.Taint]]:
     """``{device id: its taints}`` (driver and admin, by key; the time
@@ -97,7 +97,7 @@ def _in_placement() -> sa.ColumnElement:
         PROVIDERS.c.updated_at >= TAINTS.c.created_at)
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def active_scheduling_taints(context) -> dict[str, frozenset[str]]:
     """``{key: its values}`` of every taint with a scheduling effect
     (NoSchedule, NoExecute) on some device whose providers Placement
@@ -115,7 +115,7 @@ def active_scheduling_taints(context) -> dict[str, frozenset[str]]:
     return {key: frozenset(found) for key, found in values.items()}
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def device_states(context, deployable_ids: Collection[int]
                   ) -> dict[int, device_health.DeviceState]:
     """``{deployable id: what the health of its device is graded from}``

@@ -226,7 +226,7 @@ def _period_readings(connection, start: datetime.datetime,
     return {uuid: (float(total), int(count)) for uuid, total, count in rows}
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def last_audited_end(context) -> datetime.datetime | None:
     """The end of the latest period audited; None if none was."""
     return context.connection.execute(

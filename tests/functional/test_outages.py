@@ -156,6 +156,8 @@ def test_every_connection_killed(flow, profile):
     _check(flow, outage)
     # The API's and both conductors' connections at least.
     assert outage.killed >= 3, outage.killed
+    # A read whose connection was killed is read again on a new one.
+    assert outage.result.count(503, steps=nova_load.READS) == 0
 
 
 def _pending(flow):

@@ -223,6 +223,92 @@ def test_only_the_outermost_transaction_is_retried(database):
         assert list(hosts) == ['inner2', 'outer2']
 
 
+# Reads whose connection was lost
+
+
+@pytest.fixture
+def read_pauses(monkeypatch):
+    """No pauses between the tries of a read (their lengths are
+    recorded)."""
+    slept = []
+    monkeypatch.setattr(db_api, 'time',
+                        types.SimpleNamespace(sleep=slept.append))
+    return slept
+
+
+def _lost():
+    return db_exc.DBConnectionError(Exception(
+        'server closed the connection unexpectedly'))
+
+
+def test_a_read_whose_connection_was_lost_is_read_again(database,
+                                                        read_pauses):
+    calls = []
+
+    @db_api.connection_reader
+    def read(context):
+        calls.append(1)
+        value = context.connection.execute(sa.select(sa.literal(7)))
+        if len(calls) == 1:
+            raise _lost()
+        return value.scalar()
+
+    assert read(cyborg_context.get_admin_context()) == 7
+    assert len(calls) == 2
+    assert len(read_pauses) == 1
+
+
+def test_a_lost_read_raises_after_the_retries(database, read_pauses):
+    calls = []
+
+    @db_api.connection_reader
+    def read(context):
+        calls.append(1)
+        raise _lost()
+
+    with pytest.raises(db_exc.DBConnectionError):
+        read(cyborg_context.get_admin_context())
+    assert len(calls) == db_api.READ_RETRIES + 1
+    # Short pauses: a read of a database that is down answers soon.
+    assert len(read_pauses) == db_api.READ_RETRIES
+    assert sum(read_pauses) < 0.5
+
+
+def test_other_read_errors_are_not_read_again(database, read_pauses):
+    calls = []
+
+    @db_api.connection_reader
+    def read(context):
+        calls.append(1)
+        raise db_exc.DBError(Exception('SELECT nonsense'))
+
+    with pytest.raises(db_exc.DBError):
+        read(cyborg_context.get_admin_context())
+    assert len(calls) == 1
+
+
+def test_a_read_joined_to_a_write_is_not_read_again_on_its_own(
+        database, read_pauses):
+    """The write's transaction lost its connection: the write fails (it
+    may have been committed or not; the caller is told), the joined
+    read is not tried again inside it."""
+    reads = []
+
+    @db_api.connection_reader
+    def read(context):
+        reads.append(1)
+        raise _lost()
+
+    @db_api.connection_writer
+    def write(context):
+        read(context)
+
+    with pytest.raises(db_exc.DBConnectionError):
+        write(cyborg_context.get_admin_context())
+    assert len(reads) == 1
+    assert read_pauses == []
+
+
 # The conductor's endpoints
 
 def _crossed(error):

@@ -232,7 +232,7 @@ def test_a_handle_an_arq_holds_is_never_freed(host):
     assert _in_use(context, handle) is True
 
 
-@db_api.main_context_manager.reader.connection
+@db_api.connection_reader
 def _in_use(context, handle_uuid: str) -> bool:
     return bool(context.connection.execute(
         sa.select(HANDLES.c.in_use).where(
