@@ -271,7 +271,10 @@ class MigFlow:
 
 
 @pytest.fixture(scope='module')
-def flow(postgres, rabbitmq, placement, work_dir):
+def flow(postgres, rabbitmq, placement_pg, work_dir):
+    # Placement on PostgreSQL: the session's, on SQLite, answers a claim
+    # made while the conductor writes with 500 "database is locked".
+    placement = placement_pg
     with nova_flow.deployment('mig', postgres, rabbitmq, placement,
                               work_dir, []) as deployment:
         directory = os.path.join(work_dir, 'mig-host')

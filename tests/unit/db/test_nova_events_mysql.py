@@ -60,7 +60,8 @@ def _sql(statement, dialect) -> str:
 def test_lease_update_uses_the_primary_key_on_mysql():
     connection = _Recorder(mysql.dialect())
     nova_events._lease(connection, [1, 2], 'conductor-a', NOW,
-                       NOW + datetime.timedelta(seconds=30))
+                       NOW + datetime.timedelta(seconds=30),
+                       nova_events._claimable(NOW))
     update = connection.statements[0]
     assert _sql(update, mysql.dialect()).startswith(HINTED)
 
