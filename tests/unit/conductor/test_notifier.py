@@ -662,19 +662,23 @@ def test_no_lease_is_taken_over_for_a_lease_after_a_failure(
     try:
         poll(lambda: len(claims) > failing.stop)
         back = claims[failing.stop][0]  # the first claim that works
-        poll(lambda: claims[-1][0] - back > 1.5, 5)
+        poll(lambda: claims[-1][0] - back > 2.0, 5)
     finally:
         instance.stop()
         instance.wait(10)
     assert claims[0][1] is True  # no failure yet
     # Retried at most a third of claim_timeout apart (0.3, 0.33, 0.33 s,
-    # less jitter), not doubled each time (0.3, 0.6, 1.2 s).
+    # less jitter), not doubled each time (0.3, 0.6, 1.2 s, less jitter:
+    # the last at least 0.96 s).
     times = [t for t, _take in claims[1:failing.stop + 1]]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert max(gaps) < 0.5, gaps
+    assert max(gaps) < 0.8, gaps
     after = claims[failing.stop:]
-    assert {take for t, take in after if t - back < 0.9} == {False}
-    assert {take for t, take in after if t - back > 1.15} == {True}
+    # Not before claim_timeout (1 s) after the loop worked again, and
+    # again after it (the loop's turn after ``back`` may take a while on
+    # a busy machine, hence the margin).
+    assert {take for t, take in after if t - back < 0.95} == {False}
+    assert {take for t, take in after if t - back > 1.6} == {True}
 
 
 def test_stop_is_prompt(notifier):
