@@ -32,6 +32,7 @@ import socket
 import threading
 
 from tests.functional import servers
+from tests.functional import tcp_proxy
 
 
 class CutProxy:
@@ -104,19 +105,8 @@ class CutProxy:
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
+            tcp_proxy.pump(source, sink)
         finally:
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
             with self._lock:
                 for sock in (source, sink):
                     if sock in self._sockets:

@@ -25,10 +25,34 @@ server sends still reaches the clients): a publisher waiting for its
 broker's confirmation then waits for good, at a point the test knows.
 """
 
+from collections.abc import Callable
 import socket
 import threading
 
 from tests.functional import servers
+
+
+def pump(source: socket.socket, sink: socket.socket,
+         drop: Callable[[bytes], bool] | None = None) -> None:
+    """Copy ``source`` to ``sink`` until either side is gone, then shut
+    both down (one side gone: so is the other). ``drop(data)`` true:
+    that data is not forwarded."""
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            if drop is not None and drop(data):
+                continue
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class HoldingProxy:
@@ -83,26 +107,15 @@ class HoldingProxy:
 
     def _pump(self, source, sink, held: threading.Event | None) -> None:
         """Copy ``source`` to ``sink``; with ``held`` (client to server)
-        drop instead once it is set."""
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                if held is not None and held.is_set():
-                    with self._lock:
-                        self.held += len(data)
-                    continue
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            # One side gone: so is the other (what was held is dropped).
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        drop instead once it is set (and drop what was held when either
+        side goes)."""
+        def drop(data: bytes) -> bool:
+            if held is None or not held.is_set():
+                return False
+            with self._lock:
+                self.held += len(data)
+            return True
+        pump(source, sink, drop)
 
     def __enter__(self) -> 'HoldingProxy':
         self._thread.start()
