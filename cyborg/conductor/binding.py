@@ -140,7 +140,8 @@ class Binder:
     versioned notifications of binds, unbinds and deletions (none by
     default), emitted before the Nova events of the same transaction are
     delivered, so that a listener normally hears of a bind's end before
-    Nova acts on it.
+    Nova acts on it. ``abandoned_timeout``: seconds after its creation
+    an ARQ never bound is deleted by the sweep (0: never).
     """
 
     def __init__(self, owner: str, workers: int, bind_timeout: int,
@@ -148,8 +149,10 @@ class Binder:
                  deliver: Callable[[list[dict[str, Any]]], None],
                  lease: binding_db.Lease | None = None,
                  programmer: programming.RegionProgrammer | None = None,
-                 notifier: notifier_mod.Notifier | None = None):
+                 notifier: notifier_mod.Notifier | None = None,
+                 abandoned_timeout: int = 0):
         self.owner = owner
+        self._abandoned_timeout = abandoned_timeout
         self._notifier = notifier or notifications.disabled()
         self._programmer = programmer or programming.refusing_programmer()
         self._timeout = bind_timeout
@@ -406,7 +409,8 @@ class Binder:
     def sweep(self, context) -> None:
         """Fail every job, of any conductor, older than the bind timeout,
         and end the BindFailing ARQs Nova did not act on in that time;
-        release again the prepared handles whose release failed."""
+        release again the prepared handles whose release failed; delete
+        the abandoned ARQs (:meth:`delete_abandoned`)."""
         cutoff = timeutils.utcnow() - datetime.timedelta(
             seconds=self._timeout)
         for uuid in binding_db.unfinished(context, older_than=cutoff):
@@ -429,6 +433,26 @@ class Binder:
         # conductors' sweepers leave them alone while this one retries.
         self._release_later(arq_db.claim_unreleased(context, cutoff,
                                                     timeutils.utcnow()))
+        self.delete_abandoned(context)
+
+    def delete_abandoned(self, context) -> list[str]:
+        """Delete the ARQs never bound within ``abandoned_timeout`` of
+        their creation (none when it is 0); their uuids."""
+        if not self._abandoned_timeout:
+            return []
+        cutoff = timeutils.utcnow() - datetime.timedelta(
+            seconds=self._abandoned_timeout)
+        changing = self._changing()
+        uuids = arq_db.delete_abandoned(context, cutoff, changing)
+        if uuids:
+            notifications.emit_arqs(self._notifier, context,
+                                    notifications.ARQ_DELETE, changing or (),
+                                    state=arq_states.DELETING)
+            LOG.warning('Deleted %d ARQs never bound within %ds of their '
+                        'creation (the answer to their creation was lost, '
+                        'or their creator gave up): %s', len(uuids),
+                        self._abandoned_timeout, ', '.join(uuids))
+        return uuids
 
     def stop(self, cancel: bool = True,
              timeout: float | None = None) -> list[str]:

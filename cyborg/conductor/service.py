@@ -142,7 +142,8 @@ def create(conf: cfg.ConfigOpts, transport,
     binder = binding.Binder(
         host, conf.conductor.workers, conf.conductor.bind_timeout,
         agents, deliver, lease, programmer=programmer,
-        notifier=notifications)
+        notifier=notifications,
+        abandoned_timeout=conf.conductor.abandoned_arq_timeout)
     endpoint = manager.ConductorManager(
         host, syncer, binder, arq_limits=manager.ARQLimits.from_conf(conf),
         programmer=programmer, notifier=notifications,

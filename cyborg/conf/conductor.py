@@ -32,6 +32,18 @@ opts = [
                     'failed by any conductor; also how long a prepared '
                     'attach handle whose release failed waits before it is '
                     'tried again.'),
+    cfg.IntOpt('abandoned_arq_timeout',
+               default=3600, min=0,
+               help='Seconds after its creation an accelerator request '
+                    'that was never bound (state Initial) is deleted by '
+                    'the sweeper of any conductor, with a WARNING log '
+                    'line. Nova binds the ARQs it creates at once, so one '
+                    'left Initial was abandoned: the answer to its '
+                    'creation was lost (a broker or database outage, a '
+                    'failing node) and its creator never learnt its uuid, '
+                    'or its creator gave up. It would otherwise stay '
+                    'forever and count in its project\'s limits. 0 keeps '
+                    'such ARQs.'),
     cfg.IntOpt('agent_timeout',
                default=30, min=1,
                help='Seconds the conductor waits for an agent to prepare or '

@@ -541,6 +541,53 @@ def arq_delete(context, uuids: list[str] | None, instance_uuid: str | None,
     return prepared
 
 
+# How many abandoned ARQs one call deletes: one short transaction whatever
+# the backlog; the next sweep takes the next ones.
+ABANDONED_BATCH = 500
+
+
+def _abandoned(created_before: datetime.datetime):
+    """ARQs never bound (Initial: nothing enters it again) and created
+    before ``created_before``."""
+    return sa.and_(ARQS.c.state == states.INITIAL,
+                   ARQS.c.created_at < created_before)
+
+
+@db_api.connection_writer
+def delete_abandoned(context, created_before: datetime.datetime,
+                     described: list | None = None,
+                     limit: int = ABANDONED_BATCH) -> list[str]:
+    """Delete at most ``limit`` ARQs created before ``created_before``
+    and never bound (see :func:`_abandoned`); their uuids.
+
+    Nova binds the ARQs it creates at once, so one left Initial was
+    abandoned: the answer to its creation was lost (its creator never
+    learnt its uuid) or its creator gave up. It holds no handle, no
+    binding interval and no event; it counts in its project's limits
+    until it is gone. ``described``, if given, becomes the ARQs deleted
+    as they were (:func:`describe`).
+    """
+    connection = context.connection
+    # Skipped when locked: a bind holds it and takes it out of Initial.
+    rows = connection.execute(
+        sa.select(ARQS.c.id, ARQS.c.uuid)
+        .where(_abandoned(created_before)).order_by(ARQS.c.id)
+        .limit(limit).with_for_update(skip_locked=True)).all()
+    uuids = [row.uuid for row in rows]
+    if described is not None:
+        # Replaced, not added to: a retried transaction describes again.
+        described[:] = describe(connection, uuids)
+    if not rows:
+        return []
+    # The condition again: on a Galera node the lock holds on this node
+    # only; a bind committed through another node since is seen by this
+    # locking delete (or fails this transaction's certification).
+    connection.execute(sa.delete(ARQS).where(
+        ARQS.c.id.in_([row.id for row in rows]),
+        _abandoned(created_before)))
+    return uuids
+
+
 def _cancel_failure_reports(connection, rows) -> None:
     """Nova acts on the failure of BindFailing ``rows``: stop repeating
     their ``failed`` events (no statement when none is BindFailing)."""

@@ -48,6 +48,11 @@ WRITES = ('create', 'bind', 'delete')
 #: and could not record; an outage longer than it must not have them sent
 #: twice either.
 CLAIM_TIMEOUT = 30
+#: [conductor] abandoned_arq_timeout: well beyond the longest wait of a
+#: client between its creation's answer and its bind's (a 503 after
+#: CONDUCTOR_TIMEOUT), so that only the ARQs of creations answered 503
+#: are deleted as abandoned.
+ABANDONED_TIMEOUT = 20
 
 
 class Proxied:
@@ -92,6 +97,8 @@ def deployment(name: str, db_server, broker, placement, work_dir: str,
                 Proxied(placement, placement_proxy), work_dir, agents,
                 conductor_workers=4, sections=sections,
                 nova_options={'claim_timeout': claim_timeout},
+                conductor_options={'abandoned_arq_timeout':
+                                   ABANDONED_TIMEOUT},
                 api_options={'conductor_timeout': CONDUCTOR_TIMEOUT}
         ) as flow:
             flow.host = host
@@ -117,7 +124,8 @@ class Outage:
     #: ARQs Nova heard of other than once (nova_load.events_once).
     events_wrong: dict[str, int]
     #: ARQs nobody asked for: created by a creation answered 503 (its
-    #: answer was lost with the broker), deleted by run().
+    #: answer was lost with the broker), which run() waited for the
+    #: conductors to delete as abandoned.
     orphans: int = 0
     #: Database connections killed (connections_killed only).
     killed: int = 0
@@ -174,21 +182,40 @@ def run(flow, profile: str, take_down: Callable[[], Any],
                     if a.step == 'delete' and a.status == 204
                     and a.at > up]
     recovery = min(after_outage) - up if after_outage else float('inf')
-    orphans = delete_orphans(flow, result)
+    orphans = orphans_deleted(flow, result)
     after = settled_state(flow)
     return Outage(result, down, up, recovery, before, after,
                   nova_load.events_once(flow, result), len(orphans))
 
 
-def delete_orphans(flow, result: nova_load.LoadResult) -> list[str]:
-    """Delete the ARQs that a creation answered 503 made after all (the
+def _orphans(flow, result: nova_load.LoadResult) -> list[str]:
+    """The ARQs that a creation answered 503 made after all (the
     conductor created them; its answer was lost): Initial, with no
-    instance, unknown to the load. Any other unknown ARQ is left for
-    the caller's comparison to find."""
+    instance, unknown to the load."""
     known = set(result.created)
-    orphans = [row.uuid for row in flow.db_rows(
+    return [row.uuid for row in flow.db_rows(
         "SELECT uuid FROM extended_accelerator_requests WHERE state = "
         "'Initial' AND instance_uuid IS NULL") if row.uuid not in known]
+
+
+def orphans_deleted(flow, result: nova_load.LoadResult) -> list[str]:
+    """The orphans (:func:`_orphans`), once the conductors deleted them
+    as abandoned (ABANDONED_TIMEOUT after their creation, at a sweep
+    every ``periodic_interval``, 2 s). Any other unknown ARQ is left for
+    the caller's comparison to find."""
+    orphans = _orphans(flow, result)
+    if orphans:
+        nova_flow.wait_until(
+            lambda: not set(orphans) & set(_orphans(flow, result)),
+            ABANDONED_TIMEOUT + 30, 'the conductors delete the abandoned '
+            'ARQs %s' % orphans, interval=1)
+    return orphans
+
+
+def delete_orphans(flow, result: nova_load.LoadResult) -> list[str]:
+    """Delete the orphans (:func:`_orphans`) through the API. Any other
+    unknown ARQ is left for the caller's comparison to find."""
+    orphans = _orphans(flow, result)
     for uuid in orphans:
         response = flow.request('DELETE', '/v2/accelerator_requests',
                                 service=True, params={'arqs': uuid})

@@ -47,17 +47,24 @@ it could not record, outlive their lease, and still reach Nova once
 (the other conductors leave them to it for a lease after the database
 is back).
 
+A creation whose answer is lost (the API answered 503, the conductor
+committed after all) leaves an ARQ nobody knows of: the conductors
+delete it as abandoned.
+
 Placement down during a sync: a device added to the host while
 Placement is unreachable leaves the host pending (its sync requested,
 not done); once Placement is back the host converges by itself, with
 one provider per device and none twice.
 """
 
+import datetime
 import json
 import time
 
+from oslo_utils import timeutils
 import pytest
 import requests
+import sqlalchemy as sa
 
 from tests.functional import nova_flow
 from tests.functional import nova_load
@@ -158,6 +165,47 @@ def test_every_connection_killed(flow, profile):
     assert outage.killed >= 3, outage.killed
     # A read whose connection was killed is read again on a new one.
     assert outage.result.count(503, steps=nova_load.READS) == 0
+
+
+def _arqs(flow):
+    return {row.uuid: row.state for row in flow.db_rows(
+        'SELECT uuid, state FROM extended_accelerator_requests')}
+
+
+def test_a_creation_whose_answer_is_lost_is_deleted_as_abandoned(
+        flow, profile):
+    """A conductor commits a creation after the API answered 503 (here
+    it waited on a lock past ``[api] conductor_timeout``): nobody learns
+    the ARQ's uuid, Nova never binds it, and the conductors delete it
+    once it is ``[conductor] abandoned_arq_timeout`` old."""
+    known = _arqs(flow)
+    with flow.engine.connect() as connection, connection.begin():
+        # The insert checks its profile's row (a foreign key): it waits.
+        connection.execute(sa.text(
+            'SELECT id FROM device_profiles WHERE name = :name FOR UPDATE'),
+            {'name': profile})
+        response = flow.request('POST', '/v2/accelerator_requests',
+                                json={'device_profile_name': profile})
+        assert response.status_code == 503, response.text
+    orphans = nova_flow.wait_until(
+        lambda: [uuid for uuid in _arqs(flow) if uuid not in known],
+        30, 'the creation committed after its 503')
+    assert [_arqs(flow)[uuid] for uuid in orphans] == ['Initial']
+    # Created abandoned_arq_timeout ago, rather than waiting that long.
+    with flow.engine.begin() as connection:
+        connection.execute(
+            sa.text('UPDATE extended_accelerator_requests SET created_at '
+                    '= :at WHERE uuid = :uuid'),
+            {'at': timeutils.utcnow() - datetime.timedelta(
+                seconds=scenarios.ABANDONED_TIMEOUT + 1),
+             'uuid': orphans[0]})
+    nova_flow.wait_until(lambda: orphans[0] not in _arqs(flow), 30,
+                         'the abandoned ARQ deleted by a conductor')
+    logs = ''.join(c.log_text() for c in flow.conductors)
+    assert ('Deleted 1 ARQs never bound within %ds of their creation'
+            % scenarios.ABANDONED_TIMEOUT) in logs
+    assert orphans[0] in logs
+    assert _arqs(flow) == known
 
 
 def _pending(flow):

@@ -835,6 +835,41 @@ def test_sweeper_fails_stale_jobs(mdev_host, admin_context, binder,
     assert _states(admin_context, arqs[1:]) == [states.INITIAL]
 
 
+def _created_at(engine, arq, at):
+    with engine.begin() as connection:
+        connection.execute(sa.update(models.ExtendedAcceleratorRequest
+                                     .__table__)
+                           .where(models.ExtendedAcceleratorRequest.uuid
+                                  == arq['uuid']).values(created_at=at))
+
+
+def test_sweeper_deletes_abandoned_arqs_only_with_a_timeout(
+        host, admin_context, recorder, database, caplog):
+    arqs = arq_db.arq_create(admin_context, 'two', 'p1')
+    _created_at(database, arqs[0],
+                timeutils.utcnow() - datetime.timedelta(seconds=3700))
+    keeping = binding.Binder('cond1', 1, 60, recorder, recorder.deliver,
+                             LEASE)
+    keeping.sweep(admin_context)
+    keeping.stop()
+    assert _states(admin_context, arqs) == [states.INITIAL] * 2
+    caplog.set_level('WARNING', logger='cyborg.conductor.binding')
+    deleting = binding.Binder('cond1', 1, 60, recorder, recorder.deliver,
+                              LEASE, abandoned_timeout=3600)
+    deleting.sweep(admin_context)
+    deleting.stop()
+    with pytest.raises(exception.ARQNotFound):
+        arq_db.arq_get(admin_context, arqs[0]['uuid'], None)
+    assert _states(admin_context, arqs[1:]) == [states.INITIAL]
+    assert [r.getMessage() for r in caplog.records
+            if r.levelname == 'WARNING'] == [
+        'Deleted 1 ARQs never bound within 3600s of their creation (the '
+        'answer to their creation was lost, or their creator gave up): %s'
+        % arqs[0]['uuid']]
+    # Nova never heard of it: no event.
+    assert recorder.delivered == []
+
+
 def test_restarted_conductor_resumes_its_jobs(mdev_host, admin_context,
                                               binder, recorder, database):
     arqs = arq_db.arq_create(admin_context, 'two', 'p1')

@@ -16,6 +16,7 @@ its transaction committed, each payload valid against its schema
 the same schemas); nothing built or read when notifications are off;
 an operation never failed by its notification."""
 
+import datetime
 import json
 
 import oslo_messaging as messaging
@@ -329,3 +330,20 @@ def test_an_arq_that_cannot_be_described_is_dropped_not_raised(sent):
     notifications.emit_arqs(notifier_mod.Notifier(sent), None,
                             notifications.ARQ_CREATE, [{'uuid': 'u'}])
     assert sent.sent == []
+
+
+def test_an_abandoned_arq_is_told_deleted(sent, agents, host,  # noqa: F811
+                                         admin_context, database):
+    binder = binding.Binder('cond1', 1, 60, agents, agents.deliver,
+                            test_binding.LEASE,
+                            notifier=notifier_mod.Notifier(sent),
+                            abandoned_timeout=60)
+    manager = conductor_manager.ConductorManager('cond1', binder=binder,
+                                                 notifier=binder._notifier)
+    arqs = manager.arq_create(admin_context, 'two')
+    sent.take()
+    test_binding._created_at(database, arqs[1], datetime.datetime(2020, 1, 1))
+    binder.sweep(admin_context)
+    binder.stop()
+    assert _summary(sent.take()) == [
+        ('accelerator_request.delete', arqs[1]['uuid'], 'Deleting')]

@@ -164,32 +164,41 @@ OPERATIONS = {
         context, uuid, 'timed out'),
     'failure ends': lambda context, uuid, hosts: binding_db.end_failures(
         context, FAR),
+    'abandoned': lambda context, uuid, hosts: arq_db.delete_abandoned(
+        context, FAR),
 }
 
 EXPECTED = {
     INITIAL: {'bind': BOUND, 'unbind': 'ignored', 'delete': None,
               'job done': 'ignored', 'job failed': 'ignored',
-              'job timed out': 'ignored', 'failure ends': 'ignored'},
+              'job timed out': 'ignored', 'failure ends': 'ignored',
+              'abandoned': None},
     BIND_STARTED: {'bind': 'refused', 'unbind': UNBOUND, 'delete': None,
                    'job done': BOUND, 'job failed': BIND_FAILING,
-                   'job timed out': BIND_FAILED, 'failure ends': 'ignored'},
+                   'job timed out': BIND_FAILED, 'failure ends': 'ignored',
+                   'abandoned': 'ignored'},
     BOUND: {'bind': 'refused', 'unbind': UNBOUND, 'delete': None,
             'job done': 'ignored', 'job failed': 'ignored',
-            'job timed out': 'ignored', 'failure ends': 'ignored'},
+            'job timed out': 'ignored', 'failure ends': 'ignored',
+            'abandoned': 'ignored'},
     BIND_FAILING: {'bind': 'refused', 'unbind': UNBOUND, 'delete': None,
                    'job done': 'ignored', 'job failed': 'ignored',
-                   'job timed out': 'ignored', 'failure ends': BIND_FAILED},
+                   'job timed out': 'ignored', 'failure ends': BIND_FAILED,
+                   'abandoned': 'ignored'},
     BIND_FAILED: {'bind': 'refused', 'unbind': UNBOUND, 'delete': None,
                   'job done': 'ignored', 'job failed': 'ignored',
-                  'job timed out': 'ignored', 'failure ends': 'ignored'},
+                  'job timed out': 'ignored', 'failure ends': 'ignored',
+                  'abandoned': 'ignored'},
     UNBOUND: {'bind': BOUND, 'unbind': 'ignored', 'delete': None,
               'job done': 'ignored', 'job failed': 'ignored',
-              'job timed out': 'ignored', 'failure ends': 'ignored'},
+              'job timed out': 'ignored', 'failure ends': 'ignored',
+              'abandoned': 'ignored'},
     # Deleting is never committed; a delete finishes one, and nothing
     # else may move it.
     DELETING: {'bind': 'refused', 'unbind': 'refused', 'delete': None,
                'job done': 'ignored', 'job failed': 'ignored',
-               'job timed out': 'ignored', 'failure ends': 'ignored'},
+               'job timed out': 'ignored', 'failure ends': 'ignored',
+               'abandoned': 'ignored'},
 }
 
 
