@@ -44,6 +44,7 @@ import os
 import shutil
 import threading
 
+from cyborg.allinone import fake_ip
 from cyborg.allinone import fake_tools
 from cyborg.allinone.host_tree import HostTree
 
@@ -64,6 +65,7 @@ DEMO_QAT_VFS = ['0000:6b:00.%d' % f for f in range(1, 5)]
 DEMO_NIC_PF = '0000:af:00.0'
 DEMO_NIC_VFS = ['0000:af:01.%d' % f for f in range(4)]
 DEMO_NIC_IFNAME = 'ens801f0'
+DEMO_NIC_MAC = 'b4:96:91:aa:bb:c0'
 DEMO_VLAN = 100
 DEMO_PHYSNET = 'physnet1'
 DEMO_PHYSNET_TRAIT = 'CUSTOM_PHYSNET_PHYSNET1'
@@ -153,16 +155,16 @@ def add_qat(tree: HostTree) -> None:
 
 def add_nic(tree: HostTree) -> None:
     """An E810 port (ens801f0) with 4 VFs on vfio-pci, and an ``ip``
-    that accepts putting each VF in ``DEMO_VLAN`` and taking it out."""
+    that keeps each VF's VLAN and trust until the host reboots
+    (:mod:`.fake_ip`)."""
     tree.add_pci(DEMO_NIC_PF, INTEL, 0x1592, CLASS_ETHERNET, numa_node=1,
                  driver='ice', revision=0x02)
-    tree.add_netdev(DEMO_NIC_PF, DEMO_NIC_IFNAME, 'b4:96:91:aa:bb:c0')
+    tree.add_netdev(DEMO_NIC_PF, DEMO_NIC_IFNAME, DEMO_NIC_MAC)
     tree.add_sriov(DEMO_NIC_PF, DEMO_NIC_VFS, 0x1889, total_vfs=128,
                    offset=8, vf_drivers=['vfio-pci'] * len(DEMO_NIC_VFS),
                    probe_driver='iavf')
-    fake_tools.write_tool(tree.tools_dir, 'ip', {
-        tuple(vf_vlan_args(index, vlan)): fake_tools.Reply()
-        for index in range(len(DEMO_NIC_VFS)) for vlan in (DEMO_VLAN, 0)})
+    fake_ip.write_ip(tree.tools_dir,
+                     {DEMO_NIC_IFNAME: (DEMO_NIC_MAC, len(DEMO_NIC_VFS))})
 
 
 def add_fpga(tree: HostTree) -> None:

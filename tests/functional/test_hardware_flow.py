@@ -35,6 +35,7 @@ import pytest
 import requests
 
 from cyborg.allinone import demo_host
+from cyborg.allinone import fake_ip
 from cyborg.allinone import fake_tools
 from cyborg.clients import placement as placement_client
 from tests.functional import conftest
@@ -239,6 +240,12 @@ def _ip_calls(flow) -> list[list[str]]:
             if call[0] == 'ip']
 
 
+def _vlan(flow, vf: int) -> int:
+    """VF ``vf``'s VLAN as the NIC has it."""
+    return fake_ip.vf_settings(flow.tree.tools_dir,
+                               demo_host.DEMO_NIC_IFNAME)[vf]['vlan']
+
+
 @pytest.mark.parametrize('kind', sorted(PCI_DEVICES))
 def test_nova_flow_attaches_the_pci_device(flow, kind):
     deployable, group, _query = KINDS[kind]
@@ -254,6 +261,7 @@ def test_nova_flow_attaches_the_pci_device(flow, kind):
         index = demo_host.DEMO_NIC_VFS.index(_address(info))
         assert _ip_calls(flow) == before + [
             demo_host.vf_vlan_args(index, demo_host.DEMO_VLAN)]
+        assert _vlan(flow, index) == demo_host.DEMO_VLAN
     else:
         assert _ip_calls(flow) == before  # passthrough: nothing to do
     assert flow.handles_in_use() == 1
@@ -266,6 +274,7 @@ def test_nova_flow_attaches_the_pci_device(flow, kind):
             demo_host.vf_vlan_args(index, 0)], 'the VF out of the VLAN',
               flow.process)
         assert len(_ip_calls(flow)) == len(before) + 2
+        assert _vlan(flow, index) == 0
 
 
 def test_nova_flow_creates_and_removes_the_mdev(flow):

@@ -23,9 +23,10 @@ region programmed with the image at bind.
 Then the host "reboots": the all-in-one stops, the tree loses its
 runtime state as the kernel would (every mdev gone, the FPGA's port back
 to its factory function), a persistent mdev definition brings back an
-mdev of a handle no ARQ holds, and the fake ``ip`` now refuses the
-second VF. Started again, the agent, before its first report: creates
-the vGPU's mdev again, puts the first VF in the VLAN again, programs the
+mdev of a handle no ARQ holds, the NIC's VFs are back in no VLAN, and
+the fake ``ip`` now refuses the second VF. Started again, the agent,
+before its first report: creates the vGPU's mdev again, puts the first
+VF in the VLAN again (read back from the fake ``ip``), programs the
 region again with its image, removes the orphan mdev; the second VF's
 ARQ stays Bound with the reason as its ``bind_error`` and its device is
 tainted ``cyborg.restore.failed``.
@@ -39,6 +40,7 @@ import requests
 import sqlalchemy as sa
 
 from cyborg.allinone import demo_host
+from cyborg.allinone import fake_ip
 from cyborg.allinone import fake_tools
 from tests.functional import conftest
 from tests.functional import nova_flow
@@ -187,12 +189,16 @@ def _reboot(host: Host, refused_vf: int) -> str:
         'in_use = 0 ORDER BY id LIMIT 1')[0]
     assert tree.create_mdev(demo_host.DEMO_VGPU_PARENT,
                             demo_host.DEMO_VGPU_TYPE, orphan)
-    # The NIC now refuses to configure one VF.
-    fake_tools.write_tool(tree.tools_dir, 'ip', {
-        tuple(demo_host.vf_vlan_args(index, vlan)): fake_tools.Reply()
-        for index in range(len(demo_host.DEMO_NIC_VFS)) for vlan in (
-            demo_host.DEMO_VLAN, 0) if index != refused_vf})
+    # Every VF back in no VLAN; the NIC now refuses to configure one.
+    assert set(_vlans(host).values()) == {0}
+    fake_ip.refuse_vf(tree.tools_dir, demo_host.DEMO_NIC_IFNAME, refused_vf)
     return orphan
+
+
+def _vlans(host: Host) -> dict[int, int]:
+    """Each VF's VLAN as the NIC has it."""
+    return {vf: setting['vlan'] for vf, setting in fake_ip.vf_settings(
+        host.tree.tools_dir, demo_host.DEMO_NIC_IFNAME).items()}
 
 
 def test_a_rebooted_host_gets_back_what_its_arqs_hold(host):
@@ -209,6 +215,9 @@ def test_a_rebooted_host_gets_back_what_its_arqs_hold(host):
     mdev = vgpu['attach_handle_uuid']
     assert host.tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == [mdev]
     assert host.afu_id() == GZIP_AFU
+    in_vlan = {_vf_index(nic_ok), _vf_index(nic_lost)}
+    assert _vlans(host) == {vf: demo_host.DEMO_VLAN if vf in in_vlan else 0
+                            for vf in range(len(demo_host.DEMO_NIC_VFS))}
 
     host.process.stop()
     orphan = _reboot(host, _vf_index(nic_lost))
@@ -237,6 +246,8 @@ def test_a_rebooted_host_gets_back_what_its_arqs_hold(host):
     assert 'fpgaconf' in [c[0] for c in restore_calls]
 
     # The host holds again what the bound ARQs hold, and nothing else.
+    assert _vlans(host) == {vf: demo_host.DEMO_VLAN if vf == _vf_index(
+        nic_ok) else 0 for vf in range(len(demo_host.DEMO_NIC_VFS))}
     assert host.tree.mdevs_of(demo_host.DEMO_VGPU_PARENT) == [mdev]
     assert host.afu_id() == GZIP_AFU
     assert host.tree.refused == []

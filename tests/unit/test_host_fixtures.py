@@ -18,6 +18,7 @@ tree."""
 
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -25,6 +26,7 @@ from cyborg.accelerator.drivers.utils import pci
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.allinone import demo_host
+from cyborg.allinone import fake_ip
 from cyborg.allinone import fake_tools as tools
 from cyborg.allinone.host_tree import HostTree
 from tests.fixtures.hosts import hosts
@@ -282,8 +284,9 @@ def test_sriov_vf_device_is_checked_as_the_kernel_prints_it(tmp_path):
 
 
 def test_a_reboot_forgets_the_kernel_runtime_state(tmp_path):
-    """Every mdev gone, every VF's vGPU type back to 0, the FPGA ports
-    back to their factory function (unless the boards keep it)."""
+    """Every mdev gone, every VF's vGPU type back to 0, every NIC VF in
+    no VLAN, the FPGA ports back to their factory function (unless the
+    boards keep it)."""
     tree = demo_host.build(str(tmp_path / 'host'))
     parent, mdev_type = demo_host.DEMO_VGPU_PARENT, demo_host.DEMO_VGPU_TYPE
     available = tree.dev(parent, 'mdev_supported_types', mdev_type,
@@ -293,7 +296,11 @@ def test_a_reboot_forgets_the_kernel_runtime_state(tmp_path):
     afu = tree.dev(demo_host.DEMO_FPGA_PF, 'fpga_region', 'region0',
                    'dfl-port.0', 'afu_id')
     tree.write(afu, 'd8424dc4a4a3c413f89e433683f9040b')
+    ip = os.path.join(tree.tools_dir, 'ip')
+    subprocess.run([ip] + demo_host.vf_vlan_args(1, 100), check=True)
     tree.reboot(boards_keep_bitstreams=True)
+    assert fake_ip.vf_settings(tree.tools_dir, demo_host.DEMO_NIC_IFNAME)[
+        1] == {'vlan': 0, 'trust': False}
     assert tree.mdevs_of(parent) == []
     assert tree.read(available).strip() == str(demo_host.DEMO_VGPU_COUNT)
     assert tree.read(afu).strip() == 'd8424dc4a4a3c413f89e433683f9040b'

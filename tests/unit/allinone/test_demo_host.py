@@ -24,6 +24,7 @@ from cyborg.accelerator.drivers.utils import mdev
 from cyborg.accelerator.drivers.utils import runner
 from cyborg.accelerator.drivers.utils import sysfs
 from cyborg.allinone import demo_host
+from cyborg.allinone import fake_ip
 from cyborg.allinone import fake_tools
 from cyborg.domain import device_tree
 
@@ -118,8 +119,13 @@ def test_the_demo_nic_vfs_are_put_in_the_demo_vlan(conf, tmp_path):
     assert pool.preparation == 'vf'
     handle = pool.attach_handles[2]
     driver.prepare_attach_handle(handle, 'unused', pool.preparation)
+    vlans = fake_ip.vf_settings(tree.tools_dir, demo_host.DEMO_NIC_IFNAME)
+    assert {vf: s['vlan'] for vf, s in vlans.items()} == {
+        0: 0, 1: 0, 2: demo_host.DEMO_VLAN, 3: 0}
     driver.release_attach_handle(handle, 'unused', pool.preparation)
     assert [c[1:] for c in fake_tools.calls(tree.tools_dir)
             if c[0] == 'ip'] == [
         demo_host.vf_vlan_args(2, demo_host.DEMO_VLAN),
         demo_host.vf_vlan_args(2, 0)]
+    vlans = fake_ip.vf_settings(tree.tools_dir, demo_host.DEMO_NIC_IFNAME)
+    assert [s['vlan'] for s in vlans.values()] == [0] * 4
