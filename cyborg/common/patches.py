@@ -30,7 +30,9 @@ When the check fails at run time, what is safe decides what happens:
 * :func:`install_pecan_argspec_cache`, :func:`parsed_json_request`,
   :func:`skip_redundant_rollbacks` and :func:`relax_amqp_idle_polling`
   only save CPU or a round trip; cyborg works the same without them.
-  They log a WARNING and leave the library as it is.
+  :func:`shorten_obsolete_reply_queue_memory` shortens a recovery after a
+  RabbitMQ outage; without it the recovery takes a minute more. They log
+  a WARNING and leave the library as it is.
 * :func:`mutable_config_snapshot` makes a reload with an invalid value
   undoable; without it the reload could not be undone, so it raises
   :class:`PatchError` before anything changed and the reload is refused.
@@ -219,6 +221,57 @@ def relax_amqp_idle_polling(interval: float = IDLE_POLL_INTERVAL) -> bool:
         return _skipped('AMQP idle polling', problem)
     if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < interval:
         amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = interval
+    return True
+
+
+# oslo.messaging: a reply queue found missing is not dropped for a minute ----
+
+#: Seconds an RPC server drops its replies to a reply queue it gave up
+#: sending to (see shorten_obsolete_reply_queue_memory).
+OBSOLETE_REPLY_QUEUE_SECONDS = 5
+
+
+def obsolete_reply_queue_problem() -> str | None:
+    """What keeps :func:`shorten_obsolete_reply_queue_memory` from
+    applying; None: nothing."""
+    cache = getattr(amqpdriver, 'ObsoleteReplyQueuesCache', None)
+    ttl = getattr(cache, 'TTL', None)
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):
+        return ('oslo_messaging._drivers.amqpdriver.ObsoleteReplyQueuesCache'
+                '.TTL is %r, not a number' % (ttl,))
+    if not _reads(cache.__init__, 'TTL'):
+        return 'ObsoleteReplyQueuesCache.__init__ no longer reads TTL'
+    return None
+
+
+def shorten_obsolete_reply_queue_memory(
+        seconds: float = OBSOLETE_REPLY_QUEUE_SECONDS) -> bool:
+    """Make an RPC server drop its replies to a reply queue it gave up
+    on for ``seconds`` (oslo.messaging: 60) rather than a minute; whether
+    the patch applies.
+
+    A server that could not send a reply for
+    ``kombu_missing_consumer_retry_timeout`` (60 s) remembers the reply
+    queue as gone and drops every later reply to it, for the cache's
+    TTL, without trying. After a RabbitMQ outage of a minute or more, the
+    reply to a call received just before it is given up while the broker
+    is still away, and the caller (an API process, which declares its
+    reply queue again within ``rabbit_interval_max`` of the broker's
+    return) then got no answer from that conductor for a minute although
+    the conductor did every write: measured with
+    ``tools/bench/outages.py``, one conductor of two answered nothing for
+    60-63 s after the broker came back. The memory only saves a pooled
+    connection's wait for replies to a caller that is really gone: a
+    dead caller sends no more calls, so only the replies it was owed are
+    tried again, each once more at most every ``seconds``.
+    Process-wide; never lengthens the library's value.
+    """
+    problem = obsolete_reply_queue_problem()
+    if problem is not None:
+        return _skipped('obsolete reply queue memory', problem)
+    cache = amqpdriver.ObsoleteReplyQueuesCache
+    if cache.TTL > seconds:
+        cache.TTL = seconds
     return True
 
 

@@ -223,6 +223,7 @@ def get_transport(conf: cfg.ConfigOpts):
     if url and url.startswith(constants.INPROC_TRANSPORT_URL):
         return LocalTransport()
     patches.relax_amqp_idle_polling()
+    patches.shorten_obsolete_reply_queue_memory()
     transport = messaging.get_rpc_transport(
         conf, allowed_remote_exmods=ALLOWED_EXMODS)
     _set_rabbit_defaults(conf)

@@ -21,6 +21,8 @@ import json
 from unittest import mock
 
 from keystonemiddleware import opts as ksm_opts
+from oslo_db import exception as db_exc
+import oslo_messaging as messaging
 import pytest
 import sqlalchemy as sa
 import webob
@@ -953,3 +955,106 @@ def test_unsupported_methods(app):
     response = _request(app, 'POST', '%s/%s' % (PATH, A))
     assert response.status_int == 405
     assert response.headers['Allow'] == 'DELETE, GET, PATCH'
+
+
+# A write the conductor did, whose answer was lost ------------------------
+
+
+def _set_arq(database, uuid, **values):
+    table = models.ExtendedAcceleratorRequest.__table__
+    with database.begin() as connection:
+        connection.execute(
+            sa.update(table).where(table.c.uuid == uuid).values(**values))
+
+
+def _delete_arqs(database, *uuids):
+    table = models.ExtendedAcceleratorRequest.__table__
+    with database.begin() as connection:
+        connection.execute(sa.delete(table).where(table.c.uuid.in_(uuids)))
+
+
+def _lost_answer(do=lambda: None):
+    """A conductor call that does ``do`` (the conductor's write), then
+    times out as when its answer was lost."""
+    def call(*args, **kwargs):
+        do()
+        raise messaging.MessagingTimeout('no answer')
+    return call
+
+
+def _bound(database, uuid, instance=INSTANCE):
+    return lambda: _set_arq(database, uuid, state=states.BOUND,
+                            hostname='h1', device_rp_uuid=RP,
+                            instance_uuid=instance)
+
+
+@pytest.mark.parametrize('bound_to,status', [
+    (INSTANCE, 202), (OTHER_INSTANCE, 503), (None, 503)])
+def test_a_bind_done_whose_answer_was_lost_is_accepted(
+        app, conductor, database, seed, bound_to, status):
+    uuid = _insert(database, seed, 1)
+    conductor.arq_bind.side_effect = _lost_answer(
+        _bound(database, uuid, bound_to) if bound_to else lambda: None)
+    response = _request(app, 'PATCH', PATH, {uuid: _bind_ops()},
+                        headers={**P1, **SERVICE})
+    assert response.status_int == status
+    if status == 503:
+        assert response.headers['Retry-After'] == '5'
+
+
+def test_a_bind_answered_503_when_the_database_cannot_tell(
+        app, conductor, database, seed):
+    uuid = _insert(database, seed, 1)
+    conductor.arq_bind.side_effect = _lost_answer(_bound(database, uuid))
+    with mock.patch('cyborg.db.arqs.arq_list',
+                    side_effect=db_exc.DBConnectionError('gone')):
+        response = _request(app, 'PATCH', PATH, {uuid: _bind_ops()},
+                            headers={**P1, **SERVICE})
+    assert response.status_int == 503
+    assert 'conductor' in _fault(response)
+
+
+@pytest.mark.parametrize('done,status', [(True, 202), (False, 503)])
+def test_an_unbind_done_whose_answer_was_lost_is_accepted(
+        app, conductor, database, seed, done, status):
+    uuid = _insert(database, seed, 1, state=states.BOUND,
+                   instance=INSTANCE, handle=0)
+    conductor.arq_unbind.side_effect = _lost_answer(
+        (lambda: _set_arq(database, uuid, state=states.UNBOUND,
+                          hostname=None, device_rp_uuid=None,
+                          instance_uuid=None, attach_handle_id=None))
+        if done else lambda: None)
+    response = _request(app, 'PATCH', PATH, {uuid: UNBIND_OPS},
+                        headers={**P1, **SERVICE})
+    assert response.status_int == status
+
+
+@pytest.mark.parametrize('done,status', [(True, 204), (False, 503)])
+def test_a_deletion_done_whose_answer_was_lost_is_done(
+        app, conductor, database, seed, done, status):
+    first = _insert(database, seed, 1)
+    second = _insert(database, seed, 2, state=states.BOUND,
+                     instance=INSTANCE, handle=0)
+    conductor.arq_delete.side_effect = _lost_answer(
+        (lambda: _delete_arqs(database, first)) if not done
+        else (lambda: _delete_arqs(database, first, second)))
+    response = _request(app, 'DELETE', '%s?arqs=%s,%s' % (PATH, first,
+                                                          second),
+                        headers={**P1, **SERVICE})
+    assert response.status_int == status
+    # By instance: done once the instance has none left.
+    conductor.arq_delete.side_effect = _lost_answer(
+        lambda: _delete_arqs(database, second))
+    response = _request(app, 'DELETE', PATH + '?instance=' + INSTANCE,
+                        headers={**P1, **SERVICE})
+    assert response.status_int == 204
+
+
+def test_a_creation_whose_answer_was_lost_is_answered_503(
+        app, conductor, database, seed):
+    # Its ARQs' uuids are unknown to the caller: the conductors delete
+    # them as abandoned ([conductor] abandoned_arq_timeout).
+    conductor.arq_create.side_effect = _lost_answer()
+    response = _request(app, 'POST', PATH, {'device_profile_name': 'dp'},
+                        headers=P1)
+    assert response.status_int == 503

@@ -286,3 +286,44 @@ def test_a_pool_that_no_longer_rolls_back_through_the_dialect(
     assert not patches.skip_redundant_rollbacks(engine)
     assert 'no longer rolls back through the dialect' in (
         warnings_logged[0].getMessage())
+
+
+# oslo.messaging obsolete reply queues ----------------------------------------
+
+def test_oslo_messaging_still_reads_the_patched_reply_queue_ttl():
+    assert isinstance(amqpdriver.ObsoleteReplyQueuesCache.TTL, int)
+    assert 'TTL' in (
+        amqpdriver.ObsoleteReplyQueuesCache.__init__.__code__.co_names)
+    assert patches.obsolete_reply_queue_problem() is None
+
+
+def test_rabbit_transport_forgets_obsolete_reply_queues_soon(conf,
+                                                             monkeypatch):
+    from cyborg.common import rpc
+    monkeypatch.setattr(amqpdriver.ObsoleteReplyQueuesCache, 'TTL', 60)
+    conf.set_override('transport_url', 'rabbit://u:p@127.0.0.1:1/')
+    transport = rpc.get_transport(conf)  # connects lazily: no broker needed
+    try:
+        cache = amqpdriver.ObsoleteReplyQueuesCache()
+        assert cache._cache.ttl == patches.OBSOLETE_REPLY_QUEUE_SECONDS
+        # A reply queue given up on is tried again once that is over.
+        cache.add('reply_q', 'msg')
+        assert not cache.reply_q_valid('reply_q', 'msg')
+    finally:
+        transport.cleanup()
+
+
+def test_shorter_reply_queue_memory_never_lengthens_it(monkeypatch):
+    monkeypatch.setattr(amqpdriver.ObsoleteReplyQueuesCache, 'TTL', 2)
+    assert patches.shorten_obsolete_reply_queue_memory(5)
+    assert amqpdriver.ObsoleteReplyQueuesCache.TTL == 2
+
+
+def test_a_changed_reply_queue_cache_is_left_alone_with_a_warning(
+        monkeypatch, warnings_logged):
+    monkeypatch.setattr(amqpdriver.ObsoleteReplyQueuesCache, 'TTL', None)
+    assert not patches.shorten_obsolete_reply_queue_memory()
+    assert [r.getMessage() for r in warnings_logged] == [
+        'Library patch obsolete reply queue memory not applied: '
+        'oslo_messaging._drivers.amqpdriver.ObsoleteReplyQueuesCache.TTL is '
+        'None, not a number']

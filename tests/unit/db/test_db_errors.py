@@ -488,6 +488,11 @@ def test_api_read_database_error_is_503(conf, database, db_error):
 ])
 def test_api_write_unavailable_is_503(conf, database, rpc_error, message,
                                       method, path, body, conductor_method):
+    # An ARQ of the instance: its deletion is not done (a deletion by
+    # instance of an instance without ARQs is done, whatever the
+    # conductor answers).
+    factories.create_test_arq(
+        database, instance_uuid='22222222-2222-4222-8222-222222222222')
     conductor = mock.Mock()
     getattr(conductor, conductor_method).side_effect = rpc_error
     app = _app(conf, conductor)

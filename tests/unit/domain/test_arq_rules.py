@@ -49,3 +49,45 @@ def test_the_api_asks_for_every_field_a_bind_sets():
                             is_admin=False, max_items=10, update_rule='rule')
     for field in set(arq_rules.BIND_FIELDS) - {'hostname'}:
         assert field in str(error.value)
+
+
+BINDING = {'hostname': 'h1', 'device_rp_uuid': 'rp1', 'instance_uuid': 'i1'}
+
+
+def _arq(uuid, state, **fields):
+    return {'uuid': uuid, 'state': state,
+            **dict.fromkeys(arq_rules.BIND_FIELDS), **fields}
+
+
+@pytest.mark.parametrize('state,expected', [
+    ('Initial', False), ('Unbound', False), ('BindStarted', True),
+    ('Bound', True), ('BindFailing', True), ('BindFailed', True)])
+def test_a_bind_is_done_once_its_arqs_left_the_unbound_states(
+        state, expected):
+    assert arq_rules.bind_done([_arq('a', state, **BINDING)],
+                               {'a': BINDING}) is expected
+
+
+@pytest.mark.parametrize('arqs,bindings', [
+    # Bound elsewhere: another bind's doing.
+    ([_arq('a', 'Bound', **dict(BINDING, instance_uuid='i2'))],
+     {'a': BINDING}),
+    ([_arq('a', 'Bound', **dict(BINDING, hostname='h2'))], {'a': BINDING}),
+    ([_arq('a', 'Bound', **dict(BINDING, device_rp_uuid='rp2'))],
+     {'a': BINDING}),
+    # One of the two not bound, or gone.
+    ([_arq('a', 'Bound', **BINDING), _arq('b', 'Initial')],
+     {'a': BINDING, 'b': BINDING}),
+    ([_arq('a', 'Bound', **BINDING)], {'a': BINDING, 'b': BINDING}),
+])
+def test_a_bind_is_not_done_unless_every_arq_holds_it(arqs, bindings):
+    assert not arq_rules.bind_done(arqs, bindings)
+
+
+def test_an_unbind_is_done_once_every_arq_is_unbound():
+    assert arq_rules.unbind_done([_arq('a', 'Unbound'), _arq('b', 'Initial')],
+                                 ['a', 'b'])
+    assert not arq_rules.unbind_done(
+        [_arq('a', 'Unbound'), _arq('b', 'Bound', **BINDING)], ['a', 'b'])
+    # Gone: not an unbind's doing.
+    assert not arq_rules.unbind_done([_arq('a', 'Unbound')], ['a', 'b'])

@@ -22,8 +22,11 @@ by default a service token (a token whose roles include one of
 ``[keystone_authtoken] service_token_roles``).
 """
 
+from collections.abc import Callable
 from typing import Any
 
+from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_utils import timeutils
 import pecan
 
@@ -42,6 +45,8 @@ from cyborg.domain import device_health
 from cyborg.domain import device_profile as dp_rules
 from cyborg.domain import restore
 from cyborg.policies import arq as policy
+
+LOG = logging.getLogger(__name__)
 
 COLLECTION = 'accelerator_requests'
 RESOLVED = 'resolved'
@@ -141,6 +146,34 @@ def _uuid_list(value: str) -> list[str]:
     return list(dict.fromkeys(uuids))
 
 
+def _unless_done(write: Callable[[], None], done: Callable[[], bool],
+                 what: str) -> None:
+    """Have the conductor do ``write``; when it does not answer in time,
+    succeed all the same if ``done()`` reads the write done.
+
+    A conductor may do a write and its answer be lost: RabbitMQ went away
+    in between, or, after a broker restart, oslo.messaging drops a
+    conductor's answers to a reply queue it once found missing, for a
+    minute. Nova must not fail a build, or keep a device, for a write that
+    was done. A write not seen done still answers 503 (a conductor still
+    at it may finish it later, as before).
+    """
+    try:
+        write()
+    except messaging.MessagingTimeout:
+        try:
+            finished = done()
+        except Exception:
+            # The database is away too: the 503 of the timeout stands.
+            LOG.debug('Cannot read whether the %s was done', what,
+                      exc_info=True)
+            finished = False
+        if not finished:
+            raise
+        LOG.info('The conductor did not answer the %s in time, but it is '
+                 'done: answered as done', what)
+
+
 def _patch_schema(*path: str) -> dict:
     """A member's PATCH also takes the bare op list."""
     return schema.PATCH_MEMBER if path else schema.PATCH
@@ -197,10 +230,19 @@ class ARQsController(routing.Resource):
             max_items=_max_items(), update_rule=policy.UPDATE)
         # The conductor answers 404 for ARQs the caller cannot see.
         conductor = pecan.request.conductor_api
+        scope = arq_rules.project_scope(context)
         if request.unbind:
-            conductor.arq_unbind(context, request.unbind)
+            _unless_done(
+                lambda: conductor.arq_unbind(context, request.unbind),
+                lambda: arq_rules.unbind_done(arq_db.arq_list(
+                    context, scope, uuids=request.unbind), request.unbind),
+                'unbind of ARQs %s' % ', '.join(request.unbind))
         else:
-            conductor.arq_bind(context, request.bind)
+            _unless_done(
+                lambda: conductor.arq_bind(context, request.bind),
+                lambda: arq_rules.bind_done(arq_db.arq_list(
+                    context, scope, uuids=list(request.bind)), request.bind),
+                'bind of ARQs %s' % ', '.join(request.bind))
         return base.no_content(202)
 
     @pecan.expose('json')
@@ -218,7 +260,12 @@ class ARQsController(routing.Resource):
         if 'instance' in query:
             base.authorize(*_SERVICE_TOKEN)
             instance = validation.check_uuid(query['instance'])
-            conductor.arq_delete(context, instance_uuid=instance)
+            _unless_done(
+                lambda: conductor.arq_delete(context, instance_uuid=instance),
+                lambda: not arq_db.arq_list(
+                    context, arq_rules.project_scope(context),
+                    instance_uuid=instance),
+                'deletion of the ARQs of instance %s' % instance)
             return base.no_content()
         uuids = _uuid_list(query['arqs'])
         arqs = _lookup(context, uuids)
@@ -227,5 +274,9 @@ class ARQsController(routing.Resource):
                 if arq['instance_uuid']:
                     raise exception.ARQBoundToInstance(
                         uuid=arq['uuid'], instance=arq['instance_uuid'])
-        conductor.arq_delete(context, uuids=uuids)
+        _unless_done(
+            lambda: conductor.arq_delete(context, uuids=uuids),
+            lambda: not arq_db.arq_list(
+                context, arq_rules.project_scope(context), uuids=uuids),
+            'deletion of ARQs %s' % ', '.join(uuids))
         return base.no_content()
