@@ -154,8 +154,7 @@ def _unless_done(write: Callable[[], None], done: Callable[[], bool],
     A conductor may do a write and its answer be lost: RabbitMQ went away
     in between, or, after a broker outage, oslo.messaging on the
     conductor drops its answers to a reply queue it gave up on for a
-    while (see :func:`cyborg.common.patches.
-    shorten_obsolete_reply_queue_memory`). Nova must not fail a build, or
+    while (``cyborg.common.patches``: 5 s). Nova must not fail a build, or
     keep a device, for a write that was done. A write not seen done still
     answers 503 (a conductor still at it may finish it later, as before).
     """
