@@ -10,11 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""RPC over a real RabbitMQ with the relaxed idle polling.
+"""RPC over a real RabbitMQ with cyborg's patches of oslo.messaging.
 
 :func:`cyborg.common.patches.relax_amqp_idle_polling` makes idle
 consumers sleep longer between polls; a request or reply must still end
 the wait the moment it arrives, after any idle gap.
+:func:`cyborg.common.patches.shorten_obsolete_reply_queue_memory`: a
+server that gave an answer up answers that caller again within seconds.
 """
 
 import statistics
@@ -22,6 +24,7 @@ import threading
 import time
 
 from oslo_config import cfg
+import oslo_messaging as messaging
 from oslo_messaging._drivers import amqpdriver
 import pytest
 
@@ -44,7 +47,9 @@ class Endpoint:
 
 
 @pytest.fixture
-def rabbit_rpc(rabbitmq):
+def rabbit_rpc_parts(rabbitmq):
+    """An RPC server and client on one cyborg transport: (client,
+    endpoint, server, transport)."""
     # oslo.messaging registers some of its options on the global CONF
     # only (tracing, metrics), so a private ConfigOpts will not do.
     conf = cfg.CONF
@@ -56,12 +61,18 @@ def rabbit_rpc(rabbitmq):
     server.start()
     client = rpc.get_client(transport, 'rpc-test').prepare(timeout=10)
     try:
-        yield client, endpoint
+        yield client, endpoint, server, transport
     finally:
         server.stop()
         server.wait()
         transport.cleanup()
         conf.clear_override('transport_url')
+
+
+@pytest.fixture
+def rabbit_rpc(rabbit_rpc_parts):
+    client, endpoint, _server, _transport = rabbit_rpc_parts
+    return client, endpoint
 
 
 def test_calls_after_idle_gaps_are_answered_at_once(rabbit_rpc):
@@ -91,3 +102,25 @@ def test_casts_are_delivered(rabbit_rpc):
     client.cast(context, 'note', value='x')
     assert endpoint.cast_seen.wait(10)
     assert endpoint.casts == ['x']
+
+
+def test_answers_to_a_reply_queue_given_up_on_resume_after_seconds(
+        rabbit_rpc_parts):
+    """A server that gave an answer up (its reply queue missing for
+    ``kombu_missing_consumer_retry_timeout``, as after a broker outage
+    of a minute) drops its later answers to that queue unsent only for
+    :data:`patches.OBSOLETE_REPLY_QUEUE_SECONDS`, not oslo.messaging's
+    minute."""
+    client, _endpoint, server, transport = rabbit_rpc_parts
+    context = cyborg_context.RequestContext(project_id='p1')
+    client.call(context, 'echo', value=0)  # the reply queue exists
+    # What the server's listener does when it gives an answer up.
+    given_up = time.monotonic()
+    server.listener._poll_style_listener._obsolete_reply_queues.add(
+        transport._driver._reply_q, 'given-up')
+    with pytest.raises(messaging.MessagingTimeout):
+        client.prepare(timeout=1).call(context, 'echo', value=1)
+    time.sleep(max(0.0, given_up + patches.OBSOLETE_REPLY_QUEUE_SECONDS + 0.5
+                   - time.monotonic()))
+    assert client.prepare(timeout=5).call(context, 'echo', value=2) == {
+        'value': 2, 'project': 'p1'}
