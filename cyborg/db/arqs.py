@@ -494,7 +494,7 @@ def arq_unbind(context, uuids: list[str], project_id: str | None,
     connection = context.connection
     # Unbinding an unbound ARQ changes nothing (Nova repeats unbinds).
     rows = [row for row in lock(connection, uuids, project_id)
-            if row.state not in (states.INITIAL, states.UNBOUND)]
+            if row.state not in states.UNBOUND_STATES]
     if described is not None:
         # Replaced, not added to: a retried transaction describes again.
         described[:] = describe(connection, [row.uuid for row in rows])

@@ -73,6 +73,10 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 # States whose bind has an outcome Nova can act on (bind_state=resolved).
 RESOLVED = frozenset([BOUND, BIND_FAILED, DELETING])
 
+# States of an ARQ bound to nothing: an unbind leaves it in one (Initial:
+# never bound), and unbinding it again changes nothing.
+UNBOUND_STATES = frozenset([INITIAL, UNBOUND])
+
 # States whose bind failed; their ``bind_error`` says why.
 FAILED = frozenset([BIND_FAILING, BIND_FAILED])
 

@@ -42,10 +42,6 @@ def project_scope(context: Caller) -> str | None:
     return None if context.is_admin else context.project_id
 
 
-# States an unbind leaves ARQs in (nothing enters Initial: one never bound).
-_UNBOUND = frozenset([arq_states.INITIAL, arq_states.UNBOUND])
-
-
 def bind_done(arqs: list[Mapping[str, Any]],
               bindings: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether ``arqs`` (as the database has them now) show the bind
@@ -54,7 +50,7 @@ def bind_done(arqs: list[Mapping[str, Any]],
     fields."""
     found = {arq['uuid']: arq for arq in arqs}
     return set(found) == set(bindings) and all(
-        found[uuid]['state'] not in _UNBOUND and all(
+        found[uuid]['state'] not in arq_states.UNBOUND_STATES and all(
             found[uuid][field] == binding[field] for field in BIND_FIELDS)
         for uuid, binding in bindings.items())
 
@@ -63,4 +59,5 @@ def unbind_done(arqs: list[Mapping[str, Any]], uuids: list[str]) -> bool:
     """Whether ``arqs`` (as the database has them now) show the ARQs
     ``uuids`` unbound."""
     return ({arq['uuid'] for arq in arqs} == set(uuids)
-            and all(arq['state'] in _UNBOUND for arq in arqs))
+            and all(arq['state'] in arq_states.UNBOUND_STATES
+                    for arq in arqs))

@@ -147,9 +147,10 @@ def _uuid_list(value: str) -> list[str]:
 
 
 def _unless_done(write: Callable[[], None], done: Callable[[], bool],
-                 what: str) -> None:
+                 what: str, subjects: list[str]) -> None:
     """Have the conductor do ``write``; when it does not answer in time,
-    succeed all the same if ``done()`` reads the write done.
+    succeed all the same if ``done()`` reads the write done. ``what``
+    and ``subjects`` (uuids) name the write in the log, only then.
 
     A conductor may do a write and its answer be lost: RabbitMQ went away
     in between, or, after a broker outage, oslo.messaging on the
@@ -161,17 +162,18 @@ def _unless_done(write: Callable[[], None], done: Callable[[], bool],
     try:
         write()
     except messaging.MessagingTimeout:
+        named = '%s %s' % (what, ', '.join(subjects))
         try:
             finished = done()
         except Exception:
             # The database is away too: the 503 of the timeout stands.
-            LOG.debug('Cannot read whether the %s was done', what,
+            LOG.debug('Cannot read whether the %s was done', named,
                       exc_info=True)
             finished = False
         if not finished:
             raise
         LOG.info('The conductor did not answer the %s in time, but it is '
-                 'done: answered as done', what)
+                 'done: answered as done', named)
 
 
 def _patch_schema(*path: str) -> dict:
@@ -236,13 +238,13 @@ class ARQsController(routing.Resource):
                 lambda: conductor.arq_unbind(context, request.unbind),
                 lambda: arq_rules.unbind_done(arq_db.arq_list(
                     context, scope, uuids=request.unbind), request.unbind),
-                'unbind of ARQs %s' % ', '.join(request.unbind))
+                'unbind of ARQs', request.unbind)
         else:
             _unless_done(
                 lambda: conductor.arq_bind(context, request.bind),
                 lambda: arq_rules.bind_done(arq_db.arq_list(
                     context, scope, uuids=list(request.bind)), request.bind),
-                'bind of ARQs %s' % ', '.join(request.bind))
+                'bind of ARQs', list(request.bind))
         return base.no_content(202)
 
     @pecan.expose('json')
@@ -257,15 +259,15 @@ class ARQsController(routing.Resource):
         if args:
             query = {'arqs': args[0]}
         conductor = pecan.request.conductor_api
+        scope = arq_rules.project_scope(context)
         if 'instance' in query:
             base.authorize(*_SERVICE_TOKEN)
             instance = validation.check_uuid(query['instance'])
             _unless_done(
                 lambda: conductor.arq_delete(context, instance_uuid=instance),
-                lambda: not arq_db.arq_list(
-                    context, arq_rules.project_scope(context),
-                    instance_uuid=instance),
-                'deletion of the ARQs of instance %s' % instance)
+                lambda: not arq_db.arq_list(context, scope,
+                                            instance_uuid=instance),
+                'deletion of the ARQs of instance', [instance])
             return base.no_content()
         uuids = _uuid_list(query['arqs'])
         arqs = _lookup(context, uuids)
@@ -276,7 +278,6 @@ class ARQsController(routing.Resource):
                         uuid=arq['uuid'], instance=arq['instance_uuid'])
         _unless_done(
             lambda: conductor.arq_delete(context, uuids=uuids),
-            lambda: not arq_db.arq_list(
-                context, arq_rules.project_scope(context), uuids=uuids),
-            'deletion of ARQs %s' % ', '.join(uuids))
+            lambda: not arq_db.arq_list(context, scope, uuids=uuids),
+            'deletion of ARQs', uuids)
         return base.no_content()
