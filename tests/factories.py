@@ -174,6 +174,15 @@ def create_test_service(engine=None, **kw) -> dict[str, Any]:
     return _insert(engine, models.Service, values)
 
 
+def create_test_provider(engine=None, **kw) -> dict[str, Any]:
+    """What a sync of host ``h1`` recorded of one resource provider."""
+    values = {'uuid': uuidutils.generate_uuid(), 'host': 'h1',
+              'name': 'h1_provider-%d' % next(_numbers),
+              'parent_uuid': uuidutils.generate_uuid(), 'generation': 1}
+    values.update(kw)
+    return _insert(engine, models.PlacementProvider, values)
+
+
 def create_test_nova_event(engine=None, **kw) -> dict[str, Any]:
     """A ``completed`` event in the outbox, due now and never sent."""
     values = {'arq_uuid': uuidutils.generate_uuid(),

@@ -22,6 +22,7 @@ from cyborg import context as cyborg_context
 from cyborg.agent import discovery
 from cyborg.agent import driver_calls
 from cyborg.agent import manager
+from cyborg.agent import partition_guard
 from cyborg.agent import remediate
 from cyborg.agent import restore
 from cyborg.common import constants
@@ -64,6 +65,9 @@ def create(conf: cfg.ConfigOpts, transport,
         transport, version_cap=conf.upgrade_levels.conductor)
     drivers = discovery.load_drivers(conf, runner=runner,
                                      host=host_root)
+    guard = partition_guard.ConductorSwitchGuard(conductor_api, host)
+    for driver in drivers:
+        driver.use_switch_guard(guard)
     locks = driver_calls.DriverLocks()
     remediator = remediate.Remediator(
         remediation.Tracker(catalog(conf), conf.remediation.recovery_reports),

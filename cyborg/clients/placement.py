@@ -339,9 +339,14 @@ class PlacementClient:
 
     def provider_allocations(self, uuid: str) -> dict[str, dict]:
         """The allocations against a provider, by consumer uuid."""
-        response = self.request('GET', '/resource_providers/%s/allocations'
-                                % _quote(uuid))
-        return response.json()['allocations']
+        return self.provider_allocations_at(uuid)[1]
+
+    def provider_allocations_at(self, uuid: str) -> tuple[int, dict]:
+        """(provider generation, {consumer uuid: allocation}) of one
+        read: an allocation made after it moves the generation."""
+        body = self.request('GET', '/resource_providers/%s/allocations'
+                            % _quote(uuid)).json()
+        return body['resource_provider_generation'], body['allocations']
 
     def consumer_allocations(self, consumer: str) -> dict[str, dict]:
         """The allocations of ``consumer``, by provider uuid (empty when

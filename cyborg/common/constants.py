@@ -18,7 +18,7 @@ AGENT_TOPIC = 'cyborg-agent'
 # The newest version of each RPC API, which its endpoint serves; the
 # version history is in cyborg.conductor.rpcapi.ConductorAPI and
 # cyborg.agent.rpcapi.AgentAPI.
-CONDUCTOR_RPC_API_VERSION = '1.9'
+CONDUCTOR_RPC_API_VERSION = '1.10'
 AGENT_RPC_API_VERSION = '1.4'
 
 BINARY_CONDUCTOR = 'cyborg-conductor'

@@ -109,11 +109,15 @@ class ConductorManager:
                  usage_period: int | None = None,
                  prober: alternatives.Prober | None = None,
                  quotas: quotas_mod.UnifiedLimits | None = None,
-                 partitions: partitions_mod.Partitions | None = None):
+                 partitions: partitions_mod.Partitions | None = None,
+                 switch_guard: partitions_mod.SwitchGuard | None = None):
         self.host = host
         # Devices' partition profiles, set through their agents (None:
         # refused, as by a service without agents).
         self._partitions = partitions
+        # Agents' switches of partition profile (None: no Placement to
+        # ask, every switch refused).
+        self._switch_guard = switch_guard or partitions_mod.SwitchGuard(None)
         # No Placement (none given): every group answers its first
         # alternative.
         self._prober = prober or alternatives.Prober(None)
@@ -381,6 +385,15 @@ class ConductorManager:
             raise exception.ServiceUnavailable(
                 reason='this conductor sets no partition profiles')
         self._partitions.set(context, uuid, profile, pinned)
+
+    @_expected
+    def partition_switch(self, context, host: str, address: str,
+                         deployable: str) -> dict[str, Any]:
+        """Whether ``host``'s empty device at ``address`` may serve
+        ``deployable`` (API 1.10; see
+        :class:`cyborg.conductor.partitions.SwitchGuard`)."""
+        return self._switch_guard.may_serve(context, host, address,
+                                            deployable).to_wire()
 
     @_expected
     def attribute_create(self, context, values: dict[str, Any]

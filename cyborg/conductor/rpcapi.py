@@ -67,6 +67,9 @@ class ConductorAPI:
     * 1.9 - Add prepared_handles and handles_restored (an agent restores
       its host's prepared handles before its first report after a
       start). Capped below 1.9, the agent restores nothing.
+    * 1.10 - Add partition_switch (an agent asks before an empty device
+      changes the partition profile it serves). Capped below 1.10, the
+      agent's drivers switch without asking, as before.
 
     To change the API, add a line above, raise :attr:`RPC_API_VERSION`
     (``cyborg.common.constants.CONDUCTOR_RPC_API_VERSION``),
@@ -192,6 +195,20 @@ class ConductorAPI:
         client = self._prepare('handles_restored', '1.9')
         client.prepare(timeout=REPORT_TIMEOUT).call(
             context, 'handles_restored', host=host, outcome=outcome)
+
+    def partition_switch(self, context, host: str, address: str,
+                         deployable: str) -> dict[str, Any] | None:
+        """Whether ``host``'s empty device at ``address`` may serve
+        ``deployable`` in place of what it serves (a
+        :class:`cyborg.domain.partitions.SwitchAnswer` in wire form; API
+        1.10); None where the cap is below 1.10."""
+        if not self._client.can_send_version('1.10'):
+            return None
+        # Asked inside a discovery: no longer than a report may wait.
+        client = self._prepare('partition_switch', '1.10')
+        return client.prepare(timeout=REPORT_TIMEOUT).call(
+            context, 'partition_switch', host=host, address=address,
+            deployable=deployable)
 
     def _report(self, version: str, context, **kwargs) -> dict[str, bool]:
         client = self._prepare('report_inventory', version)

@@ -152,7 +152,8 @@ def create(conf: cfg.ConfigOpts, transport,
         # The probe shares the sync's Placement client.
         prober=alternatives.Prober(lambda: sync.client),
         quotas=quotas.from_conf(conf),
-        partitions=partitions.Partitions(agents))
+        partitions=partitions.Partitions(agents, lambda: sync.client),
+        switch_guard=partitions.SwitchGuard(lambda: sync.client))
 
     def admin():
         return cyborg_context.get_admin_context()

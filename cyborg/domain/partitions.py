@@ -23,11 +23,18 @@ GPU in ``static`` mode, any other device) shows null.
 
 The profile an administrator sets is checked here too: a name as NVIDIA
 writes a GPU instance profile (``1g.18gb``, ``1g.18gb+me``).
+
+A device that serves one profile at a time changes it only when nothing
+holds what it serves, Placement's allocations not bound yet included:
+its driver asks a :class:`SwitchGuard` before each change, and serves
+what the :class:`SwitchAnswer` says.
 """
 
+import dataclasses
 import json
 import re
 from typing import Any
+from typing import Protocol
 
 STATIC = 'static'
 HOMOGENEOUS = 'homogeneous'
@@ -87,3 +94,43 @@ def from_stored(text: str | None) -> dict[str, Any] | None:
         return clean(json.loads(text))
     except ValueError:
         return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchAnswer:
+    """Whether a device may serve a deployable it does not serve now.
+
+    ``allowed``: nothing holds what it serves (no accelerator request,
+    no attach handle in use, no Placement allocation) and Placement
+    grants nothing more of it until the next report is synced. Refused,
+    ``serving`` names the deployables the device serves as the
+    conductor knows them (empty: unknown), which the driver keeps."""
+
+    allowed: bool
+    serving: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {'allowed': self.allowed, 'serving': list(self.serving)}
+
+    @classmethod
+    def from_wire(cls, value: Any) -> 'SwitchAnswer':
+        """The answer of a conductor; anything malformed refuses."""
+        if not isinstance(value, dict) or value.get('allowed') is not True:
+            serving = value.get('serving') if isinstance(value, dict) else ()
+            names = tuple(n for n in serving if isinstance(n, str)) if (
+                isinstance(serving, list)) else ()
+            return cls(False, names)
+        return cls(True)
+
+
+#: What a device's driver is told where nothing can be asked.
+ALLOWED = SwitchAnswer(True)
+
+
+class SwitchGuard(Protocol):
+    """Asked by a driver before a device serves a deployable it did not
+    serve in its last report (a GPU switching its partition profile)."""
+
+    def may_serve(self, address: str, deployable: str) -> SwitchAnswer:
+        """Whether the device at ``address`` may serve ``deployable``
+        (its name) in place of what it serves now."""

@@ -88,6 +88,7 @@ import abc
 
 from cyborg.accelerator.drivers import errors
 from cyborg.domain import device_tree
+from cyborg.domain import partitions
 from cyborg.domain import remediation
 from cyborg.domain import utilization as utilization_mod
 
@@ -185,6 +186,15 @@ class AcceleratorDriver(abc.ABC):
         """
         raise errors.PartitionRefused(
             reason='%s does not partition devices' % self.name)
+
+    def use_switch_guard(self, guard: partitions.SwitchGuard) -> None:
+        """Ask ``guard`` (the agent gives its own before the first
+        discovery) before an empty device serves a partition profile it
+        did not serve in the last discovery, and serve what it answers:
+        Placement may have granted what the device serves to a claim
+        whose bind has not come yet. By default nothing: the driver
+        partitions no device."""
+        return None
 
     def prepare_attach_handle(self, handle: device_tree.AttachHandle,
                               handle_uuid: str,

@@ -45,6 +45,7 @@ CONDUCTOR_METHODS = {
     'device_profile_update': '1.6',
     'alternatives_probe': '1.7', 'device_set_partitions': '1.8',
     'prepared_handles': '1.9', 'handles_restored': '1.9',
+    'partition_switch': '1.10',
 }
 AGENT_METHODS = {
     'prepare_attach_handle': '1.3', 'release_attach_handle': '1.3',
@@ -415,6 +416,26 @@ def test_prepared_handles_from_1_9(monkeypatch, cap, sent):
     assert [(m, v, o['timeout']) for m, v, o in clients[0].sent] == [
         ('prepared_handles', '1.9', conductor_rpcapi.REPORT_TIMEOUT),
         ('handles_restored', '1.9', conductor_rpcapi.REPORT_TIMEOUT)]
+
+
+@pytest.mark.parametrize('cap, sent', [(None, True), ('1.10', True),
+                                       ('1.9', False)])
+def test_partition_switch_from_1_10(monkeypatch, cap, sent):
+    """Below 1.10 the agent is told nothing (None): its drivers switch
+    without asking, as before. The call waits no longer than a
+    report."""
+    clients = _recording(monkeypatch)
+    api = conductor_rpcapi.ConductorAPI(object(), version_cap=cap)
+    clients[0].options['answers'] = {'partition_switch': {
+        'allowed': False, 'serving': ['a']}}
+    answer = api.partition_switch(None, 'h', '0000:41:00.0', 'b')
+    if not sent:
+        assert answer is None
+        assert clients[0].sent == []
+        return
+    assert answer == {'allowed': False, 'serving': ['a']}
+    assert [(m, v, o['timeout']) for m, v, o in clients[0].sent] == [
+        ('partition_switch', '1.10', conductor_rpcapi.REPORT_TIMEOUT)]
 
 
 @pytest.mark.parametrize('cap, sent', [(None, True), ('1.4', True),

@@ -130,6 +130,11 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         # The partitions the start could not recreate (a host reboot), by
         # key (the handle's uuid), with why.
         self._unrestored: dict[str, str] = {}
+        # Asked before an empty GPU serves another profile (the agent's
+        # sets it; alone, the driver switches without asking).
+        self._switch_guard: partition_rules.SwitchGuard = _NoGuard()
+        # Profiles an administrator set without pinning them, by GPU.
+        self._requested: dict[pci.PCIAddress, str] = {}
         if conf.nvidia_gpu.partition_mode == 'homogeneous':
             self._start_partitions()
 
@@ -550,8 +555,10 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 if p.id in pending.get(index, ())}
             if not names and pins.get(address) in offered:
                 # Pinned: counted before the policy serves the others.
-                serving[address] = pins[address]
-                free[pins[address]] += profiles[pins[address]].free
+                name = self._guarded(address, pins[address], offered)
+                if name is not None:
+                    serving[address] = name
+                    free[name] += profiles[name].free
             elif not names:
                 empty.append((address, offered, profiles))
             elif len(names) == 1 and names <= set(offered):
@@ -562,13 +569,47 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             name = next((n for n in offered
                          if free[n] < conf.mig_min_free), None)
             if name is None:
-                before = self._serving.get(address)
+                before = self._requested.get(address)
+                if before not in offered:
+                    before = self._serving.get(address)
                 name = before if before in offered else (
                     offered[0] if offered else None)
+            if name is not None:
+                chosen = self._guarded(address, name, offered)
+                if chosen == name:
+                    # Served, or overruled by the policy.
+                    self._requested.pop(address, None)
+                name = chosen
             if name is not None:
                 serving[address] = name
                 free[name] += profiles[name].free
         return serving
+
+    def _guarded(self, address: pci.PCIAddress, name: str,
+                 offered: list[str]) -> str | None:
+        """The profile an empty GPU serves when ``name`` is wanted:
+        ``name`` if it served it in the last discovery or the switch
+        guard allows it; else the one the conductor says it serves (a
+        claim in Placement may wait for its bind), else the one it
+        served, else none."""
+        before = self._serving.get(address)
+        if name == before:
+            return name
+        answer = self._switch_guard.may_serve(
+            str(address), deployable_name(address, name))
+        if answer.allowed:
+            return name
+        kept = next((p for p in offered
+                     if deployable_name(address, p) in answer.serving),
+                    before if before in offered else None)
+        if self._once.first(('kept', address, name)):
+            LOG.info('nvidia_gpu_driver: GPU %s keeps serving %s, not %s: '
+                     'what it serves is allocated or cannot be checked',
+                     address, kept or 'nothing', name)
+        return kept
+
+    def use_switch_guard(self, guard: partition_rules.SwitchGuard) -> None:
+        self._switch_guard = guard
 
     def set_partitions(self, address: str, profile: str | None,
                        pinned: bool) -> None:
@@ -611,8 +652,12 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                                    'profile': profile})
         else:
             self._pins.remove(key)
-        if profile is not None:
-            self._serving[gpu_address] = profile
+        if profile is not None and not pinned:
+            # Served from the next discovery, once the switch guard allows
+            # it, until the policy switches the GPU.
+            self._requested[gpu_address] = profile
+        else:
+            self._requested.pop(gpu_address, None)
         LOG.info('nvidia_gpu_driver: GPU %s serves profile %s, pinned: %s',
                  gpu_address, profile or 'of the policy',
                  profile is not None and pinned)
@@ -986,6 +1031,14 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             raise errors.PrepareFailed(str(exc))
         LOG.info('nvidia_gpu_driver: destroyed MIG partition %s',
                  handle_uuid)
+
+
+class _NoGuard:
+    """Every switch allowed (a driver no agent gave a guard)."""
+
+    def may_serve(self, address: str, deployable: str
+                  ) -> partition_rules.SwitchAnswer:
+        return partition_rules.ALLOWED
 
 
 def mig_resource_class(profile: str) -> str:

@@ -28,6 +28,7 @@ from cyborg.accelerator.drivers.utils import runner
 from cyborg.allinone import fake_mig
 from cyborg.allinone import fake_tools
 from cyborg.domain import device_tree
+from cyborg.domain import partitions as partition_rules
 from tests.fixtures.hosts import hosts
 from tests.unit.accelerator.drivers.nvidia_gpu import test_driver
 from tests.unit.accelerator.drivers.nvidia_gpu.test_driver import driver_for
@@ -293,3 +294,79 @@ def test_discovery_reads_free_counts_and_instances_of_one_moment(make):
     tool.profiles = profiles
     assert _child(driver).num_accelerators == 7
     assert free_during_read == [False]
+
+
+class Guard:
+    """A switch guard that records what it is asked and answers
+    ``answer``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.asked = []
+
+    def may_serve(self, address, deployable):
+        self.asked.append((address, deployable))
+        return self.answer
+
+
+NAME_1G = '0000_41_00_0_1g.18gb'
+NAME_2G = '0000_41_00_0_2g.35gb'
+
+
+def test_an_empty_gpu_asks_before_it_switches_and_keeps_what_is_claimed(
+        make, caplog):
+    """Placement may have granted what an empty GPU serves to a claim
+    whose bind has not come: refused, the GPU keeps serving what the
+    conductor says it serves."""
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    guard = Guard(partition_rules.ALLOWED)
+    driver.use_switch_guard(guard)
+    # The first discovery asks (it knows nothing it served); later ones
+    # serving the same profile do not.
+    assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    assert guard.asked == [('0000:41:00.0', NAME_1G)]
+    # Demand for 2g.35gb, and a claim of 1g.18gb not bound yet.
+    guard.answer = partition_rules.SwitchAnswer(
+        False, ('0000_41_00_0', NAME_1G))
+    _override(conf, 'mig_profiles', ['2g.35gb', '1g.18gb'])
+    caplog.set_level('INFO')
+    for _round in range(2):
+        assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    assert guard.asked[1:] == [('0000:41:00.0', NAME_2G)] * 2
+    # Logged once while it lasts.
+    assert caplog.text.count('GPU 0000:41:00.0 keeps serving 1g.18gb, '
+                             'not 2g.35gb') == 1
+    guard.answer = partition_rules.ALLOWED
+    child = _child(driver)
+    assert (child.resource_class, child.num_accelerators) == (
+        'CUSTOM_MIG_2G_35GB', 3)
+
+
+def test_a_gpu_refused_at_start_serves_what_the_conductor_says(make):
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    _override(conf, 'mig_profiles', ['2g.35gb', '1g.18gb'])
+    driver = driver_for(tree, conf)
+    driver.use_switch_guard(Guard(partition_rules.SwitchAnswer(
+        False, ('0000_41_00_0', NAME_1G))))
+    assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    # Nothing known (a conductor that did not answer): nothing offered.
+    driver = driver_for(tree, conf)
+    driver.use_switch_guard(Guard(partition_rules.SwitchAnswer(False)))
+    (device,) = driver.discover()
+    assert device.deployables[0].children == []
+
+
+def test_a_pin_is_guarded_as_the_policy_is(make):
+    tree, conf = make(mig_host, HOMOGENEOUS)
+    driver = driver_for(tree, conf)
+    guard = Guard(partition_rules.ALLOWED)
+    driver.use_switch_guard(guard)
+    _child(driver)
+    guard.answer = partition_rules.SwitchAnswer(False, (NAME_1G,))
+    driver.set_partitions('0000:41:00.0', '2g.35gb', True)
+    assert _child(driver).resource_class == 'CUSTOM_MIG_1G_18GB'
+    assert guard.asked[-1] == ('0000:41:00.0', NAME_2G)
+    guard.answer = partition_rules.ALLOWED
+    assert _child(driver).resource_class == 'CUSTOM_MIG_2G_35GB'
