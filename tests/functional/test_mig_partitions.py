@@ -375,15 +375,21 @@ def _bind(flow, nova, resource_class, count=1, rp=None):
     Placement for a new instance (on ``rp`` if given), the ARQs of a
     profile of them matched to the claim and bound; the instance and
     the ARQ uuids."""
-    profile = flow.deployment.create_profile(
-        [{'resources:' + resource_class: str(count)}])
     instance = str(uuid.uuid4())
     rg_rp_map = _claim(flow, resource_class, count, instance, rp)
+    return instance, _bind_claimed(flow, nova, resource_class, count,
+                                   instance, rg_rp_map)
+
+
+def _bind_claimed(flow, nova, resource_class, count, instance, rg_rp_map):
+    """Nova's bind of a claim :func:`_claim` made; the ARQ uuids."""
+    profile = flow.deployment.create_profile(
+        [{'resources:' + resource_class: str(count)}])
     arqs = nova('create_and_match', dp_name=profile, rg_rp_map=rg_rp_map)
     assert nova('bind', bindings={arq['uuid']: {
         'hostname': HOST, 'device_rp_uuid': arq['device_rp_uuid'],
         'instance_uuid': instance} for arq in arqs}) is None
-    return instance, [arq['uuid'] for arq in arqs]
+    return [arq['uuid'] for arq in arqs]
 
 
 def _spawn(flow, nova, resource_class, count=1, rp=None):
@@ -474,6 +480,28 @@ def test_an_empty_gpu_switches_profile_one_holding_partitions_never(
     assert flow.gpu_instances() == [(0, '1g.18gb'), (1, '1g.18gb')]
     nova_flow.wait_until(lambda: flow.providers(RC_2G) == [], TIMEOUT,
                          'no 2g.35gb offered')
+    flow.assert_no_orphan()
+
+
+def test_a_claim_not_bound_yet_keeps_its_gpu_serving_its_profile(
+        flow, nova, clean):
+    """Nova claims in Placement, then binds: an empty GPU the demand
+    would switch keeps its profile while a claim on it waits for its
+    bind (the conductor's switch guard), and the bind makes it."""
+    instance = str(uuid.uuid4())
+    rg_rp_map = _claim(flow, RC_2G, 1, instance, flow.provider(PFS[1]))
+    # A 1g.18gb taken: fewer than mig_min_free left, demand for 1g.18gb,
+    # and GPU 1 holds no partition.
+    _spawn(flow, nova, RC_1G)
+    _settled(flow)
+    assert flow.serving() == INITIAL
+    assert ('GPU %s keeps serving 2g.35gb, not 1g.18gb' % PFS[1]
+            in flow.agent.log_text())
+    uuids = _bind_claimed(flow, nova, RC_2G, 1, instance, rg_rp_map)
+    arqs = flow.deployment.wait_resolved(uuids, TIMEOUT)
+    assert {a['state'] for a in arqs.values()} == {'Bound'}, servers.tail(
+        flow.agent.log, 40)
+    assert flow.gpu_instances() == [(0, '1g.18gb'), (1, '2g.35gb')]
     flow.assert_no_orphan()
 
 
