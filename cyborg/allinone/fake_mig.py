@@ -46,6 +46,7 @@ import os
 import sys
 
 from cyborg.allinone import fake_tools
+from cyborg.allinone.host_tree import HostTree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +202,9 @@ class MigGpu:
     gis: list[GpuInstance] = dataclasses.field(default_factory=list)
     #: ``pci.bus_id`` as nvidia-smi prints it (``00000000:3B:00.0``).
     bus_id: str = ''
+    #: The MIG-backed mdev types of the GPU's VFs (vGPU 13 to 16): the
+    #: type's directory (absolute) -> the profile its vGPU runs in.
+    mdev_types: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def used(self) -> set[int]:
         return {s for gi in self.gis for s in range(gi.start,
@@ -278,14 +282,37 @@ class MigGpu:
     def to_dict(self) -> dict:
         return {'index': self.index, 'model': self.model.name,
                 'mig_enabled': self.mig_enabled, 'bus_id': self.bus_id,
-                'gis': [dataclasses.asdict(gi) for gi in self.gis]}
+                'gis': [dataclasses.asdict(gi) for gi in self.gis],
+                'mdev_types': self.mdev_types}
 
     @classmethod
     def from_dict(cls, data: dict) -> MigGpu:
         return cls(data['index'], MODELS[data['model']],
                    data['mig_enabled'],
                    [GpuInstance(**gi) for gi in data['gis']],
-                   data.get('bus_id', ''))
+                   data.get('bus_id', ''), data.get('mdev_types', {}))
+
+    # MIG-backed mdev types (vGPU 13 to 16) -------------------------------
+
+    def refresh_mdev_types(self) -> None:
+        """Write each MIG-backed mdev type's ``available_instances`` as
+        NVIDIA's vGPU manager keeps it: 1 on a VF that runs no vGPU when
+        the GPU has a GPU instance of the type's profile that no vGPU
+        runs in, else 0."""
+        running: dict[str, int] = {}
+        for type_dir, profile in self.mdev_types.items():
+            running[profile] = running.get(profile, 0) + len(
+                os.listdir(os.path.join(type_dir, 'devices')))
+        for type_dir, profile in self.mdev_types.items():
+            model_profile = self.model.profile(profile)
+            idle = (self.count(model_profile) if model_profile else 0) - (
+                running.get(profile, 0))
+            vf_types = os.path.dirname(type_dir)
+            busy = any(os.listdir(os.path.join(vf_types, name, 'devices'))
+                       for name in os.listdir(vf_types))
+            with open(os.path.join(type_dir, 'available_instances'),
+                      'w') as f:
+                f.write('%d\n' % (1 if idle > 0 and not busy else 0))
 
 
 def write_state(path: str, gpus: list[MigGpu]) -> None:
@@ -594,6 +621,8 @@ def main(state_path: str, argv: list[str]) -> int | None:
             return 0
         rc, out, err = run(gpus, argv[1:])
         write_state(state_path, gpus)
+        for gpu in gpus:
+            gpu.refresh_mdev_types()
     sys.stdout.write(out)
     sys.stderr.write(err)
     return rc
@@ -611,3 +640,32 @@ def write_nvidia_smi_mig(tools_dir: str, gpus: list[fake_tools.Gpu],
                              for index, name in sorted(models.items())])
     return fake_tools.write_nvidia_smi(tools_dir, gpus, sriov,
                                        (__name__, 'main', state_path))
+
+
+def refresh_mdev_types(state_path: str) -> None:
+    """:meth:`MigGpu.refresh_mdev_types` of every GPU of the state, as
+    one nvidia-smi call would (under the state's lock)."""
+    with open(state_path + '.lock', 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for gpu in read_state(state_path):
+            gpu.refresh_mdev_types()
+
+
+def add_mig_mdev_types(tree: HostTree, state_path: str, index: int,
+                       vfs: list[str],
+                       types: list[tuple[str, str, str, str]]) -> None:
+    """MIG-backed mdev types on ``vfs`` of GPU ``index`` (vGPU 13 to 16
+    on an A100 or A30 in MIG mode): ``(type id, name, description,
+    profile)`` each, their ``available_instances`` kept from the GPU
+    instances the fake ``nvidia-smi`` holds and the mdevs the tree
+    holds."""
+    gpus = read_state(state_path)
+    (gpu,) = [g for g in gpus if g.index == index]
+    for vf in vfs:
+        for type_id, name, description, profile in types:
+            tree.add_mdev_type(vf, type_id, name, description, 0)
+            gpu.mdev_types[tree.abs(tree.dev(
+                vf, 'mdev_supported_types', type_id))] = profile
+    write_state(state_path, gpus)
+    tree.on_mdev_change(lambda: refresh_mdev_types(state_path))
+    refresh_mdev_types(state_path)

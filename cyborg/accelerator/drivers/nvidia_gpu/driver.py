@@ -84,6 +84,11 @@ _PREPARATIONS = {
 }
 
 
+#: The modes of GPUs ``homogeneous`` partition mode partitions: MIG-backed
+#: vGPUs are made on their VFs.
+_MIG_MODES = (MODE_VGPU_VF, MODE_MDEV_VF)
+
+
 def probe_mode(host: sysfs.HostRoot, gpu: pci.PCIAddress) -> str:
     """How the host runs the GPU, probed in the order that tells the
     three vGPU frameworks apart: vGPU 17+ files on a VF, mdev types on
@@ -458,7 +463,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     def _partition_states(self) -> dict:
         """``{address: (gpu, MIG index, {profile name: GiProfile}, GPU
-        instances)}`` of the GPUs in MIG mode with vGPU 17+ VFs; raises
+        instances)}`` of the GPUs in MIG mode whose VFs carry vGPU types
+        (vGPU 17+ type files, or mdev types); raises
         :class:`~mig.MigCommandError`."""
         assert self._mig_vgpus is not None
         tool = self._mig_vgpus.tool
@@ -467,7 +473,7 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
         for gpu in self._gpus():
             index = indexes.get(gpu.address)
             if index is None or probe_mode(
-                    self._host, gpu.address) != MODE_VGPU_VF:
+                    self._host, gpu.address) not in _MIG_MODES:
                 continue
             # Free counts and instances of one moment: an instance created
             # between the two reads would count twice in the capacity
@@ -508,7 +514,8 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                 name=deployable_name(gpu.address), num_accelerators=0,
                 resource_class='PGPU', traits=self._product_traits(gpu),
                 driver_name=self.name,
-                attributes={'vgpu_mode': MODE_VGPU_VF},
+                attributes={'vgpu_mode': probe_mode(self._host,
+                                                    gpu.address)},
                 preparation=device_tree.Preparation.NONE,
                 children=[child] if child and child.num_accelerators else [])]
         return found
@@ -662,9 +669,13 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                  gpu_address, profile or 'of the policy',
                  profile is not None and pinned)
 
-    def _mig_type(self, gpu: pci.PCIAddress, profile: str) -> int | None:
-        """The id of the MIG-backed vGPU type of ``profile`` that the
-        GPU's VFs list (remembered: a VF running it lists none)."""
+    def _mig_type(self, gpu: pci.PCIAddress, profile: str
+                  ) -> int | str | None:
+        """The MIG-backed vGPU type of ``profile`` that the GPU's VFs
+        list: a vGPU 17+ type id (remembered: a VF running it lists
+        none), or an mdev type id (``nvidia-474``)."""
+        if probe_mode(self._host, gpu) == MODE_MDEV_VF:
+            return self._mig_mdev_type(gpu, profile)
         for vf in sriov.vfs(self._host, gpu):
             for vgpu_type in mdev.creatable_vgpu_types(self._host, vf):
                 name = mig_vgpu.mig_profile_name(vgpu_type.short_name)
@@ -672,22 +683,50 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                     self._mig_type_ids[name] = vgpu_type.type_id
         return self._mig_type_ids.get(profile)
 
+    def _mig_mdev_type(self, gpu: pci.PCIAddress, profile: str
+                       ) -> str | None:
+        """The mdev type of ``profile`` the GPU's VFs list (each VF lists
+        every type, free or not: the first that lists any tells)."""
+        for vf in sriov.vfs(self._host, gpu):
+            found = None
+            for mdev_type in mdev.supported_types(self._host, vf):
+                name = mig_vgpu.mig_profile_name(
+                    _mdev_label(mdev_type, mdev_type.type_id))
+                if name == profile:
+                    found = mdev_type.type_id
+            if mdev.supported_type_ids(self._host, vf):
+                return found
+        return None
+
     def _mig_child(self, gpu: pci.PCIDevice, index: int,
                    profile: mig.GiProfile,
                    instances: list[mig.GpuInstance]
                    ) -> device_tree.Deployable:
         type_id = self._mig_type(gpu.address, profile.name)
         assert type_id is not None
-        handles = []
-        for vf in sriov.vfs(self._host, gpu.address):
-            current = mdev.current_vgpu_type(self._host, vf)
-            creatable = {t.type_id for t in mdev.creatable_vgpu_types(
-                self._host, vf)}
-            if current == type_id or (current == 0 and type_id in creatable):
-                handles.append(device_tree.AttachHandle(
-                    device_tree.AttachType.PCI,
-                    dict(vf.attach_info(), vgpu_type=str(type_id),
-                         mig_profile=profile.name, mig_gpu=str(index))))
+        mode = probe_mode(self._host, gpu.address)
+        mig_info = {'mig_profile': profile.name, 'mig_gpu': str(index)}
+        if mode == MODE_MDEV_VF:
+            # Every VF listing the type: its available_instances is 0 until
+            # the bind creates the GPU instance the vGPU runs in.
+            handles = [device_tree.AttachHandle(
+                device_tree.AttachType.MDEV,
+                dict(_mdev_handle(vf, str(type_id), n).attach_info,
+                     **mig_info))
+                for n, vf in sriov.vf_map(self._host, gpu.address).items()
+                if str(type_id) in mdev.supported_type_ids(self._host, vf)]
+        else:
+            handles = []
+            for vf in sriov.vfs(self._host, gpu.address):
+                current = mdev.current_vgpu_type(self._host, vf)
+                creatable = {t.type_id for t in mdev.creatable_vgpu_types(
+                    self._host, vf)}
+                if current == type_id or (current == 0
+                                          and type_id in creatable):
+                    handles.append(device_tree.AttachHandle(
+                        device_tree.AttachType.PCI,
+                        dict(vf.attach_info(), vgpu_type=str(type_id),
+                             **mig_info)))
         # Held + still creatable: everything Placement grants can be made.
         capacity = mig.homogeneous_capacity(profile, instances) or 0
         return device_tree.Deployable(
@@ -696,9 +735,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
             resource_class=mig_resource_class(profile.name),
             traits=self._product_traits(gpu) + [trait('MIG', profile.name)],
             attach_handles=handles, driver_name=self.name,
-            attributes={'vgpu_type': str(type_id), 'vgpu_mode': MODE_VGPU_VF,
+            attributes={'vgpu_type': str(type_id), 'vgpu_mode': mode,
                         'mig_profile': profile.name},
-            preparation=device_tree.Preparation.VGPU_TYPE)
+            preparation=_PREPARATIONS[mode])
 
     # Health -------------------------------------------------------------
 
@@ -887,7 +926,10 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
                               handle_uuid: str,
                               preparation: device_tree.Preparation) -> None:
         if preparation == device_tree.Preparation.MDEV:
-            self._remove_mdev(handle_uuid)
+            if 'mig_profile' in handle.attach_info:
+                self._destroy_partition(handle_uuid)
+            else:
+                self._remove_mdev(handle_uuid)
         elif preparation == device_tree.Preparation.VGPU_TYPE:
             self._reset_vgpu_type(handle, handle_uuid)
         elif preparation == device_tree.Preparation.VFIO:
@@ -920,6 +962,9 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     def _create_mdev(self, handle: device_tree.AttachHandle,
                      handle_uuid: str) -> None:
+        if 'mig_profile' in handle.attach_info:
+            self._create_partition(handle, handle_uuid)
+            return
         parent = _handle_address(handle)
         type_id = handle.attach_info.get('asked_type', '')
         try:
@@ -1008,14 +1053,21 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     def _create_partition(self, handle: device_tree.AttachHandle,
                           handle_uuid: str) -> None:
-        """A GPU instance of the handle's profile, then its vGPU type
-        on the handle's VF (journaled; a failure leaves nothing)."""
+        """A GPU instance of the handle's profile, then its vGPU on the
+        handle's VF: the VF's type (a PCI handle), or an mdev of the
+        handle's uuid (an MDEV handle); journaled, a failure leaves
+        nothing."""
         info = handle.attach_info
         vf = _handle_address(handle)
+        if handle.attach_type == device_tree.AttachType.MDEV:
+            type_id: int | str = info.get('asked_type', '')
+            kind = mig_vgpu.MDEV
+        else:
+            type_id, kind = _vgpu_type_id(handle), mig_vgpu.VGPU_TYPE
         try:
             gi = self._partitions().create(
                 handle_uuid, int(info.get('mig_gpu', '')),
-                info['mig_profile'], vf, _vgpu_type_id(handle))
+                info['mig_profile'], vf, type_id, kind)
         except (mig.MigCommandError, mig_vgpu.PartitionError,
                 ValueError) as exc:
             raise errors.PrepareFailed(str(exc))

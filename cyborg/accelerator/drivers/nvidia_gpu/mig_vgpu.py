@@ -15,9 +15,12 @@
 A MIG-backed vGPU type (``NVIDIA A100-3-20C``, ``H200X-1-18C``) runs in
 a GPU instance of the MIG profile its name carries (``3g.20gb``,
 ``1g.18gb``). :class:`MigVgpus` creates the GPU instance through
-``nvidia-smi mig`` (the driver's runner) and writes the type to a free
-virtual function's ``current_vgpu_type`` (vGPU 17+); release does the
-reverse.
+``nvidia-smi mig`` (the driver's runner), then the vGPU on a free
+virtual function: with vGPU 17+ it writes the type to the VF's
+``current_vgpu_type`` (:data:`VGPU_TYPE`); with vGPU 13 to 16 it creates
+an mdev of the type on the VF, whose uuid is the partition's key
+(:data:`MDEV`; NVIDIA's vGPU manager puts it in a free GPU instance of
+its size). Release does the reverse.
 
 Both are durable: before the hardware is touched, the intended
 partition is written to a journal (one JSON file per partition under
@@ -55,6 +58,11 @@ STEP_INTENT = 'intent'
 STEP_INSTANCE = 'instance'
 STEP_DONE = 'done'
 STEP_DESTROYING = 'destroying'
+#: How the vGPU of a partition is made on its VF: the type id written to
+#: ``nvidia/current_vgpu_type`` (an int), or an mdev of the type (its id,
+#: ``nvidia-474``) whose uuid is the partition's key.
+VGPU_TYPE = 'vgpu_type'
+MDEV = 'mdev'
 
 
 class PartitionError(errors.DriverError):
@@ -147,9 +155,11 @@ class MigVgpus:
 
     @_serialized
     def create(self, key: str, gpu: int, profile_name: str,
-               vf: pci.PCIAddress, type_id: int) -> mig.GpuInstance:
+               vf: pci.PCIAddress, type_id: int | str,
+               kind: str = VGPU_TYPE) -> mig.GpuInstance:
         """The partition ``key``: a GPU instance of ``profile_name`` on
-        GPU index ``gpu`` and vGPU type ``type_id`` on ``vf``. A key
+        GPU index ``gpu`` and a vGPU of type ``type_id`` on ``vf``, made
+        as ``kind`` says (:data:`VGPU_TYPE` or :data:`MDEV`). A key
         already done is returned as it is (a repeated bind)."""
         entry = self.journal.read(key)
         if entry is not None and entry['step'] == STEP_DONE:
@@ -162,13 +172,14 @@ class MigVgpus:
             raise PartitionError('GPU %d offers no MIG profile %s'
                                  % (gpu, profile_name))
         entry = {'gpu': gpu, 'profile': profile.id, 'vf': str(vf),
-                 'type': type_id, 'gi': None, 'step': STEP_INTENT}
+                 'type': type_id, 'kind': kind, 'gi': None,
+                 'step': STEP_INTENT}
         self.journal.write(key, entry)
         try:
             gi = self.tool.create_gpu_instance(gpu, profile.id)
             entry.update(gi=gi.id, step=STEP_INSTANCE)
             self.journal.write(key, entry)
-            self._set_type(vf, type_id)
+            self._start_vgpu(key, entry)
         except (mig.MigCommandError, PartitionError) as exc:
             self.roll_back(key)
             raise PartitionError('cannot create a %s vGPU on GPU %d: %s'
@@ -189,7 +200,7 @@ class MigVgpus:
             entry['step'] = STEP_DESTROYING
             self.journal.write(key, entry)
         try:
-            self._reset_type(pci.parse_address(entry['vf']), entry['type'])
+            self._stop_vgpu(key, entry)
             if entry['gi'] is not None:
                 self.tool.destroy_gpu_instance(entry['gpu'], entry['gi'])
             else:
@@ -272,16 +283,15 @@ class MigVgpus:
         if gpu not in listed:
             listed[gpu] = {gi.id: gi.profile_id
                            for gi in self.tool.gpu_instances(gpu)}
-        vf = pci.parse_address(entry['vf'])
         if (listed[gpu].get(entry['gi']) == entry['profile']
                 and (gpu, entry['gi']) not in made):
-            self._set_type(vf, entry['type'])  # the VF alone was reset
+            self._start_vgpu(key, entry)  # the vGPU alone was lost
             return False
         gi = self.tool.create_gpu_instance(gpu, entry['profile'])
         listed[gpu][gi.id] = gi.profile_id
         made.add((gpu, gi.id))
         self.journal.write(key, dict(entry, gi=gi.id))
-        self._set_type(vf, entry['type'])
+        self._start_vgpu(key, entry)
         return True
 
     def _instance(self, entry: dict) -> mig.GpuInstance:
@@ -300,6 +310,42 @@ class MigVgpus:
         for gi in self.tool.gpu_instances(gpu):
             if gi.profile_id == profile_id and gi.id not in held:
                 self.tool.destroy_gpu_instance(gpu, gi.id)
+
+    def _start_vgpu(self, key: str, entry: dict) -> None:
+        """The partition's vGPU on its VF (kept if it is there)."""
+        vf = pci.parse_address(entry['vf'])
+        if entry.get('kind', VGPU_TYPE) == MDEV:
+            self._create_mdev(key, vf, str(entry['type']))
+        else:
+            self._set_type(vf, int(entry['type']))
+
+    def _stop_vgpu(self, key: str, entry: dict) -> None:
+        """Remove the partition's vGPU from its VF (none is fine);
+        raises :class:`~mig.MigCommandError`."""
+        vf = pci.parse_address(entry['vf'])
+        if entry.get('kind', VGPU_TYPE) == MDEV:
+            self._remove_mdev(key)
+        else:
+            self._reset_type(vf, int(entry['type']))
+
+    def _create_mdev(self, key: str, vf: pci.PCIAddress,
+                     type_id: str) -> None:
+        try:
+            if not mdev.mdev_exists(self._host, key):
+                mdev.create_mdev(self._host, vf, type_id, key)
+        except (host_errors.HostError, ValueError) as exc:
+            raise PartitionError('cannot create mdev %s of type %s on %s: '
+                                 '%s' % (key, type_id, vf, exc))
+
+    def _remove_mdev(self, key: str) -> None:
+        try:
+            if mdev.mdev_exists(self._host, key):
+                mdev.remove_mdev(self._host, key)
+        except host_errors.DeviceNotFound:
+            return  # removed meanwhile
+        except (host_errors.HostError, ValueError) as exc:
+            raise mig.MigCommandError('cannot remove mdev %s: %s'
+                                      % (key, exc))
 
     def _set_type(self, vf: pci.PCIAddress, type_id: int) -> None:
         try:
