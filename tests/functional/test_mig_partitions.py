@@ -46,6 +46,7 @@ import uuid
 import pytest
 import requests
 
+from cyborg.allinone import demo_host
 from cyborg.allinone import embedded_placement
 from cyborg.allinone import fake_mig
 from cyborg.allinone import fake_tools
@@ -119,6 +120,11 @@ def mig_host(root: str) -> host_tree.HostTree:
             for i, pf in enumerate(PFS)]
     fake_mig.write_nvidia_smi_mig(tree.tools_dir, gpus, state_file(tree),
                                   {0: 'NVIDIA H200', 1: 'NVIDIA H200'})
+    return _killable(tree)
+
+
+def _killable(tree: host_tree.HostTree) -> host_tree.HostTree:
+    """The tree's fake ``nvidia-smi`` behind the kill wrapper."""
     fake_tools.write_dmesg(tree.tools_dir, [])
     real = os.path.join(tree.tools_dir, '.nvidia-smi-real')
     os.rename(os.path.join(tree.tools_dir, 'nvidia-smi'), real)
@@ -209,7 +215,7 @@ class MigFlow:
         partition keys (the attach handles' uuids)."""
         instances, types, keys = [], {}, set()
         for arq in self.deployment.arqs():
-            if arq['state'] != 'Bound':
+            if arq['state'] != 'Bound' or arq['hostname'] != HOST:
                 continue
             info = arq['attach_handle_info']
             vf = '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
@@ -279,26 +285,10 @@ def flow(postgres, rabbitmq, placement_pg, work_dir):
                               work_dir, []) as deployment:
         directory = os.path.join(work_dir, 'mig-host')
         tree = mig_host(os.path.join(directory, 'host'))
-        embedded_placement.ensure_compute_node(placement.client(), HOST)
-        config = {
-            'DEFAULT': {'host': HOST, 'state_path': directory,
-                        'transport_url': deployment.conductor_configs[0][
-                            'DEFAULT']['transport_url'],
-                        'heartbeat_interval': 2, 'periodic_interval': 2},
-            'database': {'connection': deployment.db_url},
-            'placement': nova_flow.placement_config(placement.url),
-            'agent': {'resource_provider_name': HOST,
-                      'discovery_interval': 1, 'host_root': tree.root,
-                      'enabled_drivers': 'nvidia_gpu_driver'},
-            'nvidia_gpu': {'partition_mode': 'homogeneous',
-                           'mig_profiles': '1g.18gb,2g.35gb',
-                           # 1g.18gb is wanted once one is taken.
-                           'mig_min_free': 7},
-        }
-        agent = servers.CyborgProcess('cyborg-agent', config, directory,
-                                      name='mig-agent',
-                                      env={'PATH': tree.tools_dir})
-        deployment.agents.append(agent)
+        agent = _agent(deployment, placement, HOST, directory, tree, {
+            'mig_profiles': '1g.18gb,2g.35gb',
+            # 1g.18gb is wanted once one is taken.
+            'mig_min_free': 7})
         agent.start()
         result = MigFlow(deployment, tree, agent,
                          os.path.join(directory, 'nvidia_gpu', 'mig'))
@@ -307,6 +297,32 @@ def flow(postgres, rabbitmq, placement_pg, work_dir):
                          and result.providers(RC_2G), 60,
                          'both profiles offered', agent.process, agent.log)
         yield result
+
+
+def _agent(deployment: nova_flow.NovaFlowDeployment, placement, host: str,
+           directory: str, tree: host_tree.HostTree,
+           nvidia_gpu: dict) -> servers.CyborgProcess:
+    """A ``cyborg-agent`` of ``host`` (a compute node in Placement)
+    running nvidia_gpu_driver in homogeneous mode on ``tree``, with
+    ``nvidia_gpu`` options; not started."""
+    embedded_placement.ensure_compute_node(placement.client(), host)
+    config = {
+        'DEFAULT': {'host': host, 'state_path': directory,
+                    'transport_url': deployment.conductor_configs[0][
+                        'DEFAULT']['transport_url'],
+                    'heartbeat_interval': 2, 'periodic_interval': 2},
+        'database': {'connection': deployment.db_url},
+        'placement': nova_flow.placement_config(placement.url),
+        'agent': {'resource_provider_name': host,
+                  'discovery_interval': 1, 'host_root': tree.root,
+                  'enabled_drivers': 'nvidia_gpu_driver'},
+        'nvidia_gpu': dict(nvidia_gpu, partition_mode='homogeneous'),
+    }
+    agent = servers.CyborgProcess('cyborg-agent', config, directory,
+                                  name='%s-agent' % host,
+                                  env={'PATH': tree.tools_dir})
+    deployment.agents.append(agent)
+    return agent
 
 
 @pytest.fixture(scope='module')
@@ -370,7 +386,7 @@ def _delete(flow, nova, instance: str) -> None:
     assert response.status_code in (204, 404), response.text
 
 
-def _bind(flow, nova, resource_class, count=1, rp=None):
+def _bind(flow, nova, resource_class, count=1, rp=None, host=HOST):
     """Nova up to the bind: ``count`` ``resource_class`` claimed in
     Placement for a new instance (on ``rp`` if given), the ARQs of a
     profile of them matched to the claim and bound; the instance and
@@ -378,16 +394,17 @@ def _bind(flow, nova, resource_class, count=1, rp=None):
     instance = str(uuid.uuid4())
     rg_rp_map = _claim(flow, resource_class, count, instance, rp)
     return instance, _bind_claimed(flow, nova, resource_class, count,
-                                   instance, rg_rp_map)
+                                   instance, rg_rp_map, host)
 
 
-def _bind_claimed(flow, nova, resource_class, count, instance, rg_rp_map):
+def _bind_claimed(flow, nova, resource_class, count, instance, rg_rp_map,
+                  host=HOST):
     """Nova's bind of a claim :func:`_claim` made; the ARQ uuids."""
     profile = flow.deployment.create_profile(
         [{'resources:' + resource_class: str(count)}])
     arqs = nova('create_and_match', dp_name=profile, rg_rp_map=rg_rp_map)
     assert nova('bind', bindings={arq['uuid']: {
-        'hostname': HOST, 'device_rp_uuid': arq['device_rp_uuid'],
+        'hostname': host, 'device_rp_uuid': arq['device_rp_uuid'],
         'instance_uuid': instance} for arq in arqs}) is None
     return [arq['uuid'] for arq in arqs]
 
@@ -588,3 +605,157 @@ def test_agent_sigkill_leaves_no_orphan(flow, nova, clean, step, command,
     flow.assert_no_orphan()
     assert flow.agent.log_text().count(
         'rolled back the unfinished MIG partition') == rolled_back + 1
+
+
+# MIG-backed vGPUs created as mdevs (vGPU 13 to 16) -------------------------
+#
+# A second compute host on the same deployment: an A100 in MIG mode
+# whose sixteen VFs list the MIG-backed mdev types (hosts.py), its
+# agent, and a thread in place of the kernel that applies the writes to
+# the VFs' mdev ``create`` and ``remove`` files.
+
+MDEV_HOST = 'mig-compute-2'
+RC_3G = 'CUSTOM_MIG_3G_20GB'
+
+
+class MdevFlow(MigFlow):
+    """:class:`MigFlow` of the A100 host: its partitions are mdevs."""
+
+    def mdevs(self) -> dict[str, str]:
+        """The mdevs of the A100's VFs: uuid -> VF."""
+        return {m: vf for vf in hosts.a100_vfs()
+                for m in self.tree.mdevs_of(vf)}
+
+    def bound(self) -> list[dict]:
+        return [arq for arq in self.deployment.arqs()
+                if arq['state'] == 'Bound'
+                and arq['hostname'] == MDEV_HOST]
+
+    def assert_no_orphan(self) -> None:
+        """The host holds exactly what its bound ARQs hold: a GPU
+        instance of the handle's profile, an mdev of the handle's uuid
+        on its VF, a journal entry."""
+        arqs = self.bound()
+        infos = {a['attach_handle_uuid']: a['attach_handle_info']
+                 for a in arqs}
+        assert self.gpu_instances() == sorted(
+            (0, info['mig_profile']) for info in infos.values())
+        assert self.mdevs() == {
+            key: '%(domain)s:%(bus)s:%(device)s.%(function)s' % info
+            for key, info in infos.items()}
+        assert self.journal_keys() == set(infos)
+
+    def wait_released(self) -> None:
+        nova_flow.wait_until(
+            lambda: self.deployment.handle_stats()['in_use'] == 0, TIMEOUT,
+            'every handle released')
+        # The kernel thread removes an mdev a moment after the write.
+        nova_flow.wait_until(lambda: self.mdevs() == {}, TIMEOUT,
+                             'the mdevs removed')
+        self.assert_no_orphan()
+
+
+@pytest.fixture(scope='module')
+def mdev_flow(flow, placement_pg, work_dir):
+    directory = os.path.join(work_dir, 'mig-mdev-host')
+    tree = _killable(hosts.nvidia_a100_mig_mdev_host(
+        os.path.join(directory, 'host')))
+    agent = _agent(flow.deployment, placement_pg, MDEV_HOST, directory, tree,
+                   {'mig_profiles': '3g.20gb,1g.5gb'})
+    with demo_host.DemoKernel(tree):
+        agent.start()
+        result = MdevFlow(flow.deployment, tree, agent,
+                          os.path.join(directory, 'nvidia_gpu', 'mig'))
+        servers.wait_for(lambda: result.providers(RC_3G), 60,
+                         '3g.20gb offered', agent.process, agent.log)
+        yield result
+        agent.stop()
+
+
+@pytest.fixture
+def mdev_clean(mdev_flow):
+    yield mdev_flow
+    if not mdev_flow.agent.running():
+        mdev_flow.restart_agent()
+    mdev_flow.deployment.delete_all_arqs()
+    while mdev_flow.instances:
+        requests.delete(mdev_flow.deployment.placement.url + '/allocations/'
+                        + mdev_flow.instances.pop(), headers=PLACEMENT,
+                        timeout=TIMEOUT)
+    mdev_flow.wait_released()
+
+
+def _spawn_mdev(flow, nova):
+    """Nova boots with one 3g.20gb: claimed, bound, Bound; the ARQ."""
+    instance, uuids = _bind(flow, nova, RC_3G, host=MDEV_HOST)
+    (arq,) = flow.deployment.wait_resolved(uuids, TIMEOUT).values()
+    assert arq['state'] == 'Bound', servers.tail(flow.agent.log, 40)
+    return instance, arq
+
+
+def test_nova_binds_a_mig_backed_vgpu_created_as_an_mdev(mdev_flow, nova,
+                                                         mdev_clean):
+    instance, arq = _spawn_mdev(mdev_flow, nova)
+    # What Nova's libvirt driver attaches: the mdev of the handle's uuid.
+    assert arq['attach_handle_type'] == 'MDEV'
+    key = arq['attach_handle_uuid']
+    nova_flow.wait_until(lambda: key in mdev_flow.mdevs(), TIMEOUT,
+                         'the mdev created')
+    assert mdev_flow.gpu_instances() == [(0, '3g.20gb')]
+    mdev_flow.assert_no_orphan()
+    mdev_flow.deployment.nova.wait_tags([arq['uuid']], TIMEOUT)
+    _delete(mdev_flow, nova, instance)
+    mdev_flow.wait_released()
+    assert mdev_flow.gpu_instances() == []
+
+
+def test_the_agent_restores_mdev_partitions_after_a_reboot(mdev_flow, nova,
+                                                           mdev_clean):
+    _spawn_mdev(mdev_flow, nova)
+    _spawn_mdev(mdev_flow, nova)
+    nova_flow.wait_until(lambda: len(mdev_flow.mdevs()) == 2, TIMEOUT,
+                         'the mdevs created')
+    mdev_flow.agent.stop()
+    mdev_flow.tree.reboot()
+    gpus = fake_mig.read_state(state_file(mdev_flow.tree))
+    for gpu in gpus:
+        gpu.gis = []
+    fake_mig.write_state(state_file(mdev_flow.tree), gpus)
+    assert mdev_flow.mdevs() == {}
+    mark = len(fake_tools.calls(mdev_flow.tree.tools_dir))
+    mdev_flow.restart_agent()
+    calls = [c[1:3] for c in fake_tools.calls(mdev_flow.tree.tools_dir)[
+        mark:]]
+    # Recreated before the first discovery, so before the first report.
+    first_discovery = calls.index(['mig', '-lgip'])
+    assert calls[:first_discovery].count(['mig', '-cgi']) == 2
+    nova_flow.wait_until(lambda: len(mdev_flow.mdevs()) == 2, TIMEOUT,
+                         'the mdevs restored')
+    mdev_flow.assert_no_orphan()
+
+
+@pytest.mark.parametrize('step,command,when', [
+    ('bind', '-cgi', 'after'), ('delete', '-dci', 'before')])
+def test_agent_sigkill_leaves_no_mdev_orphan(mdev_flow, nova, mdev_clean,
+                                             step, command, when):
+    """Killed after the GPU instance was made and before the mdev was;
+    after the mdev was removed and before the GPU instance was."""
+    if step == 'delete':
+        instance, _arq = _spawn_mdev(mdev_flow, nova)
+        mdev_flow.kill_at(command, when)
+        _delete(mdev_flow, nova, instance)
+    else:
+        mdev_flow.kill_at(command, when)
+        instance, uuids = _bind(mdev_flow, nova, RC_3G, host=MDEV_HOST)
+    mdev_flow.wait_killed()
+    mdev_flow.restart_agent()
+    if step == 'delete':
+        mdev_flow.wait_released()
+    else:
+        (arq,) = mdev_flow.deployment.wait_resolved(uuids, TIMEOUT).values()
+        if arq['state'] == 'Bound':
+            nova_flow.wait_until(lambda: len(mdev_flow.mdevs()) == 1,
+                                 TIMEOUT, 'the retried mdev created')
+    mdev_flow.assert_no_orphan()
+    assert 'rolled back the unfinished MIG partition' in (
+        mdev_flow.agent.log_text())
