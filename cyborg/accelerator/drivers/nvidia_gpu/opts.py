@@ -90,10 +90,11 @@ opts = [
                     'configured (enabled_vgpu_types); MIG instances, if '
                     'any, are prepared by the operator.'),
                    ('homogeneous', 'GPUs in MIG mode whose virtual '
-                    'functions carry vGPU 17+ type files serve one MIG '
-                    'profile of mig_profiles at a time, created at bind '
-                    'and destroyed at unbind; an empty GPU may switch '
-                    'profile to follow demand.')],
+                    'functions carry vGPU 17+ type files or MIG-backed '
+                    'mdev types (vGPU 13 to 16) serve one MIG profile of '
+                    'mig_profiles at a time, created at bind and '
+                    'destroyed at unbind; an empty GPU may switch profile '
+                    'to follow demand.')],
                help='How GPUs in MIG mode are partitioned. In homogeneous '
                     'mode each such GPU is reported with one child of '
                     'resource class CUSTOM_MIG_<PROFILE> (e.g. '
@@ -109,7 +110,8 @@ opts = [
                      '"MIG ", e.g. 1g.18gb,3g.71gb), in order of preference. '
                      'A profile is offered on a GPU whose virtual functions '
                      'list the MIG-backed vGPU type of that profile (e.g. '
-                     'H200X-1-18C for 1g.18gb).'),
+                     'H200X-1-18C for 1g.18gb, or the mdev type named '
+                     'A100-3-20C for 3g.20gb).'),
     cfg.IntOpt('mig_min_free', default=1, min=0,
                help='homogeneous partition_mode: an empty GPU switches to '
                     'the first profile of mig_profiles of which the host '
