@@ -184,3 +184,33 @@ def test_a_creation_a_killed_agent_left_is_rolled_back(make, caplog,
     assert _tool(tree).gpu_instances(0) == []
     assert journal.entries() == {}
     assert _child(driver).num_accelerators == 2
+
+
+def test_everything_reported_can_be_made(make):
+    """Placement may grant every unit the child reports: seven 1g.5gb
+    vGPUs on seven VFs of the A100, and then no more are reported."""
+    tree, conf = make(hosts.nvidia_a100_mig_mdev_host,
+                      '[nvidia_gpu]\npartition_mode = homogeneous\n'
+                      'mig_profiles = 1g.5gb\n')
+    driver = driver_for(tree, conf)
+    child = _child(driver)
+    assert (child.resource_class, child.num_accelerators) == (
+        'CUSTOM_MIG_1G_5GB', 7)
+    keys = ['83b8f4f2-509f-382f-3c1e-e6bfe0fa10%02d' % n for n in range(7)]
+    # Handles in the order the conductor might pick them: any free one.
+    for key, handle in zip(keys, child.attach_handles[::2], strict=False):
+        driver.prepare_attach_handle(handle, key, MDEV)
+        tree.settle()
+    assert tree.refused == []
+    assert len(_tool(tree).gpu_instances(0)) == 7
+    assert sorted(m for vf in hosts.a100_vfs()
+                  for m in tree.mdevs_of(vf)) == keys
+    child = _child(driver)
+    assert child.num_accelerators == 7  # held + none creatable
+    assert {_available(tree, vf, 'nvidia-474')
+            for vf in hosts.a100_vfs()} == {0}
+    for key, handle in zip(keys, child.attach_handles[::2], strict=False):
+        driver.release_attach_handle(handle, key, MDEV)
+    tree.settle()
+    assert _tool(tree).gpu_instances(0) == []
+    assert _child(driver).num_accelerators == 7
