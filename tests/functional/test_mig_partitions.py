@@ -226,6 +226,18 @@ class MigFlow:
             keys.add(arq['attach_handle_uuid'])
         return sorted(instances), types, keys
 
+    def clear(self) -> None:
+        """After a test: the agent running, no ARQ, no allocation of the
+        test's instances, every handle released."""
+        if not self.agent.running():
+            self.restart_agent()
+        self.deployment.delete_all_arqs()
+        while self.instances:
+            requests.delete(self.deployment.placement.url + '/allocations/'
+                            + self.instances.pop(), headers=PLACEMENT,
+                            timeout=TIMEOUT)
+        self.wait_released()
+
     def wait_released(self) -> None:
         """Until every handle is free (the agent released them all),
         then nothing may be left on the host."""
@@ -335,14 +347,7 @@ def nova(flow):
 def clean(flow):
     """No ARQ and nothing partitioned before and after; the agent runs."""
     yield flow
-    if not flow.agent.running():
-        flow.restart_agent()
-    flow.deployment.delete_all_arqs()
-    while flow.instances:
-        requests.delete(flow.deployment.placement.url + '/allocations/'
-                        + flow.instances.pop(), headers=PLACEMENT,
-                        timeout=TIMEOUT)
-    flow.wait_released()
+    flow.clear()
     # Empty again, each GPU serves the profile the host has none of: in
     # what a report collected now says (a report collected while one
     # GPU was already empty and the other not yet may still be on its
@@ -675,14 +680,7 @@ def mdev_flow(flow, placement_pg, work_dir):
 @pytest.fixture
 def mdev_clean(mdev_flow):
     yield mdev_flow
-    if not mdev_flow.agent.running():
-        mdev_flow.restart_agent()
-    mdev_flow.deployment.delete_all_arqs()
-    while mdev_flow.instances:
-        requests.delete(mdev_flow.deployment.placement.url + '/allocations/'
-                        + mdev_flow.instances.pop(), headers=PLACEMENT,
-                        timeout=TIMEOUT)
-    mdev_flow.wait_released()
+    mdev_flow.clear()
 
 
 def _spawn_mdev(flow, nova):

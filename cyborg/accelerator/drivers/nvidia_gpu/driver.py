@@ -992,15 +992,12 @@ class NvidiaGpuDriver(pci_base.PCIDriver):
 
     def _remove_mdev(self, handle_uuid: str) -> None:
         try:
-            if not mdev.mdev_exists(self._host, handle_uuid):
-                return
-            mdev.remove_mdev(self._host, handle_uuid)
-        except host_errors.DeviceNotFound:
-            return  # removed meanwhile
+            removed = mdev.remove_mdev_if_exists(self._host, handle_uuid)
         except (host_errors.HostError, ValueError) as exc:
             raise errors.PrepareFailed('cannot remove mdev %s: %s'
                                        % (handle_uuid, exc))
-        LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
+        if removed:
+            LOG.info('nvidia_gpu_driver: removed mdev %s', handle_uuid)
 
     def _set_vgpu_type(self, handle: device_tree.AttachHandle,
                        handle_uuid: str) -> None:

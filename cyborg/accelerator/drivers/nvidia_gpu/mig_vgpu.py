@@ -339,10 +339,7 @@ class MigVgpus:
 
     def _remove_mdev(self, key: str) -> None:
         try:
-            if mdev.mdev_exists(self._host, key):
-                mdev.remove_mdev(self._host, key)
-        except host_errors.DeviceNotFound:
-            return  # removed meanwhile
+            mdev.remove_mdev_if_exists(self._host, key)
         except (host_errors.HostError, ValueError) as exc:
             raise mig.MigCommandError('cannot remove mdev %s: %s'
                                       % (key, exc))

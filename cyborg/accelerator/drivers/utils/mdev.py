@@ -195,6 +195,19 @@ def remove_mdev(host: sysfs.HostRoot, mdev_uuid: str) -> None:
     sysfs.write_text(host, remove, '1')
 
 
+def remove_mdev_if_exists(host: sysfs.HostRoot, mdev_uuid: str) -> bool:
+    """:func:`remove_mdev` unless the mdev is gone (a repeated
+    release); whether it was there. ``SysfsWriteError`` when the kernel
+    refuses."""
+    try:
+        if not mdev_exists(host, mdev_uuid):
+            return False
+        remove_mdev(host, mdev_uuid)
+    except errors.DeviceNotFound:
+        return False  # removed meanwhile
+    return True
+
+
 # vGPU 17+ -----------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
