@@ -732,12 +732,12 @@ def test_the_agent_restores_mdev_partitions_after_a_reboot(mdev_flow, nova,
     mdev_flow.assert_no_orphan()
 
 
-@pytest.mark.parametrize('step,command,when', [
-    ('bind', '-cgi', 'after'), ('delete', '-dci', 'before')])
+@pytest.mark.parametrize('step,command,when', KILLS,
+                         ids=['%s-%s-%s' % k for k in KILLS])
 def test_agent_sigkill_leaves_no_mdev_orphan(mdev_flow, nova, mdev_clean,
                                              step, command, when):
-    """Killed after the GPU instance was made and before the mdev was;
-    after the mdev was removed and before the GPU instance was."""
+    """The kills of :data:`KILLS`, where the vGPU is an mdev: made after
+    the GPU instance at bind, removed before it at delete."""
     if step == 'delete':
         instance, _arq = _spawn_mdev(mdev_flow, nova)
         mdev_flow.kill_at(command, when)
@@ -745,6 +745,8 @@ def test_agent_sigkill_leaves_no_mdev_orphan(mdev_flow, nova, mdev_clean,
     else:
         mdev_flow.kill_at(command, when)
         instance, uuids = _bind(mdev_flow, nova, RC_3G, host=MDEV_HOST)
+    rolled_back = mdev_flow.agent.log_text().count(
+        'rolled back the unfinished')
     mdev_flow.wait_killed()
     mdev_flow.restart_agent()
     if step == 'delete':
@@ -755,5 +757,5 @@ def test_agent_sigkill_leaves_no_mdev_orphan(mdev_flow, nova, mdev_clean,
             nova_flow.wait_until(lambda: len(mdev_flow.mdevs()) == 1,
                                  TIMEOUT, 'the retried mdev created')
     mdev_flow.assert_no_orphan()
-    assert 'rolled back the unfinished MIG partition' in (
-        mdev_flow.agent.log_text())
+    assert mdev_flow.agent.log_text().count(
+        'rolled back the unfinished MIG partition') == rolled_back + 1
