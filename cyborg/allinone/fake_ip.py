@@ -34,8 +34,6 @@ import os
 import sys
 from typing import Any
 
-from cyborg.allinone import fake_tools
-
 #: Where fake tools keep runtime state (wiped by a host's reboot).
 RUNTIME_DIR = '.runtime'
 _LINKS = '.ip-links.json'
@@ -48,6 +46,9 @@ def write_ip(tools_dir: str, links: dict[str, tuple[str, int]]) -> str:
     """Write the fake ``ip`` of the interfaces ``links`` (``{ifname:
     (MAC address, number of VFs)}``), every VF as after a boot; its
     path."""
+    # Here, not at the top: the fake ``ip`` loads this module alone, with
+    # the standard library only (see fake_tools._SCRIPT).
+    from cyborg.allinone import fake_tools
     os.makedirs(tools_dir, exist_ok=True)
     _write(os.path.join(tools_dir, _LINKS), {
         ifname: {'mac': mac, 'vfs': count, 'refused': []}

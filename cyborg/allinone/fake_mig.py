@@ -44,9 +44,13 @@ import fcntl
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from cyborg.allinone import fake_tools
-from cyborg.allinone.host_tree import HostTree
+# The fake nvidia-smi loads this module alone (see fake_tools._SCRIPT):
+# only the standard library at import time.
+if TYPE_CHECKING:
+    from cyborg.allinone import fake_tools
+    from cyborg.allinone.host_tree import HostTree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -619,10 +623,12 @@ def main(state_path: str, argv: list[str]) -> int | None:
         if argv[:1] != ['mig']:
             sys.stdout.write(mode_query(gpus))
             return 0
+        before = [gpu.to_dict() for gpu in gpus]
         rc, out, err = run(gpus, argv[1:])
         write_state(state_path, gpus)
-        for gpu in gpus:
-            gpu.refresh_mdev_types()
+        for gpu, was in zip(gpus, before, strict=True):
+            if gpu.to_dict() != was:  # instances made or destroyed
+                gpu.refresh_mdev_types()
     sys.stdout.write(out)
     sys.stderr.write(err)
     return rc
@@ -634,6 +640,7 @@ def write_nvidia_smi_mig(tools_dir: str, gpus: list[fake_tools.Gpu],
     """A fake ``nvidia-smi`` for ``gpus`` whose GPUs of index in
     ``models`` (the model name of :data:`MODELS`) run MIG mode with no
     instances, the state kept in ``state_path``."""
+    from cyborg.allinone import fake_tools
     bus_ids = {gpu.index: gpu.bus_id() for gpu in gpus}
     write_state(state_path, [MigGpu(index, MODELS[name],
                                     bus_id=bus_ids.get(index, ''))
