@@ -498,6 +498,26 @@ class PlacementClient:
         return max_version
 
 
+def reserve_all(client: PlacementClient, uuid: str,
+                generation: int | None = None) -> None:
+    """Reserve all of the inventory of provider ``uuid``: its
+    allocations stay valid and no new one fits. With ``generation``,
+    only while the provider is still at it (an allocation made since
+    moved it): GenerationConflict otherwise, as for a concurrent write.
+    """
+    current, inventories = client.get_inventories(uuid)
+    if generation is not None and current != generation:
+        raise GenerationConflict(
+            'resource provider %s moved from generation %d to %d'
+            % (uuid, generation, current), 409)
+    if all(record['reserved'] >= record['total']
+           for record in inventories.values()):
+        return
+    client.set_inventories(uuid, current, {
+        resource_class: dict(record, reserved=record['total'])
+        for resource_class, record in inventories.items()})
+
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in str(version).split('.'))
 

@@ -183,19 +183,11 @@ def _freeze(client: placement_client.PlacementClient, rp_uuid: str) -> bool:
     if allocations:
         return False
     try:
-        current, inventories = client.get_inventories(rp_uuid)
-        if current != generation:
-            return False  # changed since the allocations were read
-        if all(record['reserved'] >= record['total']
-               for record in inventories.values()):
-            return True
-        client.set_inventories(rp_uuid, generation, {
-            resource_class: dict(record, reserved=record['total'])
-            for resource_class, record in inventories.items()})
+        placement_client.reserve_all(client, rp_uuid, generation)
     except placement_client.ProviderNotFound:
         return True
     except placement_client.GenerationConflict:
-        return False
+        return False  # an allocation since the allocations were read
     return True
 
 

@@ -769,13 +769,7 @@ class PlacementSync:
         allocations stay valid and no new one fits. Best effort: a
         failure leaves it as it was until the next try."""
         try:
-            generation, current = self.client.get_inventories(uuid)
-            if all(record['reserved'] >= record['total']
-                   for record in current.values()):
-                return
-            self.client.set_inventories(uuid, generation, {
-                resource_class: dict(record, reserved=record['total'])
-                for resource_class, record in current.items()})
+            placement_client.reserve_all(self.client, uuid)
         except placement_client.PlacementUnavailable:
             raise
         except placement_client.PlacementError as e:
