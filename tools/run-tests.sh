@@ -22,6 +22,12 @@
 # functional tests wait on the services they started, so even a 2-core
 # machine runs more workers than cores. The 20 slowest tests are listed
 # at the end.
+#
+# The tree is compiled to bytecode first: the suite starts many
+# processes that import this checkout's cyborg (services, commands, fake
+# vendor tools), and where PYTHONDONTWRITEBYTECODE is set (as in many CI
+# images) none of them writes what it compiled, so each would compile
+# its modules again (about 0.4 s of CPU for a service's 200 modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-test-deps.sh
@@ -29,5 +35,6 @@ tools/setup-venv.sh --test
 .venv/bin/ruff check cyborg tests tools
 .venv/bin/pycodestyle cyborg tests tools
 .venv/bin/mypy
+.venv/bin/python -m compileall -q -j 0 cyborg tests tools
 exec .venv/bin/pytest -p no:cacheprovider -n "${CYBORG_TEST_WORKERS:-4}" \
     --dist loadfile --no-loadscope-reorder --durations=20 tests "$@"

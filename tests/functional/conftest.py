@@ -153,8 +153,22 @@ def work_dir():
 
 
 @pytest.fixture(scope='session')
-def postgres():
-    with servers.PostgreSQLServer() as server:
+def schema_dump_dir(tmp_path_factory) -> str:
+    """A directory of this test run that every xdist worker shares (the
+    parent of the workers' base temporary directories), for what is
+    built once per run: the schema dumps of
+    :meth:`servers.PostgreSQLServer.create_database_from`."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        base = base.parent
+    path = os.path.join(str(base), 'schema-dumps')
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope='session')
+def postgres(schema_dump_dir):
+    with servers.PostgreSQLServer(dump_dir=schema_dump_dir) as server:
         yield server
 
 

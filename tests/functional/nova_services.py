@@ -17,8 +17,10 @@ conftest.py), a given Placement (test_real_nova.py runs one on PostgreSQL)
 and a real Keystone (keystone.py):
 
 * Nova from the installed ``nova`` package: its API database, cell0 and
-  cell1 databases (``nova-manage api_db sync``, ``cell_v2 map_cell0``,
-  ``cell_v2 create_cell``, ``db sync``), nova-api (the WSGI application
+  cell1 databases (``nova-manage api_db sync`` and ``db sync`` once per
+  test run, each database restored from a dump of their result, see
+  :meth:`servers.PostgreSQLServer.load_schema`; ``cell_v2 map_cell0``,
+  ``cell_v2 create_cell``), nova-api (the WSGI application
   ``nova.wsgi.osapi_compute:application`` under the suite's WSGI server),
   nova-conductor, nova-scheduler and one nova-compute per
   :class:`ComputeSpec` with ``compute_driver =
@@ -48,6 +50,7 @@ the deployment's directory (``<name>.log`` per process).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -537,6 +540,13 @@ class RealNova:
         self.databases.append(db_name)
         return self.postgres.create_database(db_name)
 
+    def load_schema(self, url: str, schema: str,
+                    build: Callable[[str], None]) -> None:
+        """Give this deployment's empty database at ``url`` the schema
+        ``build`` makes (see :meth:`servers.PostgreSQLServer.load_schema`:
+        built once per test run, then restored from a dump)."""
+        self.postgres.load_schema(url.rsplit('/', 1)[1], schema, build)
+
     @property
     def cyborg_conf(self) -> str:
         """Our Cyborg's control services' configuration file."""
@@ -797,6 +807,19 @@ def _nova_manage(config_files: Sequence[str], log: str, *args: str) -> None:
                        'nova-manage %s' % ' '.join(args), timeout=300)
 
 
+def _nova_schema(directory: str, log: str, section: str,
+                 *command: str) -> Callable[[str], None]:
+    """What builds a Nova database schema: ``nova-manage COMMAND`` with
+    ``[SECTION] connection`` the database's URL and nothing else."""
+    def build(url: str) -> None:
+        conf = servers.write_config(
+            os.path.join(directory, 'nova-schema-%s.conf'
+                         % url.rsplit('/', 1)[1]),
+            {section: {'connection': url}})
+        _nova_manage([conf], log, *command)
+    return build
+
+
 def _timed(timings: dict, name: str, function, *args):
     started = time.monotonic()
     try:
@@ -927,21 +950,20 @@ def _start(d: RealNova, computes: Sequence[ComputeSpec],
         nova_config.setdefault(section, {}).update(options)
     d.nova_conf = servers.write_config(os.path.join(etc, 'nova.conf'),
                                        nova_config)
-    cell0_conf = servers.write_config(
-        os.path.join(directory, 'nova-cell0.conf'),
-        {'database': {'connection': cell0_db}})
     manage_log = os.path.join(directory, 'nova-manage.log')
 
     def nova_api_db():
-        _nova_manage([d.nova_conf], manage_log, 'api_db', 'sync')
+        d.load_schema(api_db, 'nova_api', _nova_schema(
+            directory, manage_log, 'api_database', 'api_db', 'sync'))
         _nova_manage([d.nova_conf], manage_log, 'cell_v2', 'map_cell0',
                      '--database_connection', cell0_db)
         _nova_manage([d.nova_conf], manage_log, 'cell_v2', 'create_cell',
                      '--name', 'cell1', '--database_connection', cell1_db,
                      '--transport-url', nova_transport, '--verbose')
 
-    def nova_cell_db(config_files):
-        _nova_manage(config_files, manage_log, 'db', 'sync', '--local_cell')
+    def nova_cell_db(url):
+        d.load_schema(url, 'nova_cell', _nova_schema(
+            directory, manage_log, 'database', 'db', 'sync', '--local_cell'))
 
 
     if cyborg is not None:
@@ -953,9 +975,9 @@ def _start(d: RealNova, computes: Sequence[ComputeSpec],
             pool.submit(_timed, timings, 'nova api db and cells',
                         nova_api_db),
             pool.submit(_timed, timings, 'nova cell1 db', nova_cell_db,
-                        [d.nova_conf]),
+                        cell1_db),
             pool.submit(_timed, timings, 'nova cell0 db', nova_cell_db,
-                        [d.nova_conf, cell0_conf])]
+                        cell0_db)]
         if cyborg is not None:
             futures.append(pool.submit(_timed, timings, 'cyborg db',
                                        cyborg.migrate, d))

@@ -35,10 +35,12 @@ are chowned to them.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 import configparser
 import contextlib
+import fcntl
 import os
 import pwd
 import shutil
@@ -378,9 +380,13 @@ class PostgreSQLServer(_Server):
     SUPERUSER = 'postgres'
 
     def __init__(self, base_dir: str | None = None, start_timeout=60.0,
-                 durable: bool = False):
+                 durable: bool = False, dump_dir: str | None = None):
         super().__init__(base_dir, prefix='cyborg-pg-')
         self.durable = durable
+        #: Where :meth:`create_database_from` keeps its schema dumps (a
+        #: directory every server of the test run shares); None: each
+        #: schema is built again for every database.
+        self.dump_dir = dump_dir
         self.port = free_port()
         self.data_dir = os.path.join(self.base_dir, 'data')
         self.socket_dir = self.base_dir
@@ -390,6 +396,8 @@ class PostgreSQLServer(_Server):
         self._initdb = find_binary('initdb', self.PACKAGE, PG_BIN_DIRS)
         self._postgres = find_binary('postgres', self.PACKAGE, PG_BIN_DIRS)
         self._pg_ctl = find_binary('pg_ctl', self.PACKAGE, PG_BIN_DIRS)
+        self._pg_dump = find_binary('pg_dump', self.PACKAGE, PG_BIN_DIRS)
+        self._psql = find_binary('psql', self.PACKAGE, PG_BIN_DIRS)
 
     def url_for(self, database: str) -> str:
         return 'postgresql+psycopg2://%s@%s:%d/%s' % (
@@ -448,6 +456,51 @@ class PostgreSQLServer(_Server):
 
     def drop_database(self, name: str) -> None:
         self.execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
+
+    def load_schema(self, name: str, schema: str,
+                    build: Callable[[str], None]) -> None:
+        """Give the empty database ``name`` the schema ``schema``.
+
+        ``build(url)`` makes the schema in an empty database (e.g. a
+        service's own ``db sync``). It runs once per test run: the first
+        caller of any server (any xdist worker) builds it in a database
+        of its own and keeps a ``pg_dump`` of it in :attr:`dump_dir`;
+        every database is then restored from the dump, which costs a
+        fraction of running a long migration history again. Without a
+        ``dump_dir``, ``build`` runs on ``name`` itself.
+        """
+        if self.dump_dir is None:
+            build(self.url_for(name))
+            return
+        dump = self._schema_dump(schema, build)
+        run_logged([self._psql, '-X', '-q', '-v', 'ON_ERROR_STOP=1',
+                    '-h', LOOPBACK, '-p', str(self.port),
+                    '-U', self.SUPERUSER, '-d', name, '-f', dump],
+                   self.log, 'restoring %s into %s' % (dump, name))
+
+    def _schema_dump(self, schema: str,
+                     build: Callable[[str], None]) -> str:
+        """The dump of ``schema``, built first if no caller has yet."""
+        assert self.dump_dir is not None
+        path = os.path.join(self.dump_dir, 'schema-%s.sql' % schema)
+        with open(path + '.lock', 'w') as lock:
+            # Another worker building the same schema: wait for its dump
+            # rather than spend the CPU on building it twice.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(path):
+                return path
+            name = 'schema_%s_%d' % (schema, self.port)
+            url = self.create_database(name)
+            try:
+                build(url)
+                run_logged([self._pg_dump, '--no-owner', '--no-privileges',
+                            '-h', LOOPBACK, '-p', str(self.port),
+                            '-U', self.SUPERUSER, '-f', path + '.part',
+                            name], self.log, 'pg_dump of %s' % name)
+                os.rename(path + '.part', path)
+            finally:
+                self.drop_database(name)
+        return path
 
     def _stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
