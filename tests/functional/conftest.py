@@ -20,12 +20,13 @@ Session-scoped, each started once on demand and always stopped:
 * ``rabbitmq``: a private RabbitMQ node (:class:`RabbitMQServer`);
 * ``keystone``: a real Keystone on that PostgreSQL
   (:class:`~tests.functional.keystone.KeystoneServer`);
-* ``multiprocess``: ``cyborg-dbsync upgrade`` on a fresh PostgreSQL
-  database, then ``cyborg-conductor`` (syncing to the real ``placement``),
-  ``cyborg-api`` (noauth) and one ``cyborg-agent`` (host
-  ``functional-agent-1``, fake driver with a devices file that mimics the
-  driver's default: one FPGA device, 4 TEST_PCI handles, trait
-  CUSTOM_FAKE_DEVICE) talking over the private RabbitMQ;
+* ``multiprocess``: a fresh PostgreSQL database with this tree's schema
+  (:func:`servers.upgrade_cyborg_database`), then ``cyborg-conductor``
+  (syncing to the real ``placement``), ``cyborg-api`` (noauth) and one
+  ``cyborg-agent`` (host ``functional-agent-1``, fake driver with a
+  devices file that mimics the driver's default: one FPGA device, 4
+  TEST_PCI handles, trait CUSTOM_FAKE_DEVICE) talking over the private
+  RabbitMQ;
 * ``allinone``: ``cyborg-all-in-one`` on SQLite in a temporary state dir.
 
 Module-scoped: ``placement_pg``, a Placement on the session's
@@ -248,9 +249,7 @@ def multiprocess(postgres, rabbitmq, placement, work_dir):  # noqa: F811
     }
     config_file = servers.write_config(
         os.path.join(directory, 'cyborg.conf'), config)
-    result = servers.run_script('cyborg-dbsync', 'upgrade',
-                                config_file=config_file)
-    assert result.returncode == 0, result.stdout + result.stderr
+    servers.upgrade_cyborg_database(config_file, postgres)
     embedded_placement.ensure_compute_node(placement.client(),
                                            MULTIPROCESS_AGENT_HOST)
     devices_file = os.path.join(directory, 'agent-devices.json')

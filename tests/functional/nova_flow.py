@@ -17,7 +17,9 @@ test_arq_faults.py.
 PostgreSQL or its MariaDB: conftest.py's ``db_server``), its RabbitMQ and
 Placement (see conftest.py):
 
-* a fresh database, upgraded with ``cyborg-dbsync upgrade``;
+* a fresh database, upgraded with ``cyborg-dbsync upgrade`` (on
+  PostgreSQL restored from the run's dump of it:
+  :func:`servers.upgrade_cyborg_database`);
 * a private RabbitMQ virtual host (so the conductors never share RPC
   queues with another deployment of the same session);
 * two ``cyborg-conductor`` processes (hosts ``<name>-cond-0`` and
@@ -428,9 +430,9 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                              **(api_options or {})}
         config_file = servers.write_config(
             os.path.join(directory, 'api.conf'), api_config)
-        result = servers.run_script('cyborg-dbsync', 'upgrade',
-                                    config_file=config_file)
-        assert result.returncode == 0, result.stdout + result.stderr
+        servers.upgrade_cyborg_database(
+            config_file, db_server
+            if isinstance(db_server, servers.PostgreSQLServer) else None)
         flow = NovaFlowDeployment(name, directory, url, trait, placement,
                                   nova, db_url)
         nova_config = {'auth_type': 'admin_token', 'endpoint': nova.url,

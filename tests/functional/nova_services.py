@@ -426,9 +426,10 @@ class OurCyborg(CyborgPart):
             os.path.join(d.directory, '%s.conf' % self.label), config)
 
     def migrate(self, d: RealNova) -> None:
-        result = servers.run_script('cyborg-dbsync', 'upgrade',
-                                    config_file=self.conf, timeout=300)
-        assert result.returncode == 0, result.stdout + result.stderr
+        # A database of the deployment's PostgreSQL gets the run's dump;
+        # one given (another server) is upgraded as an operator does.
+        servers.upgrade_cyborg_database(
+            self.conf, None if self.given_url else d.postgres)
 
     def start_control(self, d: RealNova) -> None:
         d.add(Process(self.process_name('conductor'), [

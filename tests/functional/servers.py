@@ -888,6 +888,33 @@ def run_script(script: str, *args: str, config_file: str | None = None,
                           check=False)
 
 
+def upgrade_cyborg_database(config_file: str,
+                            server: PostgreSQLServer | None = None) -> None:
+    """``cyborg-dbsync upgrade`` of the empty database ``config_file``
+    names; with the ``server`` that holds it, this tree's schema is
+    built once per test run and restored from its dump instead
+    (:meth:`PostgreSQLServer.load_schema`). The migrations themselves
+    are tested as an operator runs them in test_migrations.py."""
+    def build(url: str) -> None:
+        conf = config_file
+        if server is not None:  # the dump's own database
+            conf = write_config('%s.schema-%s' % (config_file,
+                                                  url.rsplit('/', 1)[1]),
+                                {'database': {'connection': url}})
+        result = run_script('cyborg-dbsync', 'upgrade', config_file=conf,
+                            timeout=300)
+        if result.returncode != 0:
+            raise ServerError('cyborg-dbsync upgrade failed:\n%s%s'
+                              % (result.stdout, result.stderr))
+    if server is None:
+        build('')
+        return
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(config_file)
+    url = parser.get('database', 'connection')
+    server.load_schema(url.split('?')[0].rsplit('/', 1)[1], 'cyborg', build)
+
+
 def start_control_plane(directory: str, config_file: str, port: int,
                         processes: list, timeout: float = 90.0) -> str:
     """Start cyborg-conductor, then cyborg-api on ``port``; the API URL.

@@ -381,9 +381,9 @@ def cluster(postgres, db_server, rabbitmq, work_dir):
                 'placement': dict(conftest.placement_config(placement.url),
                                   token=placement_lib.SERVICE_TOKEN),
             })
-        result = servers.run_script('cyborg-dbsync', 'upgrade',
-                                    config_file=config_file)
-        assert result.returncode == 0, result.stdout + result.stderr
+        servers.upgrade_cyborg_database(
+            config_file, db_server
+            if isinstance(db_server, servers.PostgreSQLServer) else None)
         url = servers.start_control_plane(directory, config_file, port,
                                           processes, START_TIMEOUT)
         agents = {}

@@ -120,9 +120,7 @@ def cloud(postgres, rabbitmq, placement, keystone, work_dir):
     }
     config_file = servers.write_config(
         os.path.join(directory, 'cyborg.conf'), config)
-    result = servers.run_script('cyborg-dbsync', 'upgrade',
-                                config_file=config_file)
-    assert result.returncode == 0, result.stdout + result.stderr
+    servers.upgrade_cyborg_database(config_file, postgres)
     embedded_placement.ensure_compute_node(placement.client(), AGENT_HOST)
     devices_file = os.path.join(directory, 'agent-devices.json')
     with open(devices_file, 'w') as f:
