@@ -158,7 +158,7 @@ def schema_dump_dir(tmp_path_factory) -> str:
     """A directory of this test run that every xdist worker shares (the
     parent of the workers' base temporary directories), for what is
     built once per run: the schema dumps of
-    :meth:`servers.PostgreSQLServer.create_database_from`."""
+    :meth:`servers.PostgreSQLServer.load_schema`."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get('PYTEST_XDIST_WORKER'):
         base = base.parent

@@ -430,9 +430,7 @@ def deployment(name: str, db_server, rabbitmq, placement, work_dir: str,
                              **(api_options or {})}
         config_file = servers.write_config(
             os.path.join(directory, 'api.conf'), api_config)
-        servers.upgrade_cyborg_database(
-            config_file, db_server
-            if isinstance(db_server, servers.PostgreSQLServer) else None)
+        servers.upgrade_cyborg_database(config_file, db_server)
         flow = NovaFlowDeployment(name, directory, url, trait, placement,
                                   nova, db_url)
         nova_config = {'auth_type': 'admin_token', 'endpoint': nova.url,

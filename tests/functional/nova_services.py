@@ -546,7 +546,7 @@ class RealNova:
         """Give this deployment's empty database at ``url`` the schema
         ``build`` makes (see :meth:`servers.PostgreSQLServer.load_schema`:
         built once per test run, then restored from a dump)."""
-        self.postgres.load_schema(url.rsplit('/', 1)[1], schema, build)
+        self.postgres.load_schema(servers.database_name(url), schema, build)
 
     @property
     def cyborg_conf(self) -> str:
@@ -815,7 +815,7 @@ def _nova_schema(directory: str, log: str, section: str,
     def build(url: str) -> None:
         conf = servers.write_config(
             os.path.join(directory, 'nova-schema-%s.conf'
-                         % url.rsplit('/', 1)[1]),
+                         % servers.database_name(url)),
             {section: {'connection': url}})
         _nova_manage([conf], log, *command)
     return build

@@ -383,7 +383,7 @@ class PostgreSQLServer(_Server):
                  durable: bool = False, dump_dir: str | None = None):
         super().__init__(base_dir, prefix='cyborg-pg-')
         self.durable = durable
-        #: Where :meth:`create_database_from` keeps its schema dumps (a
+        #: Where :meth:`load_schema` keeps its schema dumps (a
         #: directory every server of the test run shares); None: each
         #: schema is built again for every database.
         self.dump_dir = dump_dir
@@ -888,31 +888,41 @@ def run_script(script: str, *args: str, config_file: str | None = None,
                           check=False)
 
 
-def upgrade_cyborg_database(config_file: str,
-                            server: PostgreSQLServer | None = None) -> None:
+def database_name(url: str) -> str:
+    """The database a SQLAlchemy URL names."""
+    import sqlalchemy as sa
+    name = sa.engine.make_url(url).database
+    assert name, url
+    return name
+
+
+def _dbsync_upgrade(config_file: str) -> None:
+    result = run_script('cyborg-dbsync', 'upgrade', config_file=config_file,
+                        timeout=300)
+    if result.returncode != 0:
+        raise ServerError('cyborg-dbsync upgrade failed:\n%s%s'
+                          % (result.stdout, result.stderr))
+
+
+def upgrade_cyborg_database(config_file: str, db_server=None) -> None:
     """``cyborg-dbsync upgrade`` of the empty database ``config_file``
-    names; with the ``server`` that holds it, this tree's schema is
-    built once per test run and restored from its dump instead
-    (:meth:`PostgreSQLServer.load_schema`). The migrations themselves
-    are tested as an operator runs them in test_migrations.py."""
-    def build(url: str) -> None:
-        conf = config_file
-        if server is not None:  # the dump's own database
-            conf = write_config('%s.schema-%s' % (config_file,
-                                                  url.rsplit('/', 1)[1]),
-                                {'database': {'connection': url}})
-        result = run_script('cyborg-dbsync', 'upgrade', config_file=conf,
-                            timeout=300)
-        if result.returncode != 0:
-            raise ServerError('cyborg-dbsync upgrade failed:\n%s%s'
-                              % (result.stdout, result.stderr))
-    if server is None:
-        build('')
+    names. When ``db_server``, the server holding it, is a
+    :class:`PostgreSQLServer`, this tree's schema is built once per test
+    run and restored from its dump instead (:meth:`~PostgreSQLServer.
+    load_schema`). The migrations themselves are tested as an operator
+    runs them in test_migrations.py."""
+    if not isinstance(db_server, PostgreSQLServer):
+        _dbsync_upgrade(config_file)
         return
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(config_file)
     url = parser.get('database', 'connection')
-    server.load_schema(url.split('?')[0].rsplit('/', 1)[1], 'cyborg', build)
+
+    def build(schema_url: str) -> None:  # in the dump's own database
+        _dbsync_upgrade(write_config(
+            '%s.schema-%s' % (config_file, database_name(schema_url)),
+            {'database': {'connection': schema_url}}))
+    db_server.load_schema(database_name(url), 'cyborg', build)
 
 
 def start_control_plane(directory: str, config_file: str, port: int,

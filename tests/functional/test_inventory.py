@@ -381,9 +381,7 @@ def cluster(postgres, db_server, rabbitmq, work_dir):
                 'placement': dict(conftest.placement_config(placement.url),
                                   token=placement_lib.SERVICE_TOKEN),
             })
-        servers.upgrade_cyborg_database(
-            config_file, db_server
-            if isinstance(db_server, servers.PostgreSQLServer) else None)
+        servers.upgrade_cyborg_database(config_file, db_server)
         url = servers.start_control_plane(directory, config_file, port,
                                           processes, START_TIMEOUT)
         agents = {}
