@@ -449,8 +449,12 @@ def test_full_batches_loop_without_waiting(database, admin_context,
     assert client.tags() == arqs
 
 
-def test_retry_backs_off_then_sends(database, admin_context, notifier,
-                                    client):
+def test_retry_backs_off_then_sends(database, admin_context, nova_opts,
+                                    notifier, client):
+    # Long enough that the checks before the wake below cannot outlast
+    # it on a loaded machine (they are a few database reads).
+    nova_opts.set_override('retry_interval', 2, group='nova')
+    nova_opts.set_override('retry_max_interval', 4, group='nova')
     arq = enqueue(admin_context, 1, now=timeutils.utcnow())[0]
     client.default = nova_client.RETRY
     notifier.start()
@@ -459,13 +463,14 @@ def test_retry_backs_off_then_sends(database, admin_context, notifier,
     (row,) = rows(admin_context)
     assert row['attempts'] == 1 and row['last_error'] == 'fake detail'
     delay = (row['next_attempt_at'] - row['updated_at']).total_seconds()
-    assert 0.16 <= delay <= 0.2 + 1e-6  # retry_interval less jitter
+    assert 1.6 <= delay <= 2 + 1e-6  # retry_interval less jitter
     notifier.wake()  # not due yet: nothing is sent
     time.sleep(0.05)
     assert len(client.calls) == 1
     client.default = nova_client.SENT
     # Due again after the backoff; a wake (or the poll) picks it up.
-    time.sleep(0.25)
+    time.sleep(max(0.0, (row['next_attempt_at']
+                         - timeutils.utcnow()).total_seconds()) + 0.05)
     notifier.wake()
     calls = client.wait_calls(2)
     assert calls[1][1][0]['tag'] == arq
