@@ -15,15 +15,18 @@
 from typing import Any
 
 from oslo_context import context as oslo_context
-from oslo_db.sqlalchemy import enginefacade
 
 
-@enginefacade.transaction_context_provider
 class RequestContext(oslo_context.RequestContext):
     """Security context and request information.
 
     ``is_admin`` is derived from the roles (``admin``); ``service_roles`` are
     the roles of a validated service token, never of the user token.
+
+    The database layer (:mod:`cyborg.db.api`) gives the class oslo.db's
+    transaction attributes (``session``, ``connection``...) when it is
+    imported, so that a process that never reads the database (the agent)
+    does not import SQLAlchemy for its contexts.
     """
 
     def __init__(self, is_admin: bool | None = None, **kwargs: Any):

@@ -27,9 +27,7 @@ import time
 from typing import Any
 
 from keystoneauth1 import exceptions as ksa_exc
-import openstack.exceptions
 from oslo_limit import exception as limit_exc
-from oslo_limit import limit
 from oslo_log import log as logging
 
 from cyborg.common import exception
@@ -38,10 +36,22 @@ LOG = logging.getLogger(__name__)
 
 # A cache of more projects than this drops the expired ones.
 _MAX_PROJECTS = 1000
-# What the enforcer may raise when Keystone is unreachable, refuses the
-# service's credentials, or has no endpoint for it.
-_KEYSTONE_ERRORS = (limit_exc.SessionInitError, ksa_exc.ClientException,
-                    openstack.exceptions.SDKException, ValueError)
+
+
+def _keystone_errors() -> tuple[type[Exception], ...]:
+    """What the enforcer may raise when Keystone is unreachable, refuses
+    the service's credentials, or has no endpoint for it."""
+    # openstacksdk (which oslo.limit's enforcer uses) is imported with
+    # the first enforcer, not with the API and the conductor: it is
+    # about 0.3 s of their start-up CPU, and limits are off by default.
+    import openstack.exceptions
+    return (limit_exc.SessionInitError, ksa_exc.ClientException,
+            openstack.exceptions.SDKException, ValueError)
+
+
+def _enforcer() -> Any:
+    from oslo_limit import limit
+    return limit.Enforcer(_no_usage, cache=False)
 
 
 def _no_usage(project_id: str | None, resource_names: Any) -> dict[str, int]:
@@ -58,8 +68,7 @@ class KeystoneLimits:
                  enforcer_factory: Callable[[], Any] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self._cache_time = cache_time
-        self._factory = enforcer_factory or (
-            lambda: limit.Enforcer(_no_usage, cache=False))
+        self._factory = enforcer_factory or _enforcer
         self._clock = clock
         self._lock = threading.Lock()
         self._enforcer: Any = None
@@ -76,7 +85,7 @@ class KeystoneLimits:
                 pairs = self._enforcer.get_registered_limits(None)
             else:
                 pairs = self._enforcer.get_project_limits(key, None)
-        except _KEYSTONE_ERRORS as e:
+        except _keystone_errors() as e:
             # The next question finds the endpoint again.
             self._enforcer = None
             LOG.warning('The limits could not be read from Keystone: %s', e)

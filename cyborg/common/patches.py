@@ -38,22 +38,25 @@ When the check fails at run time, what is safe decides what happens:
   :class:`PatchError` before anything changed and the reload is refused.
 """
 
+from __future__ import annotations
+
 from collections.abc import Callable
 import functools
 import inspect
+from typing import TYPE_CHECKING
 from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_messaging._drivers import amqpdriver
-import pecan
-from pecan import core as pecan_core
-from pecan import routing as pecan_routing
-from pecan import util as pecan_util
-from sqlalchemy import engine as sa_engine
-from sqlalchemy import event as sa_event
-from sqlalchemy.pool import base as sa_pool
-from webob import request as webob_request
+
+# pecan, webob and SQLAlchemy are imported by the patches of theirs, not
+# with this module: every service imports it for the oslo.messaging
+# patches, and the agent, which uses neither a database nor pecan, would
+# otherwise import them at start (about 0.5 s of CPU).
+if TYPE_CHECKING:
+    import pecan
+    from sqlalchemy import engine as sa_engine
 
 LOG = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ def _skipped(patch: str, problem: str) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _argspec_of(function):
+    from pecan import util as pecan_util
     return pecan_util.getargspec(function)
 
 
@@ -93,21 +97,23 @@ def getargspec(method):
     return _argspec_of(getattr(method, '__func__', method))
 
 
-#: The pecan functions that look ``getargspec`` up in their module on
-#: every request (pecan 1.4 to 1.8).
-PECAN_ARGSPEC_READERS = (
-    (pecan_core, pecan_core.PecanBase.invoke_controller),
-    (pecan_routing, pecan_routing.find_object),
-)
+def pecan_argspec_readers() -> tuple[tuple[Any, Callable[..., Any]], ...]:
+    """The pecan functions that look ``getargspec`` up in their module
+    on every request (pecan 1.4 to 1.8), with their modules."""
+    from pecan import core as pecan_core
+    from pecan import routing as pecan_routing
+    return ((pecan_core, pecan_core.PecanBase.invoke_controller),
+            (pecan_routing, pecan_routing.find_object))
 
 
 def pecan_argspec_problem() -> str | None:
     """What keeps :func:`install_pecan_argspec_cache` from applying;
     None: nothing."""
+    from pecan import util as pecan_util
     params = list(inspect.signature(pecan_util.getargspec).parameters)
     if params != ['method']:
         return 'pecan.util.getargspec takes %s, not (method)' % params
-    for module, reader in PECAN_ARGSPEC_READERS:
+    for module, reader in pecan_argspec_readers():
         if getattr(module, 'getargspec', None) not in (
                 pecan_util.getargspec, getargspec):
             return ('%s.getargspec is no longer pecan.util.getargspec'
@@ -131,7 +137,7 @@ def install_pecan_argspec_cache() -> bool:
     problem = pecan_argspec_problem()
     if problem is not None:
         return _skipped('pecan getargspec cache', problem)
-    for module, _reader in PECAN_ARGSPEC_READERS:
+    for module, _reader in pecan_argspec_readers():
         module.getargspec = getargspec
     return True
 
@@ -141,6 +147,8 @@ def install_pecan_argspec_cache() -> bool:
 def pecan_json_problem() -> str | None:
     """What keeps :func:`parsed_json_request` from applying; None:
     nothing."""
+    from pecan import core as pecan_core
+    from webob import request as webob_request
     if not isinstance(getattr(webob_request.BaseRequest, 'json', None),
                       property):
         return 'webob.BaseRequest.json is no longer a property'
@@ -163,6 +171,7 @@ def parsed_json_request(
     a body would be decoded and parsed a second time per request. The
     class is handed to pecan as its ``request_cls``.
     """
+    import pecan
     problem = pecan_json_problem()
     if problem is not None:
         _skipped('pecan parsed JSON body', problem)
@@ -277,9 +286,11 @@ def shorten_obsolete_reply_queue_memory(
 
 # SQLAlchemy: no ROLLBACK where no statement ran ------------------------------
 
-#: The SQLAlchemy code that rolls a connection back through its dialect
-#: when it returns to the pool (SQLAlchemy 2.0 to 2.1).
-POOL_ROLLBACK_READERS = (sa_pool._ConnectionFairy._reset,)
+def pool_rollback_readers() -> tuple[Callable[..., Any], ...]:
+    """The SQLAlchemy code that rolls a connection back through its
+    dialect when it returns to the pool (SQLAlchemy 2.0 to 2.1)."""
+    from sqlalchemy.pool import base as sa_pool
+    return (sa_pool._ConnectionFairy._reset,)
 
 
 def redundant_rollback_problem(engine: sa_engine.Engine) -> str | None:
@@ -293,7 +304,7 @@ def redundant_rollback_problem(engine: sa_engine.Engine) -> str | None:
         if len(inspect.signature(method).parameters) != 1:
             return ('the %s dialect\'s %s no longer takes a connection'
                     % (dialect.name, name))
-    for reader in POOL_ROLLBACK_READERS:
+    for reader in pool_rollback_readers():
         if not _reads(reader, 'do_rollback'):
             return ('%s no longer rolls back through the dialect'
                     % reader.__qualname__)
@@ -332,6 +343,7 @@ def skip_redundant_rollbacks(engine: sa_engine.Engine) -> bool:
     :func:`redundant_rollback_problem`); the database layer calls it on
     every engine it creates.
     """
+    from sqlalchemy import event as sa_event
     problem = redundant_rollback_problem(engine)
     if problem is not None:
         return _skipped('skip redundant rollbacks', problem)

@@ -36,9 +36,15 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from cyborg import context as cyborg_context
 from cyborg.common import patches
 
 LOG = logging.getLogger(__name__)
+
+# Every query here runs in the transaction of a RequestContext: its
+# transaction attributes come with the database layer, not with the
+# context module (see RequestContext).
+enginefacade.transaction_context_provider(cyborg_context.RequestContext)
 
 main_context_manager = enginefacade.transaction_context()
 

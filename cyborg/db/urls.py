@@ -14,8 +14,6 @@
 
 import os
 
-import sqlalchemy.engine
-
 
 class NotADatabaseURL(ValueError):
     """The connection string is no SQLAlchemy URL."""
@@ -25,6 +23,9 @@ def sqlite_path(connection: str) -> str | None:
     """The absolute path of the file a SQLite ``connection`` names; None
     for another database, or SQLite in memory. Raises
     :class:`NotADatabaseURL`."""
+    # Imported here: every service checks its options at start, and the
+    # agent imports nothing else of SQLAlchemy.
+    import sqlalchemy.engine
     try:
         url = sqlalchemy.engine.make_url(connection)
     except Exception as e:  # sqlalchemy raises ArgumentError, ValueError

@@ -281,7 +281,7 @@ def test_a_pool_that_no_longer_rolls_back_through_the_dialect(
     def reset(self, pool, transaction_was_reset, terminate_only,
               asyncio_safe):
         pass
-    monkeypatch.setattr(patches, 'POOL_ROLLBACK_READERS', (reset,))
+    monkeypatch.setattr(patches, 'pool_rollback_readers', lambda: (reset,))
     engine = sqlalchemy.create_engine('sqlite://')
     assert not patches.skip_redundant_rollbacks(engine)
     assert 'no longer rolls back through the dialect' in (
