@@ -19,8 +19,9 @@ and a real Keystone (keystone.py):
 * Nova from the installed ``nova`` package: its API database, cell0 and
   cell1 databases (``nova-manage api_db sync`` and ``db sync`` once per
   test run, each database restored from a dump of their result, see
-  :meth:`servers.PostgreSQLServer.load_schema`; ``cell_v2 map_cell0``,
-  ``cell_v2 create_cell``), nova-api (the WSGI application
+  :meth:`servers.PostgreSQLServer.load_schema`; the rows of ``cell_v2
+  map_cell0`` and ``cell_v2 create_cell`` written directly), nova-api
+  (the WSGI application
   ``nova.wsgi.osapi_compute:application`` under the suite's WSGI server),
   nova-conductor, nova-scheduler and one nova-compute per
   :class:`ComputeSpec` with ``compute_driver =
@@ -57,6 +58,7 @@ from collections.abc import Sequence
 import concurrent.futures
 import contextlib
 import dataclasses
+import datetime
 import json
 import os
 import re
@@ -821,6 +823,33 @@ def _nova_schema(directory: str, log: str, section: str,
     return build
 
 
+# Nova's cell0 (objects.CellMapping.CELL0_UUID).
+CELL0_UUID = '00000000-0000-0000-0000-000000000000'
+
+
+def _map_cells(api_engine, cell0_db: str, cell1_db: str,
+               transport_url: str) -> None:
+    """The cell mappings ``nova-manage cell_v2 map_cell0`` and
+    ``cell_v2 create_cell --name cell1`` write (``CellMapping.create``
+    of nova/cmd/manage.py), written directly: each command is about 5 s
+    of CPU on a 2-core machine, mostly Nova's imports, for one row."""
+    cells = sa.table('cell_mappings', sa.column('created_at'),
+                     sa.column('uuid'), sa.column('name'),
+                     sa.column('transport_url'),
+                     sa.column('database_connection'),
+                     sa.column('disabled'))
+    now = datetime.datetime.utcnow()
+    with api_engine.begin() as connection:
+        connection.execute(sa.insert(cells), [
+            # cell0 has no message queue: Nova's 'none:///' transport.
+            dict(created_at=now, uuid=CELL0_UUID, name='cell0',
+                 transport_url='none:///', database_connection=cell0_db,
+                 disabled=False),
+            dict(created_at=now, uuid=str(uuid_lib.uuid4()), name='cell1',
+                 transport_url=transport_url, database_connection=cell1_db,
+                 disabled=False)])
+
+
 def _timed(timings: dict, name: str, function, *args):
     started = time.monotonic()
     try:
@@ -956,11 +985,7 @@ def _start(d: RealNova, computes: Sequence[ComputeSpec],
     def nova_api_db():
         d.load_schema(api_db, 'nova_api', _nova_schema(
             directory, manage_log, 'api_database', 'api_db', 'sync'))
-        _nova_manage([d.nova_conf], manage_log, 'cell_v2', 'map_cell0',
-                     '--database_connection', cell0_db)
-        _nova_manage([d.nova_conf], manage_log, 'cell_v2', 'create_cell',
-                     '--name', 'cell1', '--database_connection', cell1_db,
-                     '--transport-url', nova_transport, '--verbose')
+        _map_cells(d._api_engine, cell0_db, cell1_db, nova_transport)
 
     def nova_cell_db(url):
         d.load_schema(url, 'nova_cell', _nova_schema(
