@@ -197,8 +197,9 @@ def rabbitmq():
 @pytest.fixture(scope='session')
 def keystone(postgres):
     """A real Keystone (:class:`KeystoneServer`) with its database on
-    the session's PostgreSQL."""
-    with KeystoneServer(postgres.create_database('keystone')) as server:
+    the session's PostgreSQL (its schema restored from the run's dump)."""
+    with KeystoneServer(postgres.create_database('keystone'),
+                        db_server=postgres) as server:
         yield server
 
 
@@ -211,8 +212,8 @@ def placement_pg(request, postgres, work_dir):
     name = request.module.__name__.rsplit('.', 1)[-1]
     with PlacementServer(
             os.path.join(work_dir, '%s-placement' % name),
-            database_url=postgres.create_database('placement_%s' % name)
-            ) as server:
+            database_url=postgres.create_database('placement_%s' % name),
+            db_server=postgres) as server:
         yield server
 
 

@@ -86,15 +86,21 @@ class PlacementServer(servers._Server):
 
     ``database_url`` defaults to SQLite in the server's directory; the
     schema is created with ``placement-manage db sync`` before the API
-    starts. ``url`` is the endpoint (no trailing slash). With several
-    ``workers`` it runs under ``wsgi_server`` (see
-    :func:`servers.wsgi_argv`), else in one threaded process.
+    starts. When ``db_server``, the server holding ``database_url``, is
+    a :class:`servers.PostgreSQLServer`, the schema is instead restored
+    from a dump that Placement's own ``db sync`` built once per test run
+    (:meth:`~servers.PostgreSQLServer.load_schema`). ``url`` is the
+    endpoint (no trailing slash). With several ``workers`` it runs under
+    ``wsgi_server`` (see :func:`servers.wsgi_argv`), else in one threaded
+    process.
     """
 
     def __init__(self, base_dir: str | None = None,
                  database_url: str | None = None, start_timeout=60.0,
-                 workers: int = 1, wsgi_server: str = 'gunicorn'):
+                 workers: int = 1, wsgi_server: str = 'gunicorn',
+                 db_server=None):
         super().__init__(base_dir, prefix='cyborg-placement-')
+        self.db_server = db_server
         self.workers = workers
         self.wsgi_server = wsgi_server
         self.port = servers.free_port()
@@ -129,12 +135,30 @@ class PlacementServer(servers._Server):
             'placement_database': database,
         })
 
-    def _start(self) -> None:
-        self._write_config()
+    def _db_sync(self, config_file: str) -> None:
         servers.run_logged([servers.venv_script('placement-manage'),
-                            '--config-file', self.config_file, 'db', 'sync'],
+                            '--config-file', config_file, 'db', 'sync'],
                            self.log, 'placement-manage db sync',
                            cwd=self.base_dir)
+
+    def _create_schema(self) -> None:
+        """``placement-manage db sync``, or on PostgreSQL the restore of
+        the schema it built once per test run."""
+        if not isinstance(self.db_server, servers.PostgreSQLServer):
+            self._db_sync(self.config_file)
+            return
+
+        def build(url: str) -> None:  # in the dump's own database
+            self._db_sync(servers.write_config(
+                os.path.join(self.config_dir, 'placement-schema-%s.conf'
+                             % servers.database_name(url)),
+                {'placement_database': {'connection': url}}))
+        self.db_server.load_schema(servers.database_name(self.database_url),
+                                   'placement', build)
+
+    def _start(self) -> None:
+        self._write_config()
+        self._create_schema()
         env = dict(os.environ, PYTHONUNBUFFERED='1',
                    OS_PLACEMENT_CONFIG_DIR=self.config_dir)
         if self.workers > 1:

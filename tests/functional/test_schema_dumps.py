@@ -12,13 +12,16 @@
 
 """The harness's schema dumps (servers.PostgreSQLServer.load_schema): a
 schema is built once per test run and every database gets what it
-built, rows included."""
+built, rows included; Placement and Keystone on PostgreSQL start on a
+restored schema, without running their own ``db sync``."""
 
+import os
 import uuid
 
 import sqlalchemy as sa
 
 from tests.functional import servers
+from tests.functional.placement import PlacementServer
 
 
 def _builder(calls: list[str]):
@@ -82,3 +85,39 @@ def test_without_a_dump_directory_each_database_is_built(postgres):
         assert _contents(server, name)[0] == ['things', 'versions']
     finally:
         server.drop_database(name)
+
+
+def test_placement_on_postgresql_starts_on_the_restored_schema(
+        postgres, tmp_path):
+    name = 'placement_restored_%s' % uuid.uuid4().hex[:8]
+    server = PlacementServer(str(tmp_path), postgres.create_database(name),
+                             db_server=postgres)
+    synced: list[str] = []
+    db_sync = server._db_sync
+    server._db_sync = lambda conf: (synced.append(conf), db_sync(conf))
+    try:
+        with server:
+            # Written to the restored tables (and their sequences).
+            client = server.client()
+            provider = str(uuid.uuid4())
+            client.create_provider(provider, 'restored-%s' % provider)
+            assert client.get_provider(provider)['uuid'] == provider
+        # A db sync ran at most to build the run's dump, never on the
+        # server's own database.
+        assert server.config_file not in synced and len(synced) <= 1
+        assert os.path.exists(os.path.join(postgres.dump_dir,
+                                           'schema-placement.sql'))
+    finally:
+        postgres.drop_database(name)
+
+
+def test_keystone_on_postgresql_starts_on_the_restored_schema(
+        keystone, postgres):
+    assert keystone.db_server is postgres
+    # Its own db_sync would have left this log (see _in_parallel).
+    assert not os.path.exists(os.path.join(keystone.base_dir,
+                                           'manage-db_sync.log'))
+    assert os.path.exists(os.path.join(postgres.dump_dir,
+                                       'schema-keystone.sql'))
+    assert keystone.add_project('restored-schema') == keystone.add_project(
+        'restored-schema')
