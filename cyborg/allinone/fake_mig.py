@@ -44,10 +44,12 @@ import fcntl
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
 
 # The fake nvidia-smi loads this module alone (see fake_tools._SCRIPT):
-# only the standard library at import time.
+# only the standard library at import time, and as little of it as will
+# do (typing.TYPE_CHECKING would import typing, about 5 ms of CPU a call;
+# type checkers take any TYPE_CHECKING name as true).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cyborg.allinone import fake_tools
     from cyborg.allinone.host_tree import HostTree
@@ -602,6 +604,10 @@ def _destroy_ci(gpus: list[MigGpu], gi_ids: list[int] | None,
 
 MODE_QUERY = ('--query-gpu=index,pci.bus_id,mig.mode.current,'
               'mig.mode.pending', '--format=csv,noheader')
+#: The argument lists :func:`main` answers start so: the fake
+#: nvidia-smi loads this module for these only (see
+#: :func:`.fake_tools.write_tool`).
+HANDLES = (('mig',), MODE_QUERY)
 
 
 def mode_query(gpus: list[MigGpu]) -> str:

@@ -44,7 +44,13 @@ def test_host_root_option_defaults_to_slash_and_builds_the_root(tmp_path):
     conf([], project='cyborg')
     assert conf.agent.host_root == '/'
     conf.set_override('host_root', str(tmp_path), group='agent')
-    assert sysfs.HostRoot.from_conf(conf).root == str(tmp_path)
+    try:
+        assert sysfs.HostRoot.from_conf(conf).root == str(tmp_path)
+    finally:
+        # oslo.config keeps an override on the option group, which every
+        # configuration that registers cyborg.conf.agent shares: it would
+        # reach later tests of the worker.
+        conf.clear_override('host_root', group='agent')
 
 
 def test_root_that_is_a_link_is_resolved(tmp_path, tree):
