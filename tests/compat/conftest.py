@@ -35,6 +35,8 @@ import uuid
 
 import pytest
 
+from tests.functional import servers
+
 # Nova must never monkey patch the test process (see nova_probe.py, which
 # sets this again for its own interpreter).
 os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
@@ -123,10 +125,7 @@ def cyborg_all_in_one(request, tmp_path_factory):
            '--port', str(port), '--placement-port', '0',
            '--state-dir', str(state_dir)]
     env = dict(os.environ, PYTHONUNBUFFERED='1')
-    with open(log_path, 'wb') as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+    proc = servers.spawn(cmd, log_path, env=env)
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:

@@ -28,7 +28,6 @@ Placement).
 
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -42,6 +41,7 @@ import pytest
 import requests
 
 from tests.compat.nova_arq_probe import Probe
+from tests.functional import servers
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
 SERVICE = {'X-Service-Roles': 'service'}
@@ -232,9 +232,8 @@ class CLI:
         self.cwd = cwd
 
     def run(self, *args):
-        return subprocess.run(self.argv0 + list(args), env=self.env,
-                              cwd=self.cwd, capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
+        return servers.run(self.argv0 + list(args), env=self.env,
+                           cwd=self.cwd, timeout=120)
 
     def json(self, *args):
         proc = self.run(*(args + ('-f', 'json')))

@@ -25,13 +25,14 @@ Two implementations are driven:
 
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 
 import pytest
+
+from tests.functional import servers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
@@ -54,9 +55,8 @@ class CLI:
         self.cwd = cwd
 
     def run(self, *args, check=True):
-        proc = subprocess.run(self.argv0 + list(args), env=self.env,
-                              cwd=self.cwd, capture_output=True, text=True,
-                              timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        proc = servers.run(self.argv0 + list(args), env=self.env,
+                           cwd=self.cwd, timeout=TIMEOUT)
         if check and proc.returncode != 0:
             pytest.fail('%s exited %d\nstdout:\n%s\nstderr:\n%s' % (
                 ' '.join(args), proc.returncode, proc.stdout, proc.stderr))

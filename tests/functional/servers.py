@@ -51,6 +51,11 @@ import sys
 import tempfile
 import time
 
+from tests.functional import forkserver
+
+# What :func:`spawn` starts: a child, or a process of the fork server.
+Process = subprocess.Popen | forkserver.ForkedProcess
+
 PG_BIN_DIRS = sorted(
     (os.path.join('/usr/lib/postgresql', v, 'bin')
      for v in (os.listdir('/usr/lib/postgresql')
@@ -249,7 +254,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def kill_group(process: subprocess.Popen, sig=signal.SIGTERM,
+def kill_group(process: Process, sig=signal.SIGTERM,
                timeout: float = 15.0) -> None:
     """Send ``sig`` to the process group of ``process`` and reap it.
 
@@ -276,26 +281,46 @@ def kill_group(process: subprocess.Popen, sig=signal.SIGTERM,
 
 
 def spawn(argv: Sequence[str], log: str, env: Mapping[str, str] | None = None,
-          cwd: str | None = None) -> subprocess.Popen:
-    """Start ``argv`` in its own session with output appended to ``log``."""
+          cwd: str | None = None) -> Process:
+    """Start ``argv`` in its own session with output appended to ``log``
+    (through the fork server where it can: :mod:`.forkserver`)."""
     with open(log, 'ab') as out:
+        forked = forkserver.popen(argv, out.fileno(), out.fileno(), env=env,
+                                  cwd=cwd)
+        if forked is not None:
+            return forked
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT,
                                 env=dict(env) if env is not None else None,
                                 cwd=cwd, start_new_session=True)
 
 
+def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
+        cwd: str | None = None, timeout: float = 120
+        ) -> subprocess.CompletedProcess:
+    """:func:`subprocess.run` of ``argv`` to completion, its output
+    captured as text, stdin from /dev/null (through the fork server where
+    it can: :mod:`.forkserver`)."""
+    result = forkserver.run(argv, env=env, cwd=cwd, timeout=timeout)
+    if result is not None:
+        return result
+    return subprocess.run(list(argv), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout, check=False)
+
+
 def run_logged(argv: Sequence[str], log: str, what: str,
                cwd: str | None = None, timeout: float = 120) -> None:
     """Run a set-up command to completion; fail with its output if it does."""
-    with open(log, 'ab') as out:
-        result = subprocess.run(list(argv), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT,
-                                cwd=cwd, timeout=timeout, check=False,
-                                start_new_session=True)
-    if result.returncode != 0:
+    process = spawn(argv, log, cwd=cwd)
+    try:
+        returncode = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(process, signal.SIGKILL)
+        raise
+    if returncode != 0:
         raise ServerError('%s failed with exit code %s:\n%s'
-                          % (what, result.returncode, tail(log)))
+                          % (what, returncode, tail(log)))
 
 
 class _Server:
@@ -814,7 +839,7 @@ class CyborgProcess:
             self.config_file = write_config(
                 os.path.join(work_dir, self.name + '.conf'), config)
         self.args = list(args)
-        self.process: subprocess.Popen | None = None
+        self.process: Process | None = None
 
     @property
     def argv(self) -> list[str]:
@@ -883,9 +908,7 @@ def run_script(script: str, *args: str, config_file: str | None = None,
     argv = [venv_script(script)]
     if config_file:
         argv += ['--config-file', config_file]
-    return subprocess.run(argv + list(args), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return run(argv + list(args), timeout=timeout)
 
 
 def database_name(url: str) -> str:

@@ -412,8 +412,7 @@ def _cli(demo, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
     env.update(OS_AUTH_TYPE='none', OS_ENDPOINT=demo.url,
                PYTHONWARNINGS='ignore')
-    return subprocess.run([OPENSTACK, *args], env=env, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return servers.run([OPENSTACK, *args], env=env, timeout=120)
 
 
 def _deployable(demo, name: str) -> dict:

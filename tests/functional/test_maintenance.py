@@ -90,10 +90,9 @@ def database(db_server, placement, tmp_path_factory):
 
 def _run(command: str, config: str, *args: str
          ) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return servers.run(
         [sys.executable, '-m', 'cyborg.cmd.' + command, '--config-file',
-         config, *args], stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=120, check=False)
+         config, *args], timeout=120)
 
 
 def _count(engine, table, *conditions) -> int:

@@ -1,0 +1,136 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The fork server starts a process as a fresh interpreter would."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.functional import forkserver
+from tests.functional import servers
+
+BIN = os.path.dirname(sys.executable)
+
+# What a forked child reports of itself, as JSON on stdout.
+REPORT = '''
+import json, os, sys, warnings
+from oslo_service import backend
+import oslo_messaging  # imports oslo.service's service module
+from prometheus_client import values
+print(json.dumps({
+    'argv': sys.argv, 'cwd': os.getcwd(), 'pid': os.getpid(),
+    'sid': os.getsid(0), 'mark': os.environ.get('MARK'),
+    'path': sys.path[:2],
+    'stdin_is_null': os.path.samestat(os.fstat(0), os.stat(os.devnull)),
+    'preloaded': 'sqlalchemy.orm' in sys.modules,
+    'cyborg_modules': [m for m in sys.modules if m.startswith('cyborg.')],
+    'backend': backend.get_backend_type().name,
+    'value_class': values.ValueClass.__name__,
+    'warning_filter': warnings.filters[0][0],
+}))
+print('to stderr', file=sys.stderr)
+sys.exit(3)
+'''
+
+
+def test_what_is_started_through_it(tmp_path):
+    request = forkserver.request_for(
+        [os.path.join(BIN, 'cyborg-conductor'), '--config-file', 'x'])
+    assert request['kind'] == 'script'
+    assert request['profile'] == 'service'
+    assert request['argv'][1:] == ['--config-file', 'x']
+    assert forkserver.request_for(
+        [os.path.join(BIN, 'openstack'), 'help'])['profile'] == 'cli'
+    assert forkserver.request_for(
+        [sys.executable, '-c', 'pass'])['kind'] == 'code'
+    assert forkserver.request_for(
+        [sys.executable, '-m', 'cyborg.cmd.manage'])['kind'] == 'module'
+    # Nova's services patch eventlet into the standard library first.
+    assert forkserver.request_for([os.path.join(BIN, 'nova-compute')]) is None
+    assert forkserver.request_for([sys.executable, '-m', 'pip']) is None
+    assert forkserver.request_for(['/bin/sh', '-c', 'true']) is None
+    script = tmp_path / 'cyborg-elsewhere'
+    script.write_text('#!%s\n' % sys.executable)
+    assert forkserver.request_for([str(script)]) is None
+
+
+def test_a_child_is_what_a_fresh_start_would_be(tmp_path):
+    log = str(tmp_path / 'child.log')
+    extra = tmp_path / 'extra'
+    extra.mkdir()
+    env = dict(os.environ, MARK='marked', PYTHONPATH=str(extra),
+               PROMETHEUS_MULTIPROC_DIR=str(tmp_path),
+               PYTHONWARNINGS='error')
+    process = servers.spawn([sys.executable, '-c', REPORT, 'one', 'two'],
+                            log, env=env, cwd=str(tmp_path))
+    assert isinstance(process, forkserver.ForkedProcess)
+    assert process.wait(60) == 3
+    with open(log) as f:
+        first, second = f.read().splitlines()[-2:]
+    report = json.loads(first)
+    assert second == 'to stderr'
+    assert report['argv'] == ['-c', 'one', 'two']
+    assert report['cwd'] == str(tmp_path)
+    assert report['pid'] == process.pid
+    assert report['sid'] == process.pid  # a session of its own
+    assert report['mark'] == 'marked'
+    assert report['path'] == ['', str(extra)]
+    assert report['stdin_is_null']
+    assert report['preloaded']
+    # What reads the environment at import is imported by the child.
+    assert report['cyborg_modules'] == []
+    assert report['value_class'] == 'MmapedValue'
+    assert report['warning_filter'] == 'error'
+    # As in cyborg's own processes (cyborg/__init__.py).
+    assert report['backend'] == 'THREADING'
+
+
+def test_exit_status_signals_and_timeouts(tmp_path):
+    process = servers.spawn(
+        [sys.executable, '-c', 'import time; time.sleep(60)'],
+        str(tmp_path / 'sleep.log'))
+    assert process.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(0.2)
+    servers.kill_group(process, signal.SIGTERM)
+    assert process.returncode == -signal.SIGTERM
+    assert process.poll() == -signal.SIGTERM
+
+
+def test_run_captures_both_streams_and_kills_at_its_timeout():
+    result = servers.run([sys.executable, '-c',
+                          'import sys; print("out"); '
+                          'print("err", file=sys.stderr); sys.exit(5)'])
+    assert (result.returncode, result.stdout, result.stderr) == (
+        5, 'out\n', 'err\n')
+    with pytest.raises(subprocess.TimeoutExpired):
+        servers.run([sys.executable, '-c', 'import time; time.sleep(60)'],
+                    timeout=1)
+
+
+def test_a_console_script_runs_as_its_entry_point():
+    result = servers.run([os.path.join(BIN, 'cyborg-dbsync'), '--help'])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith('usage: cyborg-dbsync ')
+
+
+def test_it_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(forkserver.ENABLE_ENV, '0')
+    process = servers.spawn([sys.executable, '-c', 'pass'],
+                            str(tmp_path / 'fresh.log'))
+    assert isinstance(process, subprocess.Popen)
+    assert process.wait(60) == 0
