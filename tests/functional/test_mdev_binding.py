@@ -189,12 +189,16 @@ def test_release_waits_for_the_agent(flow, clean):
     flow.check_alive()
 
 
-def _bind_failing(flow) -> tuple[str, list[str]]:
-    """Two ARQs bound on the failing host (202); instance, ARQ uuids."""
+def _bind_failing(flow, unhosted: bool = False) -> tuple[str, list[str]]:
+    """Two ARQs bound on the failing host (202); instance, ARQ uuids.
+    With ``unhosted``, Nova refuses the instance's events (422: no host
+    yet) from the first one on."""
     profile = flow.create_profile([{'resources:FPGA': '2',
                                     'trait:' + flow.trait: 'required'}])
     arqs = [a['uuid'] for a in flow.create_arqs(profile)]
     instance = str(uuid.uuid4())
+    if unhosted:
+        flow.nova.set_unhosted(instance)
     rp = flow.devices[FAILING_HOST][0].rp_uuid
     response = flow.bind({u: {'hostname': FAILING_HOST, 'device_rp_uuid': rp,
                               'instance_uuid': instance} for u in arqs})
@@ -226,8 +230,9 @@ def test_a_preparation_failure_is_repeated_until_nova_deletes(flow, clean):
     is sent again whether Nova refuses it (422: no host yet) or takes it,
     until Nova deletes the ARQs; then nothing is left."""
     before = flow.handle_stats()['in_use']
-    instance, arqs = _bind_failing(flow)
-    flow.nova.set_unhosted(instance)  # Nova's conductor has not placed it
+    # Nova's conductor has not placed it (before the bind: the first
+    # failed event can be sent at once).
+    instance, arqs = _bind_failing(flow, unhosted=True)
     nova_flow.wait_until(lambda: _failed(flow, arqs), 30,
                          'the failure recorded')
     shown = _shown(flow, arqs)

@@ -315,10 +315,9 @@ def _reports_applied(d, hosts) -> bool:
 
 
 def _manage(conf: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return servers.run(
         [servers.venv_script('cyborg-manage'), '--config-file', conf]
-        + list(args), stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=300, check=False)
+        + list(args), timeout=300)
 
 
 def _assert_bound_like(d, server: str, before: list[dict], what: str

@@ -35,6 +35,7 @@ from cyborg.db import upstream_import
 from cyborg.domain import arq_states
 from cyborg.domain import devices as device_rules
 from cyborg.domain import upstream
+from tests.functional import servers
 from tests.functional import upstream_db
 from tests.unit import conftest
 from tests.unit.db import upstream_data
@@ -448,10 +449,9 @@ def _manage(database_url: str, tmp_path, *args: str
             ) -> subprocess.CompletedProcess:
     config = tmp_path / 'cyborg.conf'
     config.write_text('[database]\nconnection = %s\n' % database_url)
-    return subprocess.run(
+    return servers.run(
         [sys.executable, '-m', 'cyborg.cmd.manage', '--config-file',
          str(config), 'upstream-import'] + list(args),
-        capture_output=True, text=True, timeout=120,
         env=dict(os.environ, PYTHONWARNINGS='ignore'))
 
 

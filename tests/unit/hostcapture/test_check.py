@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tarfile
 
@@ -37,6 +36,7 @@ from cyborg.hostcapture import replay
 from tests.fixtures import captures
 from tests.fixtures.hosts import hosts
 from tests.fixtures.hosts import passthrough_hosts
+from tests.functional import servers
 
 #: host -> {driver: (the addresses of its devices, what it leaves out and
 #: why: its notes)}.
@@ -187,11 +187,9 @@ def _manage(tmp_path, host, host_root, *args):
                     'enabled_drivers = %s\n%s' % (
                         tmp_path / 'state', host_root,
                         ','.join(host.drivers), host.ini))
-    return subprocess.run(
+    return servers.run(
         [sys.executable, '-m', 'cyborg.cmd.manage', '--config-file',
-         str(conf), 'host', *args], stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=120, check=False,
-        cwd=str(tmp_path))
+         str(conf), 'host', *args], cwd=str(tmp_path))
 
 
 def test_manage_captures_a_capture_and_checks_it_without_a_database(
