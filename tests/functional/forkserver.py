@@ -107,6 +107,10 @@ NEVER_PRELOADED = {'service': ('cyborg.', 'prometheus_client'),
 FORKED_SCRIPTS = ('openstack', 'placement-manage')
 FORKED_SCRIPT_PREFIXES = ('cyborg-',)
 
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Python files of the suite run as ``python FILE``, and their profiles.
+FORKED_FILES = {os.path.join(_TESTS, 'compat', 'cyborgclient_osc.py'): 'cli'}
+
 
 # The server side -----------------------------------------------------------
 
@@ -293,6 +297,12 @@ def request_for(argv: Sequence[str]) -> dict | None:
     if not argv:
         return None
     program = argv[0]
+    if _is_this_python(program) and len(argv) >= 2:
+        path = os.path.abspath(argv[1])
+        if path in FORKED_FILES:
+            return {'kind': 'script', 'target': path,
+                    'argv': [path] + list(argv[2:]),
+                    'profile': FORKED_FILES[path]}
     if _is_this_python(program) and len(argv) >= 3:
         if argv[1] == '-c':
             return {'kind': 'code', 'target': argv[2],

@@ -62,6 +62,12 @@ def test_what_is_started_through_it(tmp_path):
     # Nova's services patch eventlet into the standard library first.
     assert forkserver.request_for([os.path.join(BIN, 'nova-compute')]) is None
     assert forkserver.request_for([sys.executable, '-m', 'pip']) is None
+    launcher = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), 'compat', 'cyborgclient_osc.py')
+    request = forkserver.request_for([sys.executable, launcher, 'help'])
+    assert (request['kind'], request['profile'], request['argv']) == (
+        'script', 'cli', [launcher, 'help'])
+    assert forkserver.request_for([sys.executable, __file__]) is None
     assert forkserver.request_for(['/bin/sh', '-c', 'true']) is None
     script = tmp_path / 'cyborg-elsewhere'
     script.write_text('#!%s\n' % sys.executable)
