@@ -579,8 +579,12 @@ class MariaDBServer(_Server):
                                    ['/usr/sbin'])
 
     def url_for(self, database: str) -> str:
-        return 'mysql+pymysql://root@%s:%d/%s?charset=utf8mb4' % (
-            LOOPBACK, self.port, database)
+        # The server has no TLS; PyMySQL would otherwise try it on each
+        # connection ("preferred" mode), building an SSL context that
+        # loads the system's CA store first: about 60 ms of CPU per
+        # connection, for nothing.
+        return ('mysql+pymysql://root@%s:%d/%s?charset=utf8mb4'
+                '&ssl_disabled=1' % (LOOPBACK, self.port, database))
 
     @property
     def url(self) -> str:
