@@ -44,7 +44,6 @@ from cyborg.api.schemas import attribute as attribute_schema
 from cyborg.api.schemas import device_profile as profile_schema
 from cyborg.conductor import binding
 from cyborg.conductor import manager as conductor_manager
-from cyborg.db import api as db_api
 from cyborg.db import hardware
 from cyborg.db import inventory
 from cyborg.db import models
@@ -129,12 +128,56 @@ def _served(app, request):
     return response
 
 
-def _snapshot() -> dict:
-    """Every row of every table."""
-    with db_api.get_engine().connect() as connection:
-        return {name: sorted(map(repr, connection.execute(
-                    sa.select(models.Base.metadata.tables[name]))))
-                for name in conftest._TABLES}
+#: How the statements that change no row begin.
+_READS = ('SELECT', 'SHOW', 'BEGIN')
+
+
+class Snapshots:
+    """Every row of every table of the test's database, read again only
+    after a statement that may have written.
+
+    Reading all 20-odd tables before and after each of the thousands of
+    hostile requests was most of this module's time. Every statement of
+    the API and of the in-process conductor goes through the one engine
+    watched here, so while none but SELECTs went through it since the
+    last snapshot, no row can have changed and that snapshot still
+    holds. Anything else (an INSERT, a DELETE, a SAVEPOINT, a SET...)
+    makes the next snapshot read the tables again.
+    """
+
+    def __init__(self, engine: sa.engine.Engine):
+        self._engine = engine
+        self._statements = 0  # statements that may write, so far
+        self._last: tuple[int, dict] | None = None
+        sa.event.listen(engine, 'before_cursor_execute', self._seen)
+
+    def _seen(self, _conn, _cursor, statement, _params, _context,
+              _executemany) -> None:
+        # BEGIN (sent as a statement on SQLite) and SHOW change no row.
+        if not statement.lstrip().upper().startswith(_READS):
+            self._statements += 1
+
+    def __call__(self) -> dict:
+        if self._last is not None and self._last[0] == self._statements:
+            return self._last[1]
+        with self._engine.connect() as connection:
+            rows = {name: sorted(map(repr, connection.execute(
+                        sa.select(models.Base.metadata.tables[name]))))
+                    for name in conftest._TABLES}
+        self._last = (self._statements, rows)
+        return rows
+
+    def close(self) -> None:
+        sa.event.remove(self._engine, 'before_cursor_execute', self._seen)
+
+
+@pytest.fixture
+def snapshot(database):
+    """A callable giving every row of every table (see
+    :class:`Snapshots`)."""
+    snapshots = Snapshots(database)
+    yield snapshots
+    snapshots.close()
 
 
 def _assert_refused(response, statuses=range(400, 500)):
@@ -208,43 +251,44 @@ NESTED = b'[' * 9000 + b']' * 9000
     b'{"k": NaN}',
     b'\xff\xfe',
 ])
-def test_hostile_bodies_are_refused(api, method, path, body, hostile):
-    before = _snapshot()
+def test_hostile_bodies_are_refused(api, method, path, body, hostile,
+                                    snapshot):
+    before = snapshot()
     _assert_refused(_request(api, method, path, hostile,
                              headers={'X-Service-Token': 't'}))
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize('method,path', NO_BODY_ROUTES)
 def test_hostile_bodies_are_refused_by_routes_without_one(api, method,
-                                                          path):
-    before = _snapshot()
+                                                          path, snapshot):
+    before = snapshot()
     for body in (NESTED, b'{"x": "\\u0000"}', b'\xff'):
         _assert_refused(_request(api, method, path, body), (400,))
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
-def test_a_hostile_body_never_disables_a_device(populated):
+def test_a_hostile_body_never_disables_a_device(populated, snapshot):
     """The finding: a disable with a deeply nested body answered 500."""
     api, ids = populated
-    before = _snapshot()
+    before = snapshot()
     for action in ('disable', 'enable'):
         response = _request(api, 'POST', '/v2/devices/%s/%s'
                             % (ids['device'], action), NESTED)
         _assert_refused(response, (400,))
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize('method,path,body', BODY_ROUTES)
 @pytest.mark.parametrize('hostile', [b'{"x": "a\\u0000b"}',
                                      b'["\\u0000"]'])
-def test_nul_in_bodies_is_refused(api, method, path, body, hostile):
-    before = _snapshot()
+def test_nul_in_bodies_is_refused(api, method, path, body, hostile, snapshot):
+    before = snapshot()
     response = _request(api, method, path, hostile,
                         headers={'X-Service-Token': 't'})
     _assert_refused(response, (400,))
     assert 'NUL' in response.text
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize('method,path,query', [
@@ -254,12 +298,33 @@ def test_nul_in_bodies_is_refused(api, method, path, body, hostile):
     ('DELETE', '/v2/device_profiles/dp%00', ''),
     ('GET', '/v2/attributes', 'key=%00'),
 ])
-def test_nul_in_paths_and_queries_is_refused(api, method, path, query):
-    before = _snapshot()
+def test_nul_in_paths_and_queries_is_refused(api, method, path, query,
+                                             snapshot):
+    before = snapshot()
     request = webob.Request.blank(path, method=method)
     request.environ['QUERY_STRING'] = query
     _assert_refused(_served(api, request), (400,))
-    assert _snapshot() == before
+    assert snapshot() == before
+
+
+def test_a_snapshot_sees_every_write_and_reads_only_after_one(
+        database, conf, snapshot):
+    """The snapshot cache: reads alone reuse the last snapshot; any other
+    statement, through the DB API or any connection of the engine, makes
+    it read again (so ``snapshot() == before`` fails when a row
+    changed)."""
+    table = models.Base.metadata.tables['deployables']
+    before = snapshot()
+    with database.connect() as connection:
+        connection.execute(sa.select(table)).all()
+    assert snapshot() is before
+    deployable = _inventory(conf)
+    after = snapshot()
+    assert after != before
+    assert [row for row in after['deployables'] if deployable['uuid'] in row]
+    with database.begin() as connection:
+        connection.execute(table.update().values(name='renamed'))
+    assert snapshot() != after
 
 
 def test_links_never_follow_the_host_header(api):
@@ -354,12 +419,13 @@ def populated(api, conf):
                  'rp_uuid': deployable['rp_uuid']}
 
 
-def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
+def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf,
+                                                            snapshot):
     rp_uuid = _inventory(conf)['rp_uuid']
     created = _request(api, 'POST', '/v2/accelerator_requests',
                        {'device_profile_name': 'dp'})
     uuid = created.json['arqs'][0]['uuid']
-    before = _snapshot()
+    before = snapshot()
     ops = [{'op': 'add', 'path': '/hostname', 'value': 'host9'},
            {'op': 'add', 'path': '/device_rp_uuid', 'value': rp_uuid},
            {'op': 'add', 'path': '/instance_uuid', 'value': ARQ}]
@@ -367,7 +433,7 @@ def test_a_bind_to_another_host_than_the_devices_is_refused(api, conf):
                         {uuid: ops}, headers={'X-Service-Token': 't'})
     _assert_refused(response, (400,))
     assert 'not of host9' in response.text
-    assert _snapshot() == before
+    assert snapshot() == before
     ops[0]['value'] = 'host1'
     response = _request(api, 'PATCH', '/v2/accelerator_requests',
                         {uuid: ops}, headers={'X-Service-Token': 't'})
@@ -391,8 +457,8 @@ def test_a_body_over_the_size_limit_is_a_json_413(api, conf):
                     (413,))
 
 
-def test_a_profile_may_request_only_so_many_accelerators(api):
-    before = _snapshot()
+def test_a_profile_may_request_only_so_many_accelerators(api, snapshot):
+    before = snapshot()
     for groups in ([{'resources:FPGA': '65'}],
                    [{'resources:CUSTOM_A%d' % i: '1024'} for i in range(16)],
                    [{'resources:CUSTOM_A': '40', 'resources:PGPU': '40'}]):
@@ -400,10 +466,10 @@ def test_a_profile_may_request_only_so_many_accelerators(api):
                             [{'name': 'big', 'groups': groups}])
         _assert_refused(response, (400,))
         assert 'max_accelerators_per_profile' in response.text
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
-def test_arq_creation_is_capped_per_request_and_project(api, conf):
+def test_arq_creation_is_capped_per_request_and_project(api, conf, snapshot):
     conf.set_override('max_arqs_per_project', 2, group='api')
     conf.set_override('max_arqs_per_request', 1, group='api')
     created = _request(api, 'POST', '/v2/device_profiles',
@@ -415,17 +481,17 @@ def test_arq_creation_is_capped_per_request_and_project(api, conf):
     with mock.patch('cyborg.conductor.rpcapi.ConductorAPI',
                     return_value=DirectConductor(manager)):
         app = api_app.setup_app(conf, transport=object())
-    before = _snapshot()
+    before = snapshot()
     _assert_refused(_request(app, 'POST', '/v2/accelerator_requests',
                              {'device_profile_name': 'two'}), (400,))
-    assert _snapshot() == before
+    assert snapshot() == before
     for _ in range(2):
         assert _request(app, 'POST', '/v2/accelerator_requests',
                         {'device_profile_name': 'dp'}).status_int == 201
-    before = _snapshot()
+    before = snapshot()
     _assert_refused(_request(app, 'POST', '/v2/accelerator_requests',
                              {'device_profile_name': 'dp'}), (403,))
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 def test_patch_and_delete_name_only_so_many_arqs(api, conf):
@@ -530,17 +596,17 @@ def hostile_bodies(draw):
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(case=hostile_bodies())
-def test_generated_hostile_bodies_are_refused(populated, case):
+def test_generated_hostile_bodies_are_refused(populated, case, snapshot):
     # Deployable 1 exists: an attribute body that got through would be
     # stored.
     api, _ids = populated
     method, path, raw = case
-    before = _snapshot()
+    before = snapshot()
     response = _request(api, method, path, raw,
                         headers={'X-Service-Token': 't'})
     # A PATCH of an unknown ARQ is a 404 once its body is valid.
     _assert_refused(response, (400, 404, 413))
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 QUERY_ROUTES = [
@@ -579,9 +645,9 @@ def hostile_queries(draw):
        version=st.one_of(st.none(), st.text(max_size=30),
                          st.sampled_from(['accelerator 2.' + '9' * 5000])))
 def test_generated_hostile_queries_and_headers_never_fail(api, case,
-                                                          version):
+                                                          version, snapshot):
     method, path, query = case
-    before = _snapshot()
+    before = snapshot()
     headers = {} if version is None else {
         'OpenStack-API-Version': version.encode(
             'latin-1', 'replace').decode('latin-1')}
@@ -589,7 +655,7 @@ def test_generated_hostile_queries_and_headers_never_fail(api, case,
     assert response.status_int < 500, (response.status, response.body)
     if response.status_int >= 400:
         _assert_refused(response)
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 # Every endpoint ---------------------------------------------------------
@@ -696,7 +762,7 @@ def hostile_requests(draw):
     ['device', 'deployable', 'accelerator_request', 'attribute',
      'device_profile', 'device_profile_name']))
 def test_every_endpoint_refuses_generated_hostile_requests(populated, case,
-                                                           real):
+                                                           real, snapshot):
     """Each generated request is hostile in at least one way every
     endpoint refuses (the version documents excepted: they ignore what
     they do not read); where its identifier is not the hostile part, it
@@ -714,14 +780,14 @@ def test_every_endpoint_refuses_generated_hostile_requests(populated, case,
         request.environ['CONTENT_LENGTH'] = str(case['length'])
     for name, value in case['headers'].items():
         request.headers[name] = value
-    before = _snapshot()
+    before = snapshot()
     response = _served(api, request)
     if case['template'] in ('/', '/v2') and response.status_int == 200:
         # The version documents answer any client that can reach them.
         assert response.json['versions' if path == '/' else 'id']
     else:
         _assert_refused(response)
-    assert _snapshot() == before
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize('content_type', ['APPLICATION/JSON',

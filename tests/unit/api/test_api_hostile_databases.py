@@ -22,35 +22,36 @@ import pytest
 from tests.unit.api import test_api_hostile as hostile
 from tests.unit.api.test_api_hostile import api  # noqa: F401 (fixture)
 from tests.unit.api.test_api_hostile import populated  # noqa: F401 (fixture)
+from tests.unit.api.test_api_hostile import snapshot  # noqa: F401 (fixture)
 
 # 30,000 characters (within the schema's 65,535), 90,000 bytes as UTF-8.
 WIDE = '\u20ac' * 30000
 
 
 def test_an_attribute_value_over_a_text_column_is_a_400(
-        populated):  # noqa: F811
+        populated, snapshot):  # noqa: F811
     app, _ids = populated
-    before = hostile._snapshot()
+    before = snapshot()
     response = hostile._request(
         app, 'POST', '/v2/attributes',
         json.dumps({'deployable_id': 1, 'key': 'wide', 'value': WIDE},
                    ensure_ascii=False).encode())
     hostile._assert_refused(response, (400,))
     assert 'at most 65535' in response.text
-    assert hostile._snapshot() == before
+    assert snapshot() == before
 
 
-def test_a_profile_over_a_text_column_is_a_400(api):  # noqa: F811
+def test_a_profile_over_a_text_column_is_a_400(api, snapshot):  # noqa: F811
     group = {'trait:CUSTOM_%s_%d' % ('X' * 200, i): 'required'
              for i in range(300)}
     group['resources:FPGA'] = '1'
-    before = hostile._snapshot()
+    before = snapshot()
     response = hostile._request(app=api, method='POST',
                                 path='/v2/device_profiles',
                                 body=[{'name': 'wide', 'groups': [group]}])
     hostile._assert_refused(response, (400,))
     assert 'at most 65535' in response.text
-    assert hostile._snapshot() == before
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize('value', ['\U0001F600' * 255, 'v' * 65535])
