@@ -51,7 +51,7 @@ def _mig_host(root: str):
     fake_mig.write_nvidia_smi_mig(
         tree.tools_dir, [fake_tools.Gpu(0, hosts.VGPU17_PF, 'GPU-h',
                                         'NVIDIA H200')],
-        root + '.mig.json', {0: 'NVIDIA H200'})
+        root + '.mig.state', {0: 'NVIDIA H200'})
     return tree
 
 

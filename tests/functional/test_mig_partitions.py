@@ -137,7 +137,7 @@ def _killable(tree: host_tree.HostTree) -> host_tree.HostTree:
 
 
 def state_file(tree: host_tree.HostTree) -> str:
-    return tree.root + '.mig.json'
+    return tree.root + '.mig.state'
 
 
 def kill_plan(tree: host_tree.HostTree) -> str:

@@ -62,7 +62,7 @@ def build(work: str, vgpu: str):
         fake_mig.write_nvidia_smi_mig(
             tree.tools_dir, [fake_tools.Gpu(0, hosts.VGPU17_PF, 'GPU-h',
                                             'NVIDIA H200')],
-            os.path.join(work, 'mig.json'), {0: 'NVIDIA H200'})
+            os.path.join(work, 'mig.state'), {0: 'NVIDIA H200'})
         profile = '1g.18gb'
     conf = cfg.ConfigOpts()
     default_conf.register_opts(conf)

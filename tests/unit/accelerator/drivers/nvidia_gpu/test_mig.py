@@ -53,11 +53,11 @@ def smi(tmp_path):
     gpus = [fake_tools.Gpu(0, '0000:3b:00.0', 'GPU-a', A100),
             fake_tools.Gpu(1, '0000:5e:00.0', 'GPU-b', 'NVIDIA A30')]
     fake_mig.write_nvidia_smi_mig(tools_dir, gpus,
-                                  str(tmp_path / 'mig.json'), {0: A100})
-    state = fake_mig.read_state(str(tmp_path / 'mig.json'))
+                                  str(tmp_path / 'mig.state'), {0: A100})
+    state = fake_mig.read_state(str(tmp_path / 'mig.state'))
     state.append(fake_mig.MigGpu(1, fake_mig.MODELS['NVIDIA A30'],
                                  mig_enabled=False))
-    fake_mig.write_state(str(tmp_path / 'mig.json'), state)
+    fake_mig.write_state(str(tmp_path / 'mig.state'), state)
     tool = mig.MigTool(runner.CommandRunner(search_path=[tools_dir]), 10.0)
     return tool, tools_dir
 

@@ -48,7 +48,7 @@ def mig_host(root):
     fake_mig.write_nvidia_smi_mig(
         tree.tools_dir, [fake_tools.Gpu(0, hosts.VGPU17_PF, 'GPU-h',
                                         'NVIDIA H200')],
-        root + '.mig.json', {0: 'NVIDIA H200'})
+        root + '.mig.state', {0: 'NVIDIA H200'})
     return tree
 
 
@@ -203,7 +203,7 @@ def test_the_agent_restores_the_partitions_a_reboot_lost(make, caplog):
     handles = _child(driver).attach_handles
     driver.prepare_attach_handle(handles[0], UUID1, VGPU_TYPE)
     driver.prepare_attach_handle(handles[1], UUID2, VGPU_TYPE)
-    _reboot(tree, tree.root + '.mig.json')
+    _reboot(tree, tree.root + '.mig.state')
     # A GPU instance no partition holds (made by hand) is destroyed.
     _tool(tree).create_gpu_instance(0, 0)
     caplog.set_level('INFO')
@@ -230,7 +230,7 @@ def test_a_partition_the_start_cannot_recreate_is_a_failed_restore(
     handles = _child(driver).attach_handles
     driver.prepare_attach_handle(handles[0], UUID1, VGPU_TYPE)
     driver.prepare_attach_handle(handles[1], UUID2, VGPU_TYPE)
-    _reboot(tree, tree.root + '.mig.json')
+    _reboot(tree, tree.root + '.mig.state')
     tree.remove(tree.dev(hosts.vgpu17_vfs()[0], 'nvidia'))
     driver = driver_for(tree, conf)
     assert 'cannot restore MIG partition %s' % UUID1 in caplog.text

@@ -39,7 +39,7 @@ def host(tmp_path):
     fake_mig.write_nvidia_smi_mig(
         tree.tools_dir, [fake_tools.Gpu(0, hosts.VGPU17_PF, 'GPU-h',
                                         'NVIDIA H200')],
-        str(tmp_path / 'mig.json'), {0: 'NVIDIA H200'})
+        str(tmp_path / 'mig.state'), {0: 'NVIDIA H200'})
     tool = mig.MigTool(runner.CommandRunner(search_path=[tree.tools_dir]),
                        10.0)
     vgpus = mig_vgpu.MigVgpus(tool, sysfs.HostRoot(tree.root),
@@ -160,7 +160,7 @@ def test_restore_after_a_reboot_whatever_ids_the_device_gives(host,
     a, b = vgpus.journal.read('a'), vgpus.journal.read('b')
     vgpus.journal.write('a', dict(a, gi=b['gi']))
     vgpus.journal.write('b', dict(b, gi=a['gi']))
-    state = str(tmp_path / 'mig.json')
+    state = str(tmp_path / 'mig.state')
     gpus = fake_mig.read_state(state)
     gpus[0].gis = []
     fake_mig.write_state(state, gpus)
@@ -182,7 +182,7 @@ def test_a_partition_that_cannot_be_restored_leaves_the_others(host,
     tree, vgpus, tool = host
     vgpus.create('a', 0, '1g.18gb', _vf(0), H200_1G)
     vgpus.create('b', 0, '1g.18gb', _vf(1), H200_1G)
-    state = str(tmp_path / 'mig.json')
+    state = str(tmp_path / 'mig.state')
     gpus = fake_mig.read_state(state)
     gpus[0].gis = []
     fake_mig.write_state(state, gpus)
