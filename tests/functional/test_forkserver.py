@@ -56,6 +56,9 @@ def test_what_is_started_through_it(tmp_path):
     assert forkserver.request_for(
         [os.path.join(BIN, 'openstack'), 'help'])['profile'] == 'cli'
     assert forkserver.request_for(
+        [os.path.join(BIN, 'keystone-manage'), 'db_sync'])['profile'] == (
+            'keystone')
+    assert forkserver.request_for(
         [sys.executable, '-c', 'pass'])['kind'] == 'code'
     assert forkserver.request_for(
         [sys.executable, '-m', 'cyborg.cmd.manage'])['kind'] == 'module'
