@@ -116,6 +116,18 @@ FORKED_SCRIPT_PREFIXES = ('cyborg-',)
 _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Python files of the suite run as ``python FILE``, and their profiles.
 FORKED_FILES = {os.path.join(_TESTS, 'compat', 'cyborgclient_osc.py'): 'cli'}
+# So are the benchmarks (tools/bench/*.py), on the service profile.
+BENCH_DIR = os.path.join(os.path.dirname(_TESTS), 'tools', 'bench')
+
+
+def _file_profile(path: str) -> str | None:
+    """The profile of a Python file run as ``python FILE``; None if it
+    starts fresh."""
+    if path in FORKED_FILES:
+        return FORKED_FILES[path]
+    if os.path.dirname(path) == BENCH_DIR and path.endswith('.py'):
+        return 'service'
+    return None
 
 
 # The server side -----------------------------------------------------------
@@ -305,10 +317,10 @@ def request_for(argv: Sequence[str]) -> dict | None:
     program = argv[0]
     if _is_this_python(program) and len(argv) >= 2:
         path = os.path.abspath(argv[1])
-        if path in FORKED_FILES:
+        profile = _file_profile(path)
+        if profile is not None:
             return {'kind': 'script', 'target': path,
-                    'argv': [path] + list(argv[2:]),
-                    'profile': FORKED_FILES[path]}
+                    'argv': [path] + list(argv[2:]), 'profile': profile}
     if _is_this_python(program) and len(argv) >= 3:
         if argv[1] == '-c':
             return {'kind': 'code', 'target': argv[2],

@@ -70,6 +70,10 @@ def test_what_is_started_through_it(tmp_path):
     request = forkserver.request_for([sys.executable, launcher, 'help'])
     assert (request['kind'], request['profile'], request['argv']) == (
         'script', 'cli', [launcher, 'help'])
+    bench = os.path.join(forkserver.BENCH_DIR, 'nova_cycle.py')
+    assert forkserver.request_for([sys.executable, bench, '--help']) == {
+        'kind': 'script', 'target': bench, 'argv': [bench, '--help'],
+        'profile': 'service'}
     assert forkserver.request_for([sys.executable, __file__]) is None
     assert forkserver.request_for(['/bin/sh', '-c', 'true']) is None
     script = tmp_path / 'cyborg-elsewhere'
