@@ -164,11 +164,8 @@ def _pythonpath(env: Mapping[str, str]) -> list[str]:
     return [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p]
 
 
-def _become(request: dict, fds: list[int], keep_fds: Sequence[int]) -> None:
+def _become(request: dict, fds: list[int]) -> None:
     """In the forked child: take the identity the request asks for."""
-    for fd in keep_fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
     os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -246,10 +243,17 @@ def _accept(listener, selector, children) -> dict | None:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        keep = [listener.fileno(), conn.fileno(), selector.fileno()]
-        keep += list(children)
-        keep += [c.fileno() for _pid, c in children.values()]
-        _become(request, fds, keep)
+        # The server's descriptors, closed through the objects that own
+        # them: closed by number, an object collected later (the
+        # selector is in a reference cycle) would close its number again,
+        # by then another file's (runpy's script: EBADF).
+        selector.close()
+        listener.close()
+        conn.close()
+        for pidfd, (_pid, child_conn) in children.items():
+            os.close(pidfd)
+            child_conn.close()
+        _become(request, fds)
         return request
     for fd in fds:
         os.close(fd)
