@@ -240,11 +240,26 @@ def kill_connections(flow) -> int:
             ids = [row[0] for row in connection.execute(sa.text(
                 'SELECT id FROM information_schema.processlist WHERE '
                 'db = :name AND id <> connection_id()'), {'name': name})]
-            for thread in ids:
-                connection.execute(sa.text('KILL %d' % thread))
-            return len(ids)
+            return sum(_kill_mysql_thread(connection, thread)
+                       for thread in ids)
     finally:
         engine.dispose()
+
+
+# MariaDB's answer to KILL of a thread that is gone.
+_UNKNOWN_THREAD = 1094
+
+
+def _kill_mysql_thread(connection, thread: int) -> bool:
+    """KILL one thread; False when it ended between the listing and
+    the KILL (a pooled connection closed, a process exited)."""
+    try:
+        connection.execute(sa.text('KILL %d' % thread))
+    except sa.exc.OperationalError as error:
+        if error.orig.args[0] != _UNKNOWN_THREAD:
+            raise
+        return False
+    return True
 
 
 def broker_down(flow, profile: str, outage: float, **kwargs) -> Outage:
