@@ -188,9 +188,15 @@ def db_server(request):
     return request.getfixturevalue(DATABASES[request.param])
 
 
+# Virtual hosts the session's RabbitMQ makes at its boot, for
+# create_vhost to hand out with no rabbitmqctl run (a worker's modules ask
+# for about 25 in a whole run).
+SESSION_VHOSTS = 32
+
+
 @pytest.fixture(scope='session')
 def rabbitmq():
-    with servers.RabbitMQServer() as server:
+    with servers.RabbitMQServer(vhosts=SESSION_VHOSTS) as server:
         yield server
 
 

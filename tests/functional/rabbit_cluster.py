@@ -53,6 +53,10 @@ class ClusterNode(servers.RabbitMQServer):
     """One node of a :class:`RabbitMQCluster`: the cluster's epmd port
     and cookie; stopping it leaves the shared epmd running."""
 
+    # Nodes of a cluster watch each other over Erlang distribution: they
+    # keep its default tick time.
+    NET_TICKTIME = None
+
     def __init__(self, base_dir: str, epmd_port: int, cookie: str,
                  start_timeout: float = 90.0):
         super().__init__(base_dir, start_timeout=start_timeout)
