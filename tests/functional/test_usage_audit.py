@@ -158,8 +158,9 @@ def deployment(postgres, rabbitmq, tmp_path):
             'database': {'connection': url},
             'notifications': {
                 'driver': 'messagingv2',
-                'transport_url': 'rabbit://guest:guest@%s:%d/usage-audit'
-                                 % (servers.LOOPBACK, proxy.port)},
+                # The same vhost through the proxy.
+                'transport_url': vhost.replace(':%d/' % rabbitmq.port,
+                                               ':%d/' % proxy.port)},
             'nova': {'auth_type': 'admin_token', 'endpoint': nova.url,
                      'token': 'admin', 'endpoint_override': nova.url,
                      'timeout': 5},
