@@ -83,6 +83,29 @@ COMPUTE_API_VERSION = 'compute 2.90'
 IMAGE_ID = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 PLACEMENT_VERSION = 'placement 1.36'
 
+# How often a test asks Nova's API whether a server got where it waits
+# for: a GET of a server costs nova-api about 50 ms of CPU, and a build
+# or a delete takes seconds, so the pauses between asks grow from the
+# first to the last by half each time.
+POLL_FIRST = 0.25
+POLL_LAST = 2.0
+
+
+def poll_nova(predicate: Callable[[], Any], timeout: float) -> Any:
+    """``predicate()`` at growing pauses (:data:`POLL_FIRST` to
+    :data:`POLL_LAST` seconds) until it answers something true, which is
+    returned; None once ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    pause = POLL_FIRST
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, POLL_LAST)
+
 
 # nova-api's WSGI application, for gunicorn or uWSGI: Nova parses the
 # process's command line as its own (oslo.config), which is the WSGI

@@ -190,23 +190,17 @@ def _wait_status(rn, server: str, status: str,
                 server, last.get('fault'), _handle_rows(rn), rn.logs(30)))
         return (last['status'] == status
                 and last.get('OS-EXT-STS:task_state') is None)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if reached():
-            return dict(last)
-        time.sleep(0.5)
+    if nova_services.poll_nova(reached, timeout):
+        return dict(last)
     raise AssertionError('server %s not %s after %ss: %s %s\n%s' % (
         server, status, timeout, last.get('status'),
         last.get('OS-EXT-STS:task_state'), rn.logs(30)))
 
 
 def _wait_gone(rn, server: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if rn.compute_response('GET', '/servers/%s' % server
-                               ).status_code == 404:
-            return
-        time.sleep(0.5)
+    if nova_services.poll_nova(lambda: rn.compute_response(
+            'GET', '/servers/%s' % server).status_code == 404, timeout):
+        return
     raise AssertionError('server %s not deleted after %ss' % (server,
                                                               timeout))
 

@@ -144,17 +144,18 @@ def _wait_status(d, server: str, status: str,
                  timeout: float = BUILD_TIMEOUT) -> dict:
     """Until ``server`` has ``status`` and no task; fails at once on an
     unexpected ERROR."""
-    deadline = time.monotonic() + timeout
     last: dict = {}
-    while time.monotonic() < deadline:
-        last = _server(d, server)
+
+    def reached() -> bool:
+        last.clear()
+        last.update(_server(d, server))
         if last['status'] == 'ERROR' and status != 'ERROR':
             raise AssertionError('server %s ERROR: %s\n%s' % (
                 server, last.get('fault'), d.logs(30)))
-        if (last['status'] == status
-                and last.get('OS-EXT-STS:task_state') is None):
-            return last
-        time.sleep(0.5)
+        return (last['status'] == status
+                and last.get('OS-EXT-STS:task_state') is None)
+    if nova_services.poll_nova(reached, timeout):
+        return last
     raise AssertionError('server %s not %s after %ss: %s %s\n%s' % (
         server, status, timeout, last.get('status'),
         last.get('OS-EXT-STS:task_state'), d.logs(30)))
@@ -167,9 +168,10 @@ def _action(d, server: str, action: dict, status: str) -> dict:
 
 def _delete(d, server: str, timeout: float = 60) -> None:
     d.compute('DELETE', '/servers/%s' % server, ok=(204, 404))
-    servers.wait_for(lambda: d.compute_response(
-        'GET', '/servers/%s' % server).status_code == 404, timeout,
-        'server %s deleted' % server, interval=0.5)
+    if not nova_services.poll_nova(lambda: d.compute_response(
+            'GET', '/servers/%s' % server).status_code == 404, timeout):
+        raise AssertionError('server %s not deleted after %ss'
+                             % (server, timeout))
 
 
 # Cyborg and Placement --------------------------------------------------------
