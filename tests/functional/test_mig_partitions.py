@@ -355,7 +355,11 @@ def clean(flow):
     # GPU was already empty and the other not yet may still be on its
     # way, and would switch the empty GPU).
     _settled(flow)
-    assert flow.serving() == INITIAL
+    # Or in a later one: a switch the conductor refused (its reservation
+    # of the GPU's providers answered 409 when a Placement write moved
+    # their generation in between) is asked again at the next report.
+    nova_flow.wait_until(lambda: flow.serving() == INITIAL, TIMEOUT,
+                         'each empty GPU serving its initial profile')
 
 
 def _claim(flow, resource_class: str, count: int, instance: str,
