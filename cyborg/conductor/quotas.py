@@ -14,16 +14,20 @@
 
 :func:`from_conf` gives None for the ``noop`` driver: creations then
 check nothing and cost nothing more. With ``unified_limits``, a creation
-inserts its ARQs, then, with its project's quota row locked (see
+reads the limits of what its ARQs count (from Keystone, cached), inserts
+its ARQs, then, with its project's quota row locked (see
 :func:`cyborg.db.arqs.arq_create`), counts the project's usage from the
-ARQ rows (its own new rows included) and compares it with the limits in
-Keystone; over one, the transaction rolls back and the caller gets a 403
-naming each resource, its limit, the usage before the request and the
-requested amount. oslo.limit has no reservations: the lock orders
-concurrent creations of a project, so that the count of each includes
-every one committed before it and no two can pass a limit together.
+ARQ rows (its own new rows included) and compares it with the limits;
+over one, the transaction rolls back and the caller gets a 403 naming
+each resource, its limit, the usage before the request and the requested
+amount. oslo.limit has no reservations: the lock orders concurrent
+creations of a project, so that the count of each includes every one
+committed before it and no two can pass a limit together. The lock is
+taken last and held for the count and the commit only; a creation none
+of whose resources has a limit takes none.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
@@ -52,24 +56,30 @@ class UnifiedLimits:
             names, self.limits.registered(), self.limits.project(project_id),
             self._strategy, self._listed)
 
-    def check(self, connection, project_id: str,
-              new: list[dict[str, int]]) -> None:
-        """Raise QuotaExceeded if ``project_id``'s usage, counted in the
-        transaction of ``connection`` after the insert of ARQs counting
-        ``new``, passes a limit."""
+    def check(self, project_id: str, new: list[dict[str, int]]
+              ) -> Callable[[Any], None] | None:
+        """The count to make after the insert of ARQs counting ``new``
+        (None when no limit applies to them): it raises QuotaExceeded if
+        ``project_id``'s usage, counted in the transaction of the
+        connection it is given, passes a limit. The limits are read now,
+        before the caller's lock."""
         requested = quota_rules.deltas(new)
-        limits = self.project_limits(project_id, requested)
+        limits = quota_rules.bounded(self.project_limits(project_id,
+                                                         requested))
         if not limits:
-            return
-        total = quotas_db.count_usage(connection, project_id)
-        before = {name: total.get(name, 0) - requested.get(name, 0)
-                  for name in limits}
-        over = quota_rules.over_limits(limits, before, requested)
-        if over:
-            LOG.info('Refused %d ARQs to project %s: %s', len(new),
-                     project_id, '; '.join(map(str, over)))
-            raise exception.QuotaExceeded(
-                project=project_id, details='; '.join(map(str, over)))
+            return None
+
+        def count(connection) -> None:
+            total = quotas_db.count_usage(connection, project_id)
+            before = {name: total.get(name, 0) - requested.get(name, 0)
+                      for name in limits}
+            over = quota_rules.over_limits(limits, before, requested)
+            if over:
+                LOG.info('Refused %d ARQs to project %s: %s', len(new),
+                         project_id, '; '.join(map(str, over)))
+                raise exception.QuotaExceeded(
+                    project=project_id, details='; '.join(map(str, over)))
+        return count
 
 
 def unregistered_limits(context, conf: Any,

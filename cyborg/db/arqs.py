@@ -147,9 +147,14 @@ _PROFILE_AND_HELD = _PROFILE_BY_NAME.add_columns(
     .where(ARQS.c.project_id == sa.bindparam('project_id'))
     .scalar_subquery().label('held'))
 _INSERT = sa.insert(ARQS)
-#: A check of a project's limits after the insert of its new ARQs:
-#: (connection, project id, what each new ARQ counts).
-QuotaCheck = Callable[[Any, str, list[dict[str, int]]], None]
+#: A count of a project's usage against its limits, in the transaction
+#: of a connection, after the insert of its new ARQs: raises to refuse.
+QuotaCount = Callable[[Any], None]
+
+#: A project's limits for its new ARQs: (project id, what each new ARQ
+#: counts) -> the count to make once the project's quota row is locked,
+#: or None when no limit applies to what they count (nothing to lock).
+QuotaCheck = Callable[[str, list[dict[str, int]]], QuotaCount | None]
 
 
 class _NoQuotaRow(Exception):
@@ -166,9 +171,10 @@ def arq_create(context, device_profile_name: str,
     Nothing is created when the profile is disabled (409), when that is
     more than ``max_arqs`` (400), or would give ``project_id`` more than
     ``max_project_arqs`` (403). With a ``quota_check`` (and a project),
-    the project's quota row is locked first, and ``quota_check(connection,
-    project_id, resources)`` is called after the insert, in its
-    transaction, with what each new ARQ counts: what it raises rolls the
+    ``quota_check(project_id, resources)`` is asked for the project's
+    limits of what each new ARQ counts before the insert; when one
+    applies, the project's quota row is locked after the insert and the
+    count it answered is made in the transaction: what it raises rolls the
     creation back.
     """
     limited = quota_check is not None and project_id is not None
@@ -188,11 +194,6 @@ def _arq_create(context, device_profile_name: str,
                 max_project_arqs: int | None,
                 quota_check: QuotaCheck | None) -> list[dict[str, Any]]:
     connection = context.connection
-    # The lock comes first: every read of the transaction (on MySQL its
-    # snapshot) then comes after the creations that held it committed.
-    if quota_check is not None and not quotas_db.lock_project(
-            connection, project_id):
-        raise _NoQuotaRow()
     # No cap, or no project to count for: no count in the query.
     limited = max_project_arqs is not None and project_id is not None
     profile = connection.execute(
@@ -232,13 +233,21 @@ def _arq_create(context, device_profile_name: str,
              'group_json': group_json[index]}
             for index, amount in enumerate(counts)
             for unit in range(amount)]
-    if rows:
-        connection.execute(_INSERT, rows)  # one executemany for them all
-    if quota_check is not None:
-        quota_check(connection, project_id,
-                    [resources[index][unit]
+    # The limits are read (Keystone, when not cached) before the insert.
+    count_usage = None if quota_check is None else quota_check(
+        project_id, [resources[index][unit]
                      for index, amount in enumerate(counts)
                      for unit in range(amount)])
+    if rows:
+        connection.execute(_INSERT, rows)  # one executemany for them all
+    if count_usage is not None:
+        # Locked last, so that the creations of a project wait for each
+        # other only for the count and the commit. Each statement reads
+        # what committed before it (READ COMMITTED on every database):
+        # the count comes after every creation that held the lock before.
+        if not quotas_db.lock_project(connection, project_id):
+            raise _NoQuotaRow()
+        count_usage(connection)
     # Built from what was inserted: no statement to read the rows back.
     return [dict(row, device_profile_name=device_profile_name,
                  updated_at=None, **_NEW_ARQ) for row in rows]

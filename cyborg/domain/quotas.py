@@ -153,13 +153,25 @@ class OverLimit:
             self.resource, self.limit, self.usage, self.requested)
 
 
+def is_unlimited(limit: int) -> bool:
+    """Whether ``limit`` is no limit (-1; Keystone takes no other
+    negative one, nor does this service)."""
+    return limit == UNLIMITED or limit < 0
+
+
+def bounded(limits: dict[str, int]) -> dict[str, int]:
+    """Those of ``limits`` that are a limit."""
+    return {name: limit for name, limit in limits.items()
+            if not is_unlimited(limit)}
+
+
 def over_limits(limits: dict[str, int], usage: dict[str, int],
                 deltas: dict[str, int]) -> list[OverLimit]:
     """The resources of ``limits`` that ``usage`` plus ``deltas`` passes
     (a limit of -1 is no limit), in ``limits``' order."""
     over = []
     for name, limit in limits.items():
-        if limit == UNLIMITED or limit < 0:
+        if is_unlimited(limit):
             continue
         used = usage.get(name, 0)
         requested = deltas.get(name, 0)

@@ -224,6 +224,45 @@ def test_first_creations_of_a_project_add_its_quota_row_once(
             sa.select(models.QUOTA_LOCKS.c.project_id)).all() == [('p1',)]
 
 
+def test_the_quota_lock_comes_after_the_limits_and_the_insert(
+        conf, keystone_limits, profiles, monkeypatch):
+    """Creations of a project wait for each other only for the count and
+    the commit: when the lock is taken, the limits were read and the
+    creation's ARQs are in its transaction."""
+    context = conftest.make_context(project_id='p1')
+    conductor = _conductor(_quotas(conf))
+    seen = []
+    lock_project = quotas_db.lock_project
+
+    def lock(connection, project_id):
+        seen.append((
+            connection.execute(sa.select(sa.func.count()).where(
+                models.ARQS.c.project_id == project_id)).scalar(),
+            len(keystone_limits.mock_conn.mock_calls)))
+        return lock_project(connection, project_id)
+    monkeypatch.setattr(quotas_db, 'lock_project', lock)
+    conductor.arq_create(context, 'two')
+    calls = len(keystone_limits.mock_conn.mock_calls)
+    # Once without the project's row (added, then the creation again).
+    assert seen[-1] == (2, calls)
+    assert quotas_db.usage(context, 'p1')['class:FPGA'] == 2
+
+
+def test_a_creation_without_a_limit_takes_no_lock(
+        conf, keystone_limits, profiles, database, monkeypatch):
+    keystone_limits.projlimits['p1'] = {'class:FPGA': -1,
+                                        'accelerator_requests': -1}
+    context = conftest.make_context(project_id='p1')
+
+    def lock(connection, project_id):
+        raise AssertionError('locked %s' % project_id)
+    monkeypatch.setattr(quotas_db, 'lock_project', lock)
+    assert len(_conductor(_quotas(conf)).arq_create(context, 'two')) == 2
+    with database.connect() as connection:
+        assert connection.execute(
+            sa.select(models.QUOTA_LOCKS.c.project_id)).all() == []
+
+
 def test_limits_check_lists_resources_without_a_registered_limit(
         conf, keystone_limits, profiles, admin_context):
     profiles_db.device_profile_create(admin_context, {

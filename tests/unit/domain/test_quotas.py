@@ -87,3 +87,10 @@ def test_a_group_of_alternatives_counts_as_its_first():
         {'resources:CUSTOM_A100': '2'}]}
     assert quotas.group_classes(group) == [('CUSTOM_H100', 2)]
     assert quotas.arq_resources(group) == [{'CUSTOM_H100': 1}] * 2
+
+
+def test_bounded_keeps_only_limits():
+    assert quotas.bounded({'a': -1, 'b': 0, 'c': 3, 'd': -5}) == {
+        'b': 0, 'c': 3}
+    assert quotas.is_unlimited(quotas.UNLIMITED)
+    assert not quotas.is_unlimited(0)
