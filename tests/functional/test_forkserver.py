@@ -147,3 +147,48 @@ def test_it_can_be_turned_off(tmp_path, monkeypatch):
                             str(tmp_path / 'fresh.log'))
     assert isinstance(process, subprocess.Popen)
     assert process.wait(60) == 0
+
+
+ENTRY_POINTS = '''
+import json, sys
+from stevedore import _cache
+shared = tuple(sys.path) in _cache._c._internal
+table = _cache._c._get_data_for_path(None)
+print(json.dumps({
+    'shared': shared,
+    # Through JSON: read from stevedore's file, its entries are lists.
+    'same': json.loads(json.dumps(table['groups'])) == json.loads(
+        json.dumps(_cache._build_cacheable_data()['groups'])),
+    'cyborg_drivers': sorted(
+        entry[0] for entry in table['groups'].get(
+            'cyborg.accelerator.driver', [])),
+}))
+'''
+
+
+def _entry_points_report(tmp_path, name: str, pythonpath: str) -> dict:
+    log = str(tmp_path / (name + '.log'))
+    process = servers.spawn(
+        [sys.executable, '-c', ENTRY_POINTS], log,
+        env=dict(os.environ, PYTHONPATH=pythonpath), cwd=str(tmp_path))
+    assert isinstance(process, forkserver.ForkedProcess)
+    assert process.wait(60) == 0
+    with open(log) as f:
+        return json.loads(f.read().splitlines()[-1])
+
+
+def test_a_child_has_the_servers_entry_points_unless_its_path_adds_any(
+        tmp_path):
+    """stevedore's table of the installed entry points is read once, by
+    the server: a child whose sys.path adds no distribution finds it
+    for its own path, the same table it would read; one whose path adds
+    a distribution reads its own."""
+    plain = tmp_path / 'plain'
+    plain.mkdir()
+    report = _entry_points_report(tmp_path, 'plain', str(plain))
+    assert report['shared'] and report['same']
+    assert 'fake_driver' in report['cyborg_drivers']
+    with_distribution = tmp_path / 'site'
+    (with_distribution / 'extra-1.0.dist-info').mkdir(parents=True)
+    report = _entry_points_report(tmp_path, 'site', str(with_distribution))
+    assert not report['shared'] and report['same']
