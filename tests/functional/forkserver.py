@@ -448,28 +448,38 @@ class ForkServer:
                     os.rmdir(self._directory)
                 self._directory = None
 
+    def socket_path(self) -> str:
+        """The server's socket (the server started if it is not)."""
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._start()
+            return self.path
+
     def start(self, request: dict, env: Mapping[str, str], cwd: str,
               stdio: Sequence[int], args: Sequence[str]) -> ForkedProcess:
         """Start the process ``request`` describes with ``stdio`` as its
         stdin, stdout and stderr."""
-        with self._lock:
-            if self._process is None or self._process.poll() is not None:
-                self._start()
-            path = self.path
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            conn.connect(path)
-            message = dict(request, env=dict(env), cwd=cwd)
-            socket.send_fds(conn, [json.dumps(message).encode()],
-                            list(stdio))
-            answer = json.loads(conn.recv(4096))
-        except BaseException:
-            conn.close()
-            raise
-        if 'pid' not in answer:
-            conn.close()
-            raise RuntimeError('the fork server refused: %s' % answer)
-        return ForkedProcess(conn, answer['pid'], list(args))
+        return start_at(self.socket_path(), request, env, cwd, stdio, args)
+
+
+def start_at(path: str, request: dict, env: Mapping[str, str], cwd: str,
+             stdio: Sequence[int], args: Sequence[str]) -> ForkedProcess:
+    """Ask the server listening on ``path`` to start the process
+    ``request`` describes with ``stdio`` as its stdin, stdout and
+    stderr."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+        message = dict(request, env=dict(env), cwd=cwd)
+        socket.send_fds(conn, [json.dumps(message).encode()], list(stdio))
+        answer = json.loads(conn.recv(4096))
+    except BaseException:
+        conn.close()
+        raise
+    if 'pid' not in answer:
+        conn.close()
+        raise RuntimeError('the fork server refused: %s' % answer)
+    return ForkedProcess(conn, answer['pid'], list(args))
 
 
 class ForkedProcess:
@@ -520,6 +530,34 @@ class ForkedProcess:
 
 
 _SERVERS = {profile: ForkServer(profile) for profile in PRELOAD}
+
+
+def shim_directory(bin_dir: str, directory: str,
+                   profiles: Sequence[str] = ('cli', 'service')) -> str:
+    """``directory``, made to stand in for the virtualenv's ``bin_dir``
+    in a shell's ``PATH``: each console script the server of one of
+    ``profiles`` would start is a shim that asks it to
+    (``forkclient.py``), every other name a link to the script. With the
+    fork server off, ``bin_dir`` itself."""
+    if not enabled():
+        return bin_dir
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          'forkclient.py')
+    os.makedirs(directory, exist_ok=True)
+    for name in sorted(os.listdir(bin_dir)):
+        script = os.path.join(bin_dir, name)
+        target = os.path.join(directory, name)
+        request = request_for([script])
+        if (request is None or request['kind'] != 'script'
+                or request['profile'] not in profiles):
+            os.symlink(script, target)
+            continue
+        with open(target, 'w') as f:
+            f.write('#!/bin/sh\nexec %s -I -S %s %s %s "$@"\n' % (
+                sys.executable, client,
+                _SERVERS[request['profile']].socket_path(), script))
+        os.chmod(target, 0o755)
+    return directory
 
 
 def popen(argv: Sequence[str], stdout: int, stderr: int,

@@ -192,3 +192,27 @@ def test_a_child_has_the_servers_entry_points_unless_its_path_adds_any(
     (with_distribution / 'extra-1.0.dist-info').mkdir(parents=True)
     report = _entry_points_report(tmp_path, 'site', str(with_distribution))
     assert not report['shared'] and report['same']
+
+
+def test_a_shell_starts_console_scripts_through_the_shims(tmp_path):
+    """The shims stand in for the virtualenv's scripts in a shell: the
+    ones the servers start go through them (streams, directory and exit
+    status as run directly), the others are the scripts themselves."""
+    shims = forkserver.shim_directory(BIN, str(tmp_path / 'bin'))
+    dbsync = os.path.join(shims, 'cyborg-dbsync')
+    assert not os.path.islink(dbsync)
+    with open(dbsync) as f:
+        assert 'forkclient.py' in f.read()
+    assert os.path.realpath(os.path.join(shims, 'python')) == (
+        os.path.realpath(sys.executable))
+    assert os.path.islink(os.path.join(shims, 'nova-compute'))
+    result = subprocess.run(
+        ['bash', '-c', 'cyborg-dbsync --help; cyborg-dbsync --no-such; '
+         'echo "status $?"'],
+        env=dict(os.environ, PATH=shims + os.pathsep + os.environ['PATH']),
+        cwd=str(tmp_path), stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert 'usage: cyborg-dbsync' in result.stdout
+    assert 'status 2' in result.stdout
+    assert 'cyborg-dbsync: error:' in result.stderr

@@ -21,8 +21,10 @@ the all-in-one before it is stopped and one is started with ARGS. Only
 what a test run must change is substituted: the ports and the state
 directory the README names (``127.0.0.1:6666``, ``127.0.0.1:8778``,
 ``~/.local/share/cyborg``) and the virtualenv (``.venv/bin``: the one
-running the tests); the start runs that virtualenv's cyborg-all-in-one,
-which run-all-in-one.sh execs once the virtualenv is set up.
+running the tests, its ``openstack`` and cyborg's commands started
+through the fork server as the fixtures start them); the start runs
+that virtualenv's cyborg-all-in-one, which run-all-in-one.sh execs once
+the virtualenv is set up.
 """
 
 import dataclasses
@@ -34,6 +36,7 @@ import subprocess
 import pytest
 
 from tests.functional import conftest
+from tests.functional import forkserver
 from tests.functional import servers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -107,7 +110,11 @@ def readme_run(tmp_path_factory):
         found = sessions(f.read())
     work = str(tmp_path_factory.mktemp('readme'))
     state_dir = os.path.join(work, 'state')
-    bin_dir = os.path.dirname(servers.venv_script('cyborg-all-in-one'))
+    # The virtualenv's scripts, the CLI's and cyborg's started the way
+    # the fixtures start them (see forkserver.shim_directory).
+    bin_dir = forkserver.shim_directory(
+        os.path.dirname(servers.venv_script('cyborg-all-in-one')),
+        os.path.join(work, 'bin'))
     api_port, placement_port = servers.free_port(), servers.free_port()
     substitutions = [
         ('127.0.0.1:6666', '127.0.0.1:%d' % api_port),
