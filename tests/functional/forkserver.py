@@ -180,11 +180,33 @@ def _entry_points_table() -> dict | None:
         from stevedore import _cache
         internal = _cache._c._internal  # the child adds to it
         table = _cache._c._get_data_for_path(None)
+        if not (isinstance(internal, dict) and isinstance(table, dict)):
+            return None
+        _write_console_scripts_table(_cache, table)
     except Exception:  # another stevedore: the children read their own
         return None
-    if isinstance(internal, dict) and isinstance(table, dict):
-        return table
-    return None
+    return table
+
+
+def _write_console_scripts_table(cache, table: dict) -> None:
+    """Write stevedore's file of the entry point table for the
+    ``sys.path`` the virtualenv's console scripts start with, unless it
+    is there: the ones started fresh (Nova's services) read it then.
+
+    stevedore writes it itself, but not when the interpreter is under
+    /tmp; it reads it wherever the interpreter is.
+    """
+    directory = cache._c._dir
+    if os.path.isfile(os.path.join(directory, '.disable')):
+        return
+    path = ((os.path.dirname(sys.executable),)
+            + tuple(sys.path[1 + len(_pythonpath(os.environ)):]))
+    digest, path_values = cache._hash_settings_for_path(path)
+    filename = os.path.join(directory, digest)
+    if os.path.exists(filename):
+        return
+    os.makedirs(directory, exist_ok=True)
+    cache._write_cache_file(filename, dict(table, path_values=path_values))
 
 
 def _holds_distributions(entry: str) -> bool:

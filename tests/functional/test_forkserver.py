@@ -216,3 +216,34 @@ def test_a_shell_starts_console_scripts_through_the_shims(tmp_path):
     assert 'usage: cyborg-dbsync' in result.stdout
     assert 'status 2' in result.stdout
     assert 'cyborg-dbsync: error:' in result.stderr
+
+
+CONSOLE_SCRIPT_TABLE = '''
+import os, sys
+from stevedore import _cache
+# The sys.path a console script of the virtualenv starts with.
+sys.path[0] = os.path.dirname(sys.executable)
+digest, _values = _cache._hash_settings_for_path(tuple(sys.path))
+print(os.path.exists(os.path.join(_cache._c._dir, digest)))
+'''
+
+
+def _console_script_table_exists(env) -> bool:
+    result = subprocess.run([sys.executable, '-c', CONSOLE_SCRIPT_TABLE],
+                            env=env, capture_output=True, text=True,
+                            timeout=60, check=True)
+    return result.stdout.strip() == 'True'
+
+
+def test_console_scripts_started_fresh_find_the_table_written(
+        tmp_path, monkeypatch):
+    """A server writes stevedore's file for the path of the console
+    scripts started fresh (stevedore does not under /tmp)."""
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
+    assert not _console_script_table_exists(os.environ)
+    server = forkserver.ForkServer('service')
+    try:
+        server.socket_path()
+    finally:
+        server.stop()
+    assert _console_script_table_exists(os.environ)
