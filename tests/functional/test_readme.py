@@ -112,9 +112,8 @@ def readme_run(tmp_path_factory):
     state_dir = os.path.join(work, 'state')
     # The virtualenv's scripts, the CLI's and cyborg's started the way
     # the fixtures start them (see forkserver.shim_directory).
-    bin_dir = forkserver.shim_directory(
-        os.path.dirname(servers.venv_script('cyborg-all-in-one')),
-        os.path.join(work, 'bin'))
+    venv_bin = os.path.dirname(servers.venv_script('cyborg-all-in-one'))
+    bin_dir = forkserver.shim_directory(venv_bin, os.path.join(work, 'bin'))
     api_port, placement_port = servers.free_port(), servers.free_port()
     substitutions = [
         ('127.0.0.1:6666', '127.0.0.1:%d' % api_port),
@@ -144,10 +143,13 @@ def readme_run(tmp_path_factory):
                 check=False)
             output = result.stdout + result.stderr
             assert result.returncode == 0, (output, process.log_text())
-            # Then the commands of the ready message, as printed.
+            # Then the commands of the ready message, as printed (the
+            # virtualenv it names in PATH standing in as above).
             commands = banner_commands(process.log_text())
+            script = '\n'.join(['set -euo pipefail'] + commands)
+            assert venv_bin in script
             result = subprocess.run(
-                ['bash', '-c', '\n'.join(['set -euo pipefail'] + commands)],
+                ['bash', '-c', script.replace(venv_bin, bin_dir)],
                 cwd=work, stdin=subprocess.DEVNULL, capture_output=True,
                 text=True, timeout=SESSION_TIMEOUT, check=False)
             assert result.returncode == 0, (commands, result.stdout,
