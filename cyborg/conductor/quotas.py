@@ -27,7 +27,6 @@ taken last and held for the count and the commit only; a creation none
 of whose resources has a limit takes none.
 """
 
-from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
@@ -35,6 +34,7 @@ from oslo_log import log as logging
 from cyborg.common import exception
 from cyborg.common import limits as limits_mod
 from cyborg.conf import quota as quota_conf
+from cyborg.db import arqs as arq_db
 from cyborg.db import quotas as quotas_db
 from cyborg.domain import quotas as quota_rules
 
@@ -57,7 +57,7 @@ class UnifiedLimits:
             self._strategy, self._listed)
 
     def check(self, project_id: str, new: list[dict[str, int]]
-              ) -> Callable[[Any], None] | None:
+              ) -> arq_db.QuotaCount | None:
         """The count to make after the insert of ARQs counting ``new``
         (None when no limit applies to them): it raises QuotaExceeded if
         ``project_id``'s usage, counted in the transaction of the

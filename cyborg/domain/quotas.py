@@ -156,7 +156,7 @@ class OverLimit:
 def is_unlimited(limit: int) -> bool:
     """Whether ``limit`` is no limit (-1; Keystone takes no other
     negative one, nor does this service)."""
-    return limit == UNLIMITED or limit < 0
+    return limit < 0
 
 
 def bounded(limits: dict[str, int]) -> dict[str, int]:

@@ -199,8 +199,7 @@ def _write_console_scripts_table(cache, table: dict) -> None:
     directory = cache._c._dir
     if os.path.isfile(os.path.join(directory, '.disable')):
         return
-    path = ((os.path.dirname(sys.executable),)
-            + tuple(sys.path[1 + len(_pythonpath(os.environ)):]))
+    path = (os.path.dirname(sys.executable),) + tuple(_base_path())
     digest, path_values = cache._hash_settings_for_path(path)
     filename = os.path.join(directory, digest)
     if os.path.exists(filename):
@@ -237,6 +236,12 @@ def _pythonpath(env: Mapping[str, str]) -> list[str]:
     return [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p]
 
 
+def _base_path() -> list[str]:
+    """The server's ``sys.path`` without its first entry and its
+    PYTHONPATH: what every start of this interpreter has."""
+    return sys.path[1 + len(_pythonpath(os.environ)):]
+
+
 def _become(request: dict, fds: list[int],
             entry_points: dict | None = None) -> None:
     """In the forked child: take the identity the request asks for
@@ -252,7 +257,7 @@ def _become(request: dict, fds: list[int],
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(request['cwd'])
     env = request['env']
-    base_path = sys.path[1 + len(_pythonpath(os.environ)):]
+    base_path = _base_path()
     warning_options = env.get('PYTHONWARNINGS')
     if warning_options and warning_options != os.environ.get(
             'PYTHONWARNINGS'):
