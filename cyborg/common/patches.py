@@ -31,8 +31,10 @@ When the check fails at run time, what is safe decides what happens:
   :func:`skip_redundant_rollbacks` and :func:`relax_amqp_idle_polling`
   only save CPU or a round trip; cyborg works the same without them.
   :func:`shorten_obsolete_reply_queue_memory` shortens a recovery after a
-  RabbitMQ outage; without it the recovery takes a minute more. They log
-  a WARNING and leave the library as it is.
+  RabbitMQ outage; without it the recovery takes a minute more.
+  :func:`share_transaction_scopes` closes a rare race of threads that
+  share a context; without it that race stays as oslo.db has it. They
+  log a WARNING and leave the library as it is.
 * :func:`mutable_config_snapshot` makes a reload with an invalid value
   undoable; without it the reload could not be undone, so it raises
   :class:`PatchError` before anything changed and the reload is refused.
@@ -43,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import functools
 import inspect
+import threading
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -396,6 +399,58 @@ def skip_redundant_rollbacks(engine: sa_engine.Engine) -> bool:
     dialect.do_commit, dialect.do_rollback = do_commit, do_rollback
     sa_event.listen(engine, 'before_cursor_execute', statement)
     sa_event.listen(engine, 'checkout', checkout)
+    return True
+
+
+# oslo.db: one transaction table per context ---------------------------------
+
+# The attribute oslo.db keeps a context's per-thread transactions in.
+_SCOPES = '_enginefacade_context'
+
+
+def transaction_scopes_problem() -> str | None:
+    """What keeps :func:`share_transaction_scopes` from applying; None:
+    nothing."""
+    from oslo_db.sqlalchemy import enginefacade
+    table = getattr(enginefacade, '_TransactionContextTLocal', None)
+    if not (isinstance(table, type) and issubclass(table, threading.local)):
+        return 'oslo.db has no per-thread transaction table class any more'
+    finder = getattr(enginefacade, '_transaction_contexts_by_thread', None)
+    code = getattr(finder, '__code__', None)
+    if code is None or _SCOPES not in code.co_names + code.co_consts:
+        return ('oslo.db no longer keeps a context\'s transactions in %s'
+                % _SCOPES)
+    return None
+
+
+def share_transaction_scopes(context_class: type) -> bool:
+    """Give each ``context_class`` context one table of its per-thread
+    transactions, however many threads use it first at the same time.
+
+    oslo.db creates a context's table on its first transaction, without a
+    lock: two threads that share a new context (the jobs of one bind, each
+    on a worker thread) can each create one, and the thread whose table
+    was replaced then finds no transaction of its own in the middle of
+    its call (``NoEngineContextEstablished``). Here the table is created
+    with ``dict.setdefault``, which the interpreter runs at once (string
+    keys), so every thread gets the first table stored.
+    """
+    problem = transaction_scopes_problem()
+    if problem is not None:
+        return _skipped('share transaction scopes', problem)
+    from oslo_db.sqlalchemy import enginefacade
+    table_class = enginefacade._TransactionContextTLocal
+
+    def scopes(context):
+        table = context.__dict__.get(_SCOPES)
+        if table is None:
+            table = context.__dict__.setdefault(_SCOPES, table_class())
+        return table
+
+    def set_scopes(context, table):
+        context.__dict__[_SCOPES] = table
+
+    setattr(context_class, _SCOPES, property(scopes, set_scopes))
     return True
 
 

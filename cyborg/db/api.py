@@ -45,6 +45,8 @@ LOG = logging.getLogger(__name__)
 # transaction attributes come with the database layer, not with the
 # context module (see RequestContext).
 enginefacade.transaction_context_provider(cyborg_context.RequestContext)
+# Bind jobs share their context between worker threads.
+patches.share_transaction_scopes(cyborg_context.RequestContext)
 
 main_context_manager = enginefacade.transaction_context()
 

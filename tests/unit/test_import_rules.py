@@ -18,8 +18,9 @@
   Allowed: the option registration (``oslo_db.options``, in
   cyborg/conf/), enginefacade's transaction-context decorator on the
   request context (``cyborg/context.py``), as placement's context has,
-  and the engine, event and pool modules the library patches of
-  ``cyborg/common/patches.py`` change (no SQL).
+  and the engine, event and pool modules and oslo.db's transaction
+  factory the library patches of ``cyborg/common/patches.py`` change
+  (no SQL).
 * The domain rules (cyborg/domain/) import nothing of the service but
   the exceptions.
 * Each layer imports only the layers below it (:data:`FORBIDDEN_LAYERS`):
@@ -49,6 +50,7 @@ ALLOWED_IN = {
     ('cyborg/common/patches.py', 'sqlalchemy.engine'),
     ('cyborg/common/patches.py', 'sqlalchemy.event'),
     ('cyborg/common/patches.py', 'sqlalchemy.pool.base'),
+    ('cyborg/common/patches.py', 'oslo_db.sqlalchemy.enginefacade'),
 }
 
 

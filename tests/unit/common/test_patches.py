@@ -18,11 +18,14 @@ has the shape the patch was written for; the others check what the patch
 does and that it stays out when the shape is wrong.
 """
 
+from concurrent import futures
 import functools
 import inspect
 import logging
+import threading
 
 from oslo_config import cfg
+from oslo_db.sqlalchemy import enginefacade
 from oslo_messaging._drivers import amqpdriver
 import pecan
 from pecan import core as pecan_core
@@ -31,6 +34,7 @@ from pecan import util as pecan_util
 import pytest
 import sqlalchemy
 
+from cyborg import context as cyborg_context
 from cyborg.common import patches
 from cyborg.common import signals
 from tests.unit import fakes
@@ -327,3 +331,75 @@ def test_a_changed_reply_queue_cache_is_left_alone_with_a_warning(
         'Library patch obsolete reply queue memory not applied: '
         'oslo_messaging._drivers.amqpdriver.ObsoleteReplyQueuesCache.TTL is '
         'None, not a number']
+
+
+# oslo.db per-thread transaction tables ---------------------------------------
+
+def test_oslo_db_still_keeps_a_contexts_transactions_per_thread():
+    """Fails when oslo.db no longer has the shape
+    share_transaction_scopes was written for."""
+    assert patches.transaction_scopes_problem() is None
+
+
+def _tables_made_together(monkeypatch):
+    """A table class whose construction waits for a second one: two
+    threads that use a new context both find it without a table."""
+    made_together = threading.Barrier(2, timeout=10)
+
+    class Table(threading.local):
+        def __init__(self):
+            made_together.wait()
+    monkeypatch.setattr(enginefacade, '_TransactionContextTLocal', Table)
+
+
+def _tables_of_two_threads(context):
+    with futures.ThreadPoolExecutor(2) as pool:
+        found = [pool.submit(enginefacade._transaction_contexts_by_thread,
+                             context) for _ in range(2)]
+        return [future.result() for future in found]
+
+
+def test_oslo_db_alone_gives_threads_sharing_a_new_context_two_tables(
+        monkeypatch):
+    """The race the patch closes (fails when oslo.db closes it itself:
+    the patch can then go)."""
+    _tables_made_together(monkeypatch)
+
+    class Context:
+        pass
+    first, second = _tables_of_two_threads(Context())
+    assert first is not second
+
+
+def test_threads_sharing_a_new_context_share_one_table(monkeypatch):
+    _tables_made_together(monkeypatch)
+
+    class Context:
+        pass
+    assert patches.share_transaction_scopes(Context)
+    context = Context()
+    first, second = _tables_of_two_threads(context)
+    assert first is second is context._enginefacade_context
+
+
+def test_the_request_context_has_one_table_per_context():
+    from cyborg.db import api as db_api  # noqa: F401 (installs the patch)
+    context = cyborg_context.get_admin_context()
+    table = context._enginefacade_context
+    assert isinstance(table, enginefacade._TransactionContextTLocal)
+    assert context._enginefacade_context is table
+    assert cyborg_context.get_admin_context()._enginefacade_context is not (
+        table)
+
+
+def test_a_changed_oslo_db_is_left_alone_with_a_warning(monkeypatch,
+                                                        warnings_logged):
+    monkeypatch.delattr(enginefacade, '_TransactionContextTLocal')
+
+    class Context:
+        pass
+    assert not patches.share_transaction_scopes(Context)
+    assert not hasattr(Context, '_enginefacade_context')
+    assert [r.getMessage() for r in warnings_logged] == [
+        'Library patch share transaction scopes not applied: oslo.db has '
+        'no per-thread transaction table class any more']
