@@ -199,9 +199,9 @@ def _write_console_scripts_table(cache, table: dict) -> None:
     directory = cache._c._dir
     if os.path.isfile(os.path.join(directory, '.disable')):
         return
-    # As a console script started with this environment has it.
-    path = ((os.path.dirname(sys.executable),)
-            + tuple(_pythonpath(os.environ)) + tuple(_base_path()))
+    # As a console script started with this environment has it: the
+    # server's own, but for the first entry.
+    path = (os.path.dirname(sys.executable),) + tuple(sys.path[1:])
     digest, path_values = cache._hash_settings_for_path(path)
     filename = os.path.join(directory, digest)
     if os.path.exists(filename):
